@@ -1,0 +1,70 @@
+# dlscale: the two quick-start commands are `make demo` and `make test`.
+SHELL := /bin/bash
+VENV ?= .venv
+PYTHON ?= python3
+export PATH := $(abspath $(VENV))/bin:$(PATH)
+SNAKEMAKE := $(VENV)/bin/snakemake
+# Debian packages: graphviz (DAG pictures), Fashion-MNIST (demo data, offline),
+# SLURM and munge (the test cluster).
+SYSTEM_PACKAGES := graphviz dataset-fashion-mnist slurm-wlm munge
+
+.PHONY: help setup sysdeps demo test test-fast cluster-start cluster-stop dag bench lint clean
+
+help:
+	@echo "make demo   - set up and run the whole pipeline locally on config/demo.yaml"
+	@echo "make test   - set up and run all tests (starts a throw-away SLURM test cluster)"
+	@echo "make dag    - draw results/dag.svg and results/rulegraph.svg from a dry run"
+	@echo "make bench  - run the benchmarks in bench/ (results: docs/benchmarks.md)"
+	@echo "make lint   - snakemake --lint and snakefmt --check"
+
+$(VENV)/.installed: requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -r requirements.txt
+	touch $@
+
+setup: $(VENV)/.installed
+
+# Installs what is missing when run as root (CI, containers); otherwise says what to install.
+sysdeps:
+	@missing=$$(for p in $(SYSTEM_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing Debian packages: $$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	else \
+		echo "note: not installed (needs root): $$missing"; \
+	fi
+
+demo: setup sysdeps
+	$(SNAKEMAKE) --profile profiles/local --configfile config/demo.yaml all
+	$(SNAKEMAKE) --profile profiles/local --configfile config/demo.yaml --report results/report.html
+	@echo "plots: results/plots/   tables: results/tables/   report: results/report.html"
+
+test: setup sysdeps
+	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+test-fast: setup
+	$(VENV)/bin/python -m pytest -m "not cluster and not slow" $(PYTEST_ARGS)
+
+cluster-start:
+	scripts/testcluster.sh start
+
+cluster-stop:
+	scripts/testcluster.sh stop
+
+dag: setup
+	mkdir -p results
+	$(SNAKEMAKE) --dag -n all | dot -Tsvg > results/dag.svg
+	$(SNAKEMAKE) --rulegraph -n all | dot -Tsvg > results/rulegraph.svg
+	@echo "wrote results/dag.svg results/rulegraph.svg"
+
+bench: setup
+	$(VENV)/bin/python bench/bench_data.py
+
+lint: setup
+	$(SNAKEMAKE) --lint -n
+	$(VENV)/bin/snakefmt --check Snakefile rules/
+
+clean:
+	rm -rf results logs benchmarks .snakemake

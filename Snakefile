@@ -1,0 +1,19 @@
+# dlscale: how deep-learning training scales with GPUs, as one workflow.
+# Table of contents only; the logic lives in rules/*.smk and scripts/.
+
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: f"{workflow.basedir}/config/config.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/data.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        all_targets(),

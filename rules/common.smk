@@ -1,0 +1,93 @@
+# Config loading and validation, sweep expansion and the small helpers the rules call.
+import sys
+from pathlib import Path
+
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+SCRIPTS = Path(workflow.basedir) / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+from dlscale.sources import DATASETS, find_cached  # noqa: E402
+from dlscale.sweep import SweepError, expand  # noqa: E402
+
+_md5 = config.get("data", {}).get("md5")
+if isinstance(_md5, (int, float)) and not isinstance(_md5, bool):
+    raise WorkflowError(
+        f"data.md5 was read as the number {_md5!r}: put the checksum in quotes, "
+        "e.g. md5: \"c58f30108f718f92721af3b95e74349a\"")
+validate(config, schema="../config/schema.yaml")
+
+DATA = config["data"]
+DATA_DIR = f"results/data/{DATA['dataset']}-{DATA['image_size']}px"
+
+try:
+    POINTS = {p.key: p for p in expand(config)}
+except SweepError as exc:
+    raise WorkflowError(f"invalid sweep: {exc}")
+
+
+wildcard_constraints:
+    dataset="|".join(DATASETS),
+    size=r"\d+",
+    filename=r"[^/]+",
+
+
+def resolve_source(dataset):
+    """(path prepare_data.py reads, md5 it must check, {download target: (url, md5)})."""
+    spec = DATASETS[dataset]
+    configured = dataset == DATA["dataset"]
+    source = DATA["source"] if configured else "auto"
+    md5 = DATA["md5"] if configured else None
+    official = {f.name: f for f in spec.files}
+    if source == "auto":
+        cached = find_cached(spec)
+        if cached is not None:
+            return str(cached), None, {}
+        targets = {f"resources/downloads/{dataset}/{f.name}": (f.url, f.md5) for f in spec.files}
+        path = next(iter(targets)) if len(targets) == 1 else f"resources/downloads/{dataset}"
+        return path, None, targets
+    if "://" in source:
+        name = source.rstrip("/").rsplit("/", 1)[-1]
+        if not md5 and name in official:
+            md5 = official[name].md5
+        target = f"resources/downloads/{dataset}/{name}"
+        return target, None, {target: (source, md5)}
+    path = Path(source).expanduser()
+    if not path.exists():
+        raise WorkflowError(
+            f"data.source '{source}' does not exist: expected 'auto', an URL, "
+            f"or a local {dataset} archive or folder")
+    if md5 and not path.is_file():
+        raise WorkflowError(
+            f"data.md5 is set but data.source '{source}' is a folder: a checksum applies "
+            "to an archive file (leave md5 null for a folder)")
+    return str(path), md5, {}
+
+
+def download_spec(wildcards):
+    target = f"resources/downloads/{wildcards.dataset}/{wildcards.filename}"
+    _, _, downloads = resolve_source(wildcards.dataset)
+    if target not in downloads:
+        raise WorkflowError(f"{target} is not a download of the configured data source")
+    return downloads[target]
+
+
+def prepare_input(wildcards):
+    path, _, downloads = resolve_source(wildcards.dataset)
+    return list(downloads) or [path]
+
+
+def prepare_flags(wildcards):
+    path, md5, _ = resolve_source(wildcards.dataset)
+    flags = [f"--dataset {wildcards.dataset}", f"--source '{path}'",
+             f"--image-size {wildcards.size}", f"--shards {DATA['shards']}"]
+    if md5:
+        flags.append(f"--md5 {md5}")
+    for key in ("limit_train", "limit_test"):
+        if DATA[key] and wildcards.dataset == DATA["dataset"]:
+            flags.append(f"--{key.replace('_', '-')} {DATA[key]}")
+    return " ".join(flags)
+
+
+def all_targets():
+    return [f"{DATA_DIR}/manifest.json"]

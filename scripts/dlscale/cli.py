@@ -1,0 +1,18 @@
+"""Small helpers every CLI script shares."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def quiet_tensorflow() -> None:
+    """Keep TensorFlow's C++ start-up chatter out of logs unless the user asked for it."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # tf-keras (Keras 2) is the Keras of every strategy here: see docs/keras.md.
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+
+def fail(message: str, code: int = 1) -> "NoReturn":  # noqa: F821
+    print(f"error: {message}", file=sys.stderr)
+    raise SystemExit(code)

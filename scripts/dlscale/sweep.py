@@ -1,0 +1,112 @@
+"""Sweep expansion: the validated config becomes one Point per training run.
+
+Pure Python (no Snakemake, no TensorFlow) so that rules/common.smk and the tests share
+it. A point's `key` is its run folder below results/runs/: `{model}/gpus{g}/rep{r}` for
+the study, with `nodes{n}/`, `{strategy}/` and `{precision}/` levels added only when
+the sweep varies them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass
+
+# Smallest input each family accepts (keras.applications checks this at build time;
+# checking here fails before any job is submitted).
+MIN_IMAGE_SIZE = {"SimpleCNN": 8, "InceptionV3": 75, "InceptionResNetV2": 75,
+                  "Xception": 71, "NASNetLarge": 32, "NASNetMobile": 32}
+DEFAULT_MIN_IMAGE_SIZE = 32
+
+
+class SweepError(ValueError):
+    """The sweep asks for something that cannot run; the message names the value."""
+
+
+@dataclass(frozen=True)
+class Point:
+    key: str
+    model: str
+    gpus: int            # total replicas
+    nodes: int
+    gpus_per_node: int
+    rep: int
+    strategy: str
+    precision: str
+    epochs: int
+    batch_per_gpu: int
+    global_batch: int
+    base_lr: float
+    lr_scaling: str
+    warmup_epochs: float
+    momentum: float
+    xla: bool
+    device: str
+    seed: int
+    tasks: int           # worker processes (1 for mirrored)
+    tasks_per_node: int
+    cpus_per_task: int
+    mem_mb: int          # per node
+    runtime: int         # minutes
+    gres: str | None     # per node
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def expand(config: dict) -> list[Point]:
+    """All points of the sweep, in a stable order; raises SweepError on impossible ones."""
+    sweep, training, res = config["sweep"], config["training"], config["resources"]
+    precisions = sweep.get("precision") or [training["precision"]]
+    strategies = sweep.get("strategy") or [None]
+    image_size = config["data"]["image_size"]
+    points = []
+    for model, nodes, strategy, precision, gpus, rep in itertools.product(
+            sweep["models"], sweep["nodes"], strategies, precisions, sweep["gpus"],
+            range(1, sweep["repeats"] + 1)):
+        if gpus < nodes or gpus % nodes:
+            continue  # e.g. 1 GPU over 2 nodes: not a point of a nodes x gpus grid
+        need = MIN_IMAGE_SIZE.get(model, DEFAULT_MIN_IMAGE_SIZE)
+        if image_size < need:
+            raise SweepError(f"model {model} needs images of at least {need}px, but "
+                             f"data.image_size is {image_size}")
+        per_node = gpus // nodes
+        if per_node > res["max_gpus_per_node"]:
+            raise SweepError(
+                f"point {model} with {gpus} GPUs on {nodes} node(s) needs {per_node} GPUs "
+                f"per node, but resources.max_gpus_per_node is {res['max_gpus_per_node']}")
+        over = {**training, **res, **config.get("models", {}).get(model, {})}
+        chosen = strategy or ("multiworker" if nodes > 1 else "mirrored")
+        if chosen == "mirrored" and nodes > 1:
+            raise SweepError(f"strategy mirrored runs on one node, but the sweep asks for "
+                             f"{nodes} nodes: use multiworker for multi-node points")
+        if chosen == "multiworker":
+            tasks_per_node = per_node if training["workers"] == "per_gpu" else 1
+        else:
+            tasks_per_node = 1
+        gpus_per_task = per_node // tasks_per_node
+        levels = [model]
+        if len(sweep["nodes"]) > 1:
+            levels.append(f"nodes{nodes}")
+        if len(strategies) > 1:
+            levels.append(chosen)
+        if len(precisions) > 1:
+            levels.append(precision)
+        levels += [f"gpus{gpus}", f"rep{rep}"]
+        points.append(Point(
+            key="/".join(levels), model=model, gpus=gpus, nodes=nodes,
+            gpus_per_node=per_node, rep=rep, strategy=chosen, precision=precision,
+            epochs=over["epochs"], batch_per_gpu=over["batch_per_gpu"],
+            global_batch=over["batch_per_gpu"] * gpus, base_lr=over["base_lr"],
+            lr_scaling=over["lr_scaling"], warmup_epochs=over["warmup_epochs"],
+            momentum=training["momentum"], xla=training["xla"], device=training["device"],
+            seed=training["seed"] + rep - 1, tasks=tasks_per_node * nodes,
+            tasks_per_node=tasks_per_node,
+            cpus_per_task=over["cpus_per_gpu"] * gpus_per_task,
+            mem_mb=over["mem_mb_per_gpu"] * per_node, runtime=over["runtime_min"],
+            gres=res["gres"].format(gpus=per_node) if res["gres"] else None,
+        ))
+    keys = [p.key for p in points]
+    if len(set(keys)) != len(keys):
+        raise SweepError("two sweep points map to the same run folder: " + ", ".join(
+            sorted({k for k in keys if keys.count(k) > 1})))
+    return points

@@ -1,0 +1,52 @@
+"""Shared test helpers: import path for scripts/, generated datasets, running snakemake."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = ROOT / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import make_synthetic_cifar  # noqa: E402
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+@pytest.fixture(scope="session")
+def cifar_python(tmp_path_factory) -> Path:
+    """A small archive in the official python layout (pickled batches)."""
+    return make_synthetic_cifar.write_archive(
+        tmp_path_factory.mktemp("cifar") / "cifar-10-python.tar.gz", "python", 100, 40, seed=1)
+
+
+@pytest.fixture(scope="session")
+def cifar_binary(tmp_path_factory) -> Path:
+    """The same images in the official binary layout."""
+    return make_synthetic_cifar.write_archive(
+        tmp_path_factory.mktemp("cifarbin") / "cifar-10-binary.tar.gz", "binary", 100, 40, seed=1)
+
+
+def run_snakemake(workdir: Path, *args: str, check: bool = True,
+                  timeout: float = 900) -> subprocess.CompletedProcess:
+    """Run the project's workflow from the command line (the stable interface) in workdir."""
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"),
+           "--directory", str(workdir), *args]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=timeout, env=env)  # one stream: snakemake logs to both
+    if check and proc.returncode != 0:
+        raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout[-8000:]}")
+    return proc
+
+
+def write_config(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path

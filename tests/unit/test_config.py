@@ -1,0 +1,109 @@
+"""Config schema and sweep expansion: bad input fails with the key's name, defaults fill in."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+from conftest import ROOT
+from dlscale.sweep import SweepError, expand
+
+SCHEMA = str(ROOT / "config" / "schema.yaml")
+
+
+def study() -> dict:
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    validate(config, SCHEMA)
+    return config
+
+
+def test_study_config_is_the_study():
+    points = expand(study())
+    assert [p.key for p in points] == [
+        "ResNet50V2/gpus1/rep1", "ResNet50V2/gpus2/rep1", "ResNet50V2/gpus4/rep1",
+        "ResNet152V2/gpus1/rep1", "ResNet152V2/gpus2/rep1", "ResNet152V2/gpus4/rep1"]
+    four = points[2]
+    assert (four.global_batch, four.cpus_per_task, four.mem_mb, four.gres, four.tasks) == (
+        1024, 32, 64000, "gpu:4", 1)
+    assert points[4].batch_per_gpu == 128 and points[4].global_batch == 256  # per-model override
+    assert four.strategy == "mirrored" and four.epochs == 5 and four.runtime == 30
+
+
+def test_defaults_are_filled_in():
+    config = {}
+    validate(config, SCHEMA)
+    assert config["data"]["image_size"] == 128
+    assert config["training"]["lr_scaling"] == "linear"
+    assert config["analysis"]["skip_epochs"] == 1
+    assert config["external_runs"] == []
+
+
+@pytest.mark.parametrize("bad, words", [
+    ({"data": {"datset": "cifar10"}}, "'datset' was unexpected"),
+    ({"data": {"dataset": "imagenet"}}, "'imagenet' is not one of"),
+    ({"data": {"image_size": "big"}}, "'big' is not of type 'integer'"),
+    ({"data": {"image_size": 4}}, "4 is less than the minimum of 8"),
+    ({"data": {"md5": "abc"}}, "'abc' does not match"),
+    ({"sweep": {"models": ["ResNet51V2"]}}, "'ResNet51V2' is not one of ['SimpleCNN'"),
+    ({"sweep": {"gpus": [0]}}, "0 is less than the minimum of 1"),
+    ({"training": {"precision": "fp8"}}, "'fp8' is not one of"),
+    ({"models": {"ResNet9": {"batch_per_gpu": 8}}}, "'ResNet9' is not one of"),
+    ({"models": {"ResNet50V2": {"bach_per_gpu": 8}}}, "'bach_per_gpu' was unexpected"),
+    ({"external_runs": [{"log": "x.out", "model": "M", "gpus": 2}]}, "'global_batch' is a required"),
+])
+def test_bad_values_fail_with_the_offending_key(bad, words):
+    with pytest.raises(WorkflowError) as info:
+        validate(copy.deepcopy(bad), SCHEMA)
+    assert words in str(info.value)
+
+
+def test_model_names_are_exactly_keras_applications_plus_the_small_cnn():
+    keras = pytest.importorskip("tf_keras")
+    schema = yaml.safe_load(open(SCHEMA))
+    names = set(schema["$defs"]["model"]["enum"])
+    applications = {n for n in dir(keras.applications) if n[0].isupper()}
+    assert names == applications | {"SimpleCNN"}
+
+
+def _config(**sections) -> dict:
+    config = copy.deepcopy(sections)
+    validate(config, SCHEMA)
+    return config
+
+
+def test_run_folder_gains_levels_only_for_varied_settings():
+    config = _config(sweep={"models": ["SimpleCNN"], "gpus": [2, 4], "nodes": [1, 2],
+                            "precision": ["float32", "mixed_float16"], "repeats": 2})
+    keys = [p.key for p in expand(config)]
+    assert "SimpleCNN/nodes2/mixed_float16/gpus4/rep2" in keys
+    assert len(keys) == 2 * 2 * 2 * 2  # gpus x nodes x precision x repeats
+    multi = [p for p in expand(config) if p.nodes == 2 and p.gpus == 4][0]
+    assert (multi.strategy, multi.tasks, multi.tasks_per_node, multi.gpus_per_node,
+            multi.gres) == ("multiworker", 4, 2, 2, "gpu:2")
+    assert {p.seed for p in expand(config)} == {42, 43}  # one seed per repeat
+
+
+def test_one_gpu_cannot_span_two_nodes_so_that_point_is_not_planned():
+    config = _config(sweep={"models": ["SimpleCNN"], "gpus": [1, 2], "nodes": [2]})
+    assert [p.key for p in expand(config)] == ["SimpleCNN/gpus2/rep1"]
+
+
+def test_workers_per_node():
+    config = _config(sweep={"models": ["SimpleCNN"], "gpus": [8], "nodes": [2]},
+                     training={"workers": "per_node"})
+    point = expand(config)[0]
+    assert (point.tasks, point.tasks_per_node, point.cpus_per_task) == (2, 1, 32)
+
+
+@pytest.mark.parametrize("sections, words", [
+    ({"sweep": {"gpus": [8]}}, "needs 8 GPUs per node, but resources.max_gpus_per_node is 4"),
+    ({"sweep": {"nodes": [2], "gpus": [2], "strategy": ["mirrored"]}}, "mirrored runs on one node"),
+    ({"data": {"image_size": 16}}, "ResNet50V2 needs images of at least 32px"),
+])
+def test_impossible_points_fail_before_any_job(sections, words):
+    with pytest.raises(SweepError, match=words.replace(".", r"\.")):
+        expand(_config(**sections))

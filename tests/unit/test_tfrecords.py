@@ -1,0 +1,117 @@
+"""TFRecord writing (format, determinism, atomicity) and the tf.data reader."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+
+import prepare_data
+from dlscale.sources import DatasetError
+from dlscale.tfrecords import ExampleEncoder, make_dataset, shard_bounds
+
+tf = pytest.importorskip("tensorflow")
+
+
+@pytest.mark.parametrize("label", [0, 9, 1000])
+def test_hand_encoded_example_is_what_tensorflow_writes(label):
+    image = np.random.default_rng(label).integers(0, 256, 12 * 12 * 3, dtype=np.uint8).tobytes()
+    ours = ExampleEncoder(len(image)).encode(image, label)
+    theirs = tf.train.Example(features=tf.train.Features(feature={
+        "image": tf.train.Feature(bytes_list=tf.train.BytesList(value=[image])),
+        "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
+    })).SerializeToString(deterministic=True)
+    assert ours == theirs
+
+
+def test_shard_bounds_cover_everything_without_empty_shards():
+    assert shard_bounds(10, 3) == [(0, 3), (3, 7), (7, 10)]
+    assert shard_bounds(2, 16) == [(0, 1), (1, 2)]
+    assert sum(b - a for a, b in shard_bounds(50000, 16)) == 50000
+
+
+def _digests(folder):
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.iterdir())}
+
+
+def test_prepare_writes_manifest_and_identical_bytes_twice(cifar_python, tmp_path):
+    first = prepare_data.prepare("cifar10", cifar_python, tmp_path / "a", 48, 3)
+    prepare_data.prepare("cifar10", cifar_python, tmp_path / "b", 48, 3)
+    assert _digests(tmp_path / "a") == _digests(tmp_path / "b")
+    manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
+    assert manifest == first
+    assert manifest["image_shape"] == [48, 48, 3]
+    assert manifest["splits"]["train"]["count"] == 100
+    assert manifest["splits"]["test"]["count"] == 40
+    assert sum(manifest["splits"]["train"]["per_class"]) == 100
+    assert [s["file"] for s in manifest["splits"]["test"]["shards"]] == [
+        "test-00000-of-00003.tfrecord", "test-00001-of-00003.tfrecord",
+        "test-00002-of-00003.tfrecord"]
+    assert sum(s["records"] for s in manifest["splits"]["train"]["shards"]) == 100
+
+
+def test_limits_keep_the_first_images(cifar_python, tmp_path):
+    manifest = prepare_data.prepare("cifar10", cifar_python, tmp_path, 32, 2,
+                                    limit_train=30, limit_test=10)
+    assert manifest["splits"]["train"]["count"] == 30
+    with pytest.raises(DatasetError, match="limit_train=500 but the train split has only 100"):
+        prepare_data.prepare("cifar10", cifar_python, tmp_path / "x", 32, 2, limit_train=500)
+
+
+def test_failed_preparation_leaves_no_manifest_and_keeps_nothing(cifar_python, tmp_path):
+    out = tmp_path / "out"
+    prepare_data.prepare("cifar10", cifar_python, out, 32, 2)
+    with pytest.raises(DatasetError, match="checksum mismatch"):
+        prepare_data.prepare("cifar10", cifar_python, out, 32, 2, md5="f" * 32)
+    # checksum is checked before anything is touched: the earlier good output is intact
+    assert (out / "manifest.json").exists()
+    bad = cifar_python.parent / "truncated.tar.gz"
+    bad.write_bytes(cifar_python.read_bytes()[:5000])
+    with pytest.raises(DatasetError):
+        prepare_data.prepare("cifar10", bad, tmp_path / "bad", 32, 2)
+    assert not (tmp_path / "bad" / "manifest.json").exists()
+    assert not list(tmp_path.glob(".*partial*"))
+
+
+def test_cli_reports_errors_without_traceback(cifar_python, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        prepare_data.main(["--dataset", "cifar10", "--source", str(cifar_python),
+                           "--md5", "0" * 32, "--out", str(tmp_path)])
+    assert exit_info.value.code == 1
+    assert "error: checksum mismatch" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def prepared(cifar_python, tmp_path_factory):
+    out = tmp_path_factory.mktemp("prepared")
+    prepare_data.prepare("cifar10", cifar_python, out, 40, 4)
+    return out
+
+
+def test_reader_returns_uint8_batches_with_the_right_labels(prepared, cifar_python):
+    ds = make_dataset(prepared, "test", 16, training=False)
+    images, labels = zip(*[(x.numpy(), y.numpy()) for x, y in ds])
+    images, labels = np.concatenate(images), np.concatenate(labels)
+    assert images.dtype == np.uint8 and images.shape == (40, 40, 40, 3)
+    from dlscale.sources import read_dataset
+    np.testing.assert_array_equal(labels, read_dataset("cifar10", cifar_python).labels["test"])
+
+
+def test_training_reader_drops_remainder_repeats_and_is_seeded(prepared):
+    ds = make_dataset(prepared, "train", 32, training=True, seed=7)
+    batches = [y.numpy() for _, y in ds.take(10)]  # 10 x 32 > 100 images: it repeats
+    assert all(len(b) == 32 for b in batches)
+    again = [y.numpy() for _, y in make_dataset(prepared, "train", 32, training=True,
+                                                 seed=7).take(10)]
+    assert all((a == b).all() for a, b in zip(batches, again))
+
+
+def test_reader_splits_files_between_input_pipelines(prepared):
+    parts = [np.concatenate([y.numpy() for _, y in make_dataset(
+        prepared, "train", 10, training=False, num_shards=2, shard_index=i)]) for i in (0, 1)]
+    assert len(parts[0]) + len(parts[1]) == 100
+    with pytest.raises(ValueError, match="4 train shards cannot feed 8 input pipelines"):
+        make_dataset(prepared, "train", 10, training=True, num_shards=8)
