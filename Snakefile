@@ -11,6 +11,7 @@ configfile: f"{workflow.basedir}/config/config.yaml"
 
 include: "rules/common.smk"
 include: "rules/data.smk"
+include: "rules/train.smk"
 
 
 rule all:

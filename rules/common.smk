@@ -1,4 +1,5 @@
 # Config loading and validation, sweep expansion and the small helpers the rules call.
+import re
 import sys
 from pathlib import Path
 
@@ -89,5 +90,47 @@ def prepare_flags(wildcards):
     return " ".join(flags)
 
 
+
+
+# --- training points ---------------------------------------------------------------
+
+
+def points_where(multi_task):
+    """Regex of the run folders whose points do (or do not) start several workers."""
+    keys = [k for k, p in POINTS.items() if (p.tasks > 1) == multi_task]
+    return "|".join(re.escape(k) for k in keys) or "(?!)"
+
+
+def point(wildcards):
+    return POINTS[wildcards.point]
+
+
+def train_flags(wildcards):
+    p = point(wildcards)
+    flags = {
+        "model": p.model, "gpus": p.gpus, "nodes": p.nodes, "strategy": p.strategy,
+        "epochs": p.epochs, "batch-per-gpu": p.batch_per_gpu, "base-lr": p.base_lr,
+        "lr-scaling": p.lr_scaling, "warmup-epochs": p.warmup_epochs,
+        "momentum": p.momentum, "precision": p.precision, "device": p.device,
+        "seed": p.seed, "shuffle-buffer": DATA["shuffle_buffer"],
+    }
+    text = " ".join(f"--{k} {v}" for k, v in flags.items())
+    return text + (" --xla" if p.xla else " --no-xla")
+
+
+def tasks_per_gpu(wildcards):
+    """1 when every worker owns one GPU (SLURM's --ntasks-per-gpu=1), else 0 (unset)."""
+    p = point(wildcards)
+    return 1 if p.tasks_per_node == p.gpus_per_node else 0
+
+
+def run_dir(key):
+    return f"results/runs/{key}"
+
+
+def run_targets():
+    return [f"{run_dir(k)}/run.json" for k in POINTS]
+
+
 def all_targets():
-    return [f"{DATA_DIR}/manifest.json"]
+    return run_targets()

@@ -50,3 +50,21 @@ def run_snakemake(workdir: Path, *args: str, check: bool = True,
 def write_config(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+@pytest.fixture(scope="session")
+def small_data(tmp_path_factory) -> Path:
+    """400 training and 100 test images at 32 px in 4 shards per split."""
+    import prepare_data
+
+    root = tmp_path_factory.mktemp("small")
+    archive = make_synthetic_cifar.write_archive(root / "cifar.tar.gz", "python", 400, 100, 3)
+    prepare_data.prepare("cifar10", archive, root / "data", 32, 4)
+    return root / "data"
+
+
+def run_script(name: str, *args: str, env: dict | None = None, timeout: float = 600,
+               cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run scripts/<name> as a user would, with this interpreter."""
+    return subprocess.run([sys.executable, str(SCRIPTS / name), *args], capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})}, cwd=cwd)

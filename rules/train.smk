@@ -1,0 +1,53 @@
+# One job per sweep point. Resources come from the config (rules/common.smk expands
+# them per point), so the SLURM profile only holds site settings.
+
+
+rule train:
+    input:
+        manifest=f"{DATA_DIR}/manifest.json",
+    output:
+        run="results/runs/{point}/run.json",
+        epochs="results/runs/{point}/epochs.jsonl",
+        log="results/runs/{point}/train.log",
+    wildcard_constraints:
+        point=points_where(multi_task=False),
+    params:
+        flags=train_flags,
+        data=DATA_DIR,
+        tasks=lambda wildcards: point(wildcards).tasks,
+        tasks_per_node=lambda wildcards: point(wildcards).tasks_per_node,
+    log:
+        "logs/train/{point}.log",
+    benchmark:
+        "benchmarks/train/{point}.tsv"
+    threads: lambda wildcards: point(wildcards).cpus_per_task
+    resources:
+        gres=lambda wildcards: point(wildcards).gres or "",
+        cpus_per_task=lambda wildcards: point(wildcards).cpus_per_task,
+        mem_mb=lambda wildcards: point(wildcards).mem_mb,
+        runtime=lambda wildcards: point(wildcards).runtime,
+        nodes=lambda wildcards: point(wildcards).nodes,
+    conda:
+        "../envs/dlscale.yaml"
+    shell:
+        "python {SCRIPTS}/launch.py --tasks {params.tasks} "
+        "--tasks-per-node {params.tasks_per_node} -- "
+        "python {SCRIPTS}/train.py {params.flags} --data-dir {params.data} "
+        "--out results/runs/{wildcards.point} > {log} 2>&1"
+
+
+# Points with several workers (multiworker): the job holds one SLURM task per worker and
+# launch.py starts them with srun inside it (the `mpi` resource tells the SLURM plugin not
+# to wrap the job in an srun of its own; tasks_per_gpu=1 gives one task per GPU).
+use rule train as train_workers with:
+    wildcard_constraints:
+        point=points_where(multi_task=True),
+    resources:
+        gres=lambda wildcards: point(wildcards).gres or "",
+        cpus_per_task=lambda wildcards: point(wildcards).cpus_per_task,
+        mem_mb=lambda wildcards: point(wildcards).mem_mb,
+        runtime=lambda wildcards: point(wildcards).runtime,
+        nodes=lambda wildcards: point(wildcards).nodes,
+        tasks=lambda wildcards: point(wildcards).tasks,
+        tasks_per_gpu=tasks_per_gpu,
+        mpi="srun",

@@ -1,0 +1,272 @@
+"""Training building blocks: devices, cluster, model, learning-rate schedule, records.
+
+TensorFlow is imported inside the functions so that importing this module (for
+`--help`, for tests of the pure helpers) stays fast. The Keras used everywhere is
+tf-keras (Keras 2): Keras 3's `fit` fails under MultiWorkerMirroredStrategy with this
+TensorFlow (docs/keras.md), and one Keras for every strategy keeps the records and the
+log format the same.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+SMALL_CNN = "SimpleCNN"
+
+
+class RunError(Exception):
+    """The run cannot go on; `code` is the exit status train.py ends with."""
+
+    def __init__(self, message: str, code: int = 3):
+        super().__init__(message)
+        self.code = code
+
+
+# --- cluster -----------------------------------------------------------------------
+
+def expand_slurm_hostlist(hostlist: str) -> list[str]:
+    """'gpu[01-02,05],login1' -> ['gpu01', 'gpu02', 'gpu05', 'login1'] (as
+    `scontrol show hostnames`, which is used when available)."""
+    try:
+        out = subprocess.run(["scontrol", "show", "hostnames", hostlist], capture_output=True,
+                             text=True, check=True, timeout=30).stdout.split()
+        if out:
+            return out
+    except (OSError, subprocess.SubprocessError):
+        pass
+    hosts = []
+    for prefix, ranges, plain in re.findall(r"([^,\[]+)\[([^\]]+)\]|([^,\[\]]+)", hostlist):
+        if plain:
+            hosts.append(plain)
+            continue
+        for part in ranges.split(","):
+            lo, _, hi = part.partition("-")
+            for number in range(int(lo), int(hi or lo) + 1):
+                hosts.append(f"{prefix}{number:0{len(lo)}d}")
+    return hosts
+
+
+def expand_tasks_per_node(spec: str) -> list[int]:
+    """SLURM_STEP_TASKS_PER_NODE '2(x3),1' -> [2, 2, 2, 1]."""
+    counts = []
+    for part in spec.split(","):
+        match = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
+        if not match:
+            raise ValueError(f"cannot read tasks per node '{spec}'")
+        counts += [int(match.group(1))] * int(match.group(2) or 1)
+    return counts
+
+
+def slurm_tf_config(env: dict[str, str]) -> dict:
+    """TF_CONFIG for the task `srun` started: one worker per task, ports distinct per
+    task (so that several tasks, or several nodes sharing one address, never collide)."""
+    hosts = expand_slurm_hostlist(env.get("SLURM_STEP_NODELIST") or env["SLURM_JOB_NODELIST"])
+    per_node = expand_tasks_per_node(env.get("SLURM_STEP_TASKS_PER_NODE")
+                                     or env["SLURM_TASKS_PER_NODE"])
+    if len(per_node) != len(hosts):
+        raise RunError(f"SLURM lists {len(hosts)} nodes ({', '.join(hosts)}) but tasks "
+                       f"per node for {len(per_node)}")
+    base = int(env.get("DLSCALE_PORT_BASE") or 12000 + int(env.get("SLURM_JOB_ID", 0)) % 1000 * 50)
+    workers, rank = [], 0
+    for host, count in zip(hosts, per_node):
+        for _ in range(count):
+            workers.append(f"{host}:{base + rank}")
+            rank += 1
+    return {"cluster": {"worker": workers},
+            "task": {"type": "worker", "index": int(env["SLURM_PROCID"])}}
+
+
+def worker_identity() -> tuple[int, int, int]:
+    """(task index, number of workers, local index on the node) from TF_CONFIG or SLURM."""
+    if os.environ.get("TF_CONFIG"):
+        config = json.loads(os.environ["TF_CONFIG"])
+        index = int(config["task"]["index"])
+        return index, len(config["cluster"]["worker"]), int(os.environ.get("SLURM_LOCALID", 0))
+    if "SLURM_PROCID" in os.environ and "SLURM_STEP_ID" in os.environ:
+        return (int(os.environ["SLURM_PROCID"]), int(os.environ.get("SLURM_NTASKS", 1)),
+                int(os.environ.get("SLURM_LOCALID", 0)))
+    return 0, 1, 0
+
+
+# --- devices and strategy ------------------------------------------------------------
+
+def setup_devices(device: str, replicas_per_worker: int, multiworker: bool,
+                  local_index: int) -> list[str]:
+    """Make the devices this worker trains on visible; return their names.
+
+    cpu: `replicas_per_worker` logical CPU devices (MirroredStrategy) or the one CPU
+    (MultiWorkerMirroredStrategy trains one replica per worker on CPUs).
+    gpu: the first N visible GPUs, or, with one worker per GPU, GPU number `local_index`.
+    Fails before any model is built when fewer GPUs are visible than asked for.
+    """
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>")
+    if device == "cpu":
+        if gpus:
+            tf.config.set_visible_devices([], "GPU")
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        if not multiworker and replicas_per_worker > 1:
+            tf.config.set_logical_device_configuration(
+                cpu, [tf.config.LogicalDeviceConfiguration()] * replicas_per_worker)
+        count = 1 if multiworker else replicas_per_worker
+        return [f"/device:CPU:{i}" for i in range(count)]
+    if multiworker and replicas_per_worker == 1 and len(gpus) > 1:
+        if local_index >= len(gpus):
+            raise RunError(f"worker {local_index} on this node has no GPU: TensorFlow sees "
+                           f"{len(gpus)} GPU(s), CUDA_VISIBLE_DEVICES={visible}")
+        gpus = [gpus[local_index]]
+        tf.config.set_visible_devices(gpus, "GPU")
+    if len(gpus) < replicas_per_worker:
+        raise RunError(
+            f"{replicas_per_worker} GPU(s) asked for but TensorFlow sees {len(gpus)} "
+            f"(CUDA_VISIBLE_DEVICES={visible}); use device: cpu to run replicas on CPUs")
+    for gpu in gpus[:replicas_per_worker]:
+        tf.config.experimental.set_memory_growth(gpu, True)
+    return [f"/device:GPU:{i}" for i in range(replicas_per_worker)]
+
+
+def make_strategy(kind: str, devices: list[str], device: str):
+    import tensorflow as tf
+
+    if kind == "mirrored":
+        return tf.distribute.MirroredStrategy(devices=devices)
+    if kind == "multiworker":
+        implementation = (tf.distribute.experimental.CommunicationImplementation.NCCL
+                          if device == "gpu" else
+                          tf.distribute.experimental.CommunicationImplementation.RING)
+        options = tf.distribute.experimental.CommunicationOptions(implementation=implementation)
+        return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
+    raise RunError(f"unknown strategy '{kind}': expected mirrored or multiworker", 2)
+
+
+# --- model ------------------------------------------------------------------------------
+
+def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int):
+    """uint8 images in, normalised on the device, softmax in float32 (also under mixed
+    precision). `name` is a keras.applications model (weights=None) or SimpleCNN, the
+    course's warm-up CNN (two 5x5 convolution + max-pool blocks and a dense softmax)."""
+    import tf_keras as keras
+
+    inputs = keras.Input(shape=input_shape, dtype="uint8", name="image")
+    x = keras.layers.Rescaling(1.0 / 255)(inputs)
+    if name == SMALL_CNN:
+        for filters in (32, 64):
+            x = keras.layers.Conv2D(filters, 5, padding="same", activation="relu")(x)
+            x = keras.layers.MaxPooling2D()(x)
+        x = keras.layers.Flatten()(x)
+        logits = keras.layers.Dense(num_classes)(x)
+    else:
+        factory = getattr(keras.applications, name, None)
+        if factory is None or not name[:1].isupper():
+            raise RunError(f"unknown model '{name}': expected {SMALL_CNN} or a "
+                           "keras.applications name such as ResNet50V2", 2)
+        backbone = factory(weights=None, input_shape=input_shape, classes=num_classes,
+                           classifier_activation=None)
+        logits = backbone(x)
+    outputs = keras.layers.Activation("softmax", dtype="float32", name="probabilities")(logits)
+    return keras.Model(inputs, outputs, name=name)
+
+
+def warmup_schedule(base_lr: float, target_lr: float, warmup_steps: int):
+    """Linear ramp from base_lr to target_lr over warmup_steps, then constant (Goyal et
+    al.'s gradual warm-up). A schedule, not a callback, so resuming from a backup
+    continues at the right rate: it depends only on the optimizer's step count."""
+    import tf_keras as keras
+    import tensorflow as tf
+
+    class Warmup(keras.optimizers.schedules.LearningRateSchedule):
+        def __call__(self, step):
+            if warmup_steps <= 0:
+                return tf.constant(target_lr, tf.float32)
+            fraction = tf.minimum(tf.cast(step, tf.float32) / warmup_steps, 1.0)
+            return base_lr + (target_lr - base_lr) * fraction
+
+        def get_config(self):
+            return {"base_lr": base_lr, "target_lr": target_lr, "warmup_steps": warmup_steps}
+
+    return Warmup()
+
+
+# --- records ----------------------------------------------------------------------------
+
+def read_records(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            break  # a line cut by a kill: everything after it is not trusted
+    return records
+
+
+def epoch_recorder(path: Path, steps: int, global_batch: int, schedule, write: bool):
+    """Keras callback appending one JSON object per finished epoch to `path`.
+
+    On the first epoch of a (possibly resumed) fit it rewrites the file with only the
+    epochs before the one starting, so a run restored from a backup has no duplicates.
+    """
+    import tf_keras as keras
+
+    class EpochRecorder(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.first_epoch = None
+            self.saw_nan = False
+            self._start = 0.0
+
+        def on_epoch_begin(self, epoch, logs=None):
+            if self.first_epoch is None:
+                self.first_epoch = epoch
+                if write:
+                    kept = [r for r in read_records(path) if r["epoch"] <= epoch]
+                    path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+            self._start = time.perf_counter()
+
+        def on_epoch_end(self, epoch, logs=None):
+            seconds = time.perf_counter() - self._start
+            logs = logs or {}
+            record = {"epoch": epoch + 1, "seconds": round(seconds, 4), "steps": steps,
+                      "images": steps * global_batch,
+                      "lr": float(schedule(self.model.optimizer.iterations))}
+            for key, value in logs.items():
+                record[key] = float(value)
+            if not all(math.isfinite(v) for k, v in record.items() if k in logs):
+                self.saw_nan = True
+            if write:
+                with open(path, "a") as handle:
+                    handle.write(json.dumps(record) + "\n")
+                    handle.flush()
+                    os.fsync(handle.fileno())
+
+    return EpochRecorder()
+
+
+def environment_facts() -> dict:
+    """Where the run happened: host, SLURM allocation and GPU ids when present."""
+    keys = ["SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_JOB_NODELIST", "SLURM_NNODES",
+            "SLURM_NTASKS", "SLURM_CPUS_PER_TASK", "SLURM_PROCID", "SLURM_LOCALID",
+            "SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "SLURM_JOB_PARTITION", "CUDA_VISIBLE_DEVICES",
+            "OMP_NUM_THREADS"]
+    return {"host": socket.gethostname(),
+            "env": {k: os.environ[k] for k in keys if k in os.environ}}
+
+
+def versions() -> dict:
+    import tensorflow as tf
+    import tf_keras
+
+    build = tf.sysconfig.get_build_info()
+    return {"tensorflow": tf.__version__, "keras": f"tf-keras {tf_keras.__version__}",
+            "cuda_build": build.get("cuda_version"), "cudnn_build": build.get("cudnn_version"),
+            "python": ".".join(map(str, __import__("sys").version_info[:3]))}

@@ -1,0 +1,88 @@
+#!/usr/bin/env python3
+"""Start the worker processes of one training point.
+
+  launch.py --tasks N [--tasks-per-node M] -- python train.py ...
+
+One task: runs the command as it is. Several tasks inside a SLURM allocation: runs it
+through `srun` (one task per worker; train.py builds its TF_CONFIG from SLURM's
+variables). Several tasks outside SLURM (a workstation, the local profile): starts N
+local processes with TF_CONFIG naming free localhost ports, waits for all of them, and
+stops the others as soon as one fails. Exits with the first failing task's status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+
+def free_ports(count: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def srun_command(tasks: int, tasks_per_node: int | None, command: list[str]) -> list[str]:
+    flags = ["srun", f"--ntasks={tasks}", "--kill-on-bad-exit=1", "--export=ALL"]
+    if tasks_per_node:
+        flags.append(f"--ntasks-per-node={tasks_per_node}")
+    return flags + command
+
+
+def run_local(tasks: int, command: list[str], poll: float = 0.2) -> int:
+    workers = [f"localhost:{port}" for port in free_ports(tasks)]
+    procs = []
+    for index in range(tasks):
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        env = dict(os.environ, TF_CONFIG=json.dumps(tf_config))
+        procs.append(subprocess.Popen(command, env=env))
+    status = 0
+    try:
+        while any(p.poll() is None for p in procs):
+            failed = [p.returncode for p in procs if p.returncode not in (None, 0)]
+            if failed:
+                status = failed[0]
+                break
+            time.sleep(poll)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait()
+    return status or next((p.returncode for p in procs if p.returncode), 0)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tasks", type=int, default=1, help="worker processes (default: 1)")
+    parser.add_argument("--tasks-per-node", type=int, help="workers per node under SLURM")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the worker command")
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command given after --")
+    if args.tasks < 1:
+        parser.error(f"--tasks must be at least 1, got {args.tasks}")
+    sys.stdout.flush()
+    if args.tasks == 1:
+        return subprocess.call(command)
+    if os.environ.get("SLURM_JOB_ID"):
+        return subprocess.call(srun_command(args.tasks, args.tasks_per_node, command))
+    return run_local(args.tasks, command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

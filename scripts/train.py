@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""Train one point of the scaling study: a Keras model, data-parallel with tf.distribute.
+
+Example (the reference study's `ResNet50.py --epochs 5 --batch_size 256 --n_gpus 1`):
+  train.py --data-dir results/data/cifar10-128px --model ResNet50V2 --gpus 1 \\
+      --epochs 5 --batch-per-gpu 256 --out results/runs/ResNet50V2/gpus1/rep1
+
+Global batch = batch per GPU x replicas; learning rate = base x replicas (linear
+scaling), optionally reached by a gradual warm-up. With --device cpu the replicas are
+logical CPU devices, so every path runs without GPUs.
+
+Writes into --out: train.log (the Keras verbose=2 output), epochs.jsonl (one JSON object
+per epoch: epoch, seconds, steps, images, lr, loss, accuracy) and run.json (settings,
+replicas, devices, SLURM allocation, versions, test accuracy, status), run.json last.
+While running, state/ holds the backup that lets a killed or timed-out run, started
+again with the same flags, continue from its last finished epoch.
+
+Exit status: 0 completed; 2 bad flags; 3 devices or replicas not as asked; 4 NaN loss.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dlscale.cli import quiet_tensorflow  # noqa: E402
+from dlscale.training import RunError  # noqa: E402
+
+STATE = "state"
+
+
+class Tee:
+    """Copies what Keras prints to stdout into train.log as well."""
+
+    def __init__(self, stream, path: Path):
+        self.stream, self.file = stream, open(path, "a", buffering=1)
+
+    def write(self, text):
+        self.stream.write(text)
+        self.file.write(text)
+        return len(text)
+
+    def flush(self):
+        self.stream.flush()
+        self.file.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add = parser.add_argument
+    add("--data-dir", required=True, type=Path, help="folder with manifest.json and shards")
+    add("--out", required=True, type=Path, help="run folder for train.log, epochs.jsonl, run.json")
+    add("--model", default="ResNet50V2",
+        help="keras.applications name (weights=None) or SimpleCNN (default: ResNet50V2)")
+    add("--gpus", type=int, default=1, help="replicas in total, over all workers (default: 1)")
+    add("--nodes", type=int, default=1, help="nodes the run spans (default: 1)")
+    add("--strategy", choices=["auto", "mirrored", "multiworker"], default="auto",
+        help="auto: mirrored in one process, multiworker when there are several workers")
+    add("--epochs", type=int, default=5)
+    add("--batch-per-gpu", type=int, default=256, help="images per replica per step")
+    add("--base-lr", type=float, default=0.01, help="learning rate of one replica")
+    add("--lr-scaling", choices=["linear", "none"], default="linear",
+        help="linear: lr = base x replicas (default); none: lr = base")
+    add("--warmup-epochs", type=float, default=0.0,
+        help="ramp the rate linearly from base to scaled over this many epochs")
+    add("--momentum", type=float, default=0.0, help="SGD momentum (default: 0)")
+    add("--precision", choices=["float32", "mixed_float16", "mixed_bfloat16"], default="float32")
+    add("--xla", action=argparse.BooleanOptionalAction, default=False, help="jit_compile the step")
+    add("--device", choices=["gpu", "cpu"], default="gpu",
+        help="cpu: replicas on logical CPU devices (no GPU needed)")
+    add("--seed", type=int, default=42)
+    add("--steps-per-epoch", type=int,
+        help="cap the steps of an epoch (default: all training images once)")
+    add("--shuffle-buffer", type=int, default=4096, help="training reader's shuffle buffer")
+    args = parser.parse_args(argv)
+    for name in ("gpus", "nodes", "epochs", "batch_per_gpu", "shuffle_buffer", "steps_per_epoch"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    if args.base_lr <= 0 or args.warmup_epochs < 0 or not 0 <= args.momentum < 1:
+        parser.error("--base-lr must be > 0, --warmup-epochs >= 0 and 0 <= --momentum < 1")
+    return args
+
+
+def run(args: argparse.Namespace) -> dict:
+    """Train and evaluate; return the run record (status completed or failed)."""
+    quiet_tensorflow()
+    from dlscale import training as T
+
+    started = datetime.now(timezone.utc)
+    strategy_kind = args.strategy
+    if strategy_kind == "auto":
+        multi = args.nodes > 1 or os.environ.get("TF_CONFIG") or \
+            int(os.environ.get("SLURM_STEP_NUM_TASKS", os.environ.get("SLURM_NTASKS", 1))) > 1
+        strategy_kind = "multiworker" if multi else "mirrored"
+    if strategy_kind == "multiworker" and not os.environ.get("TF_CONFIG") \
+            and "SLURM_PROCID" in os.environ:
+        os.environ["TF_CONFIG"] = json.dumps(T.slurm_tf_config(dict(os.environ)))
+    index, workers, local = T.worker_identity()
+    if strategy_kind == "mirrored" and workers > 1:
+        raise RunError(f"strategy mirrored runs in one process, but {workers} workers were "
+                       "started: use multiworker", 2)
+    if args.gpus % workers:
+        raise RunError(f"{args.gpus} replicas cannot be shared by {workers} workers", 2)
+    chief = index == 0
+    state = args.out / STATE
+    state.mkdir(parents=True, exist_ok=True)
+    if chief:
+        sys.stdout = Tee(sys.stdout, state / "train.log")
+    say = print if chief else (lambda *a, **k: None)
+
+    import tensorflow as tf
+    import tf_keras as keras
+
+    from dlscale.tfrecords import load_manifest, make_dataset
+
+    devices = T.setup_devices(args.device, args.gpus // workers, strategy_kind == "multiworker",
+                              local)
+    strategy = T.make_strategy(strategy_kind, devices, args.device)
+    replicas = strategy.num_replicas_in_sync
+    if replicas != args.gpus:
+        raise RunError(
+            f"{args.gpus} replicas asked for but TensorFlow uses {replicas} "
+            f"({workers} worker(s), devices {devices}, "
+            f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')})")
+
+    manifest = load_manifest(args.data_dir)
+    train_images = manifest["splits"]["train"]["count"]
+    global_batch = args.batch_per_gpu * replicas
+    steps = train_images // global_batch
+    if args.steps_per_epoch:
+        steps = min(steps, args.steps_per_epoch)
+    if steps < 1:
+        raise RunError(f"global batch {global_batch} ({args.batch_per_gpu} x {replicas}) is "
+                       f"larger than the {train_images} training images", 2)
+    lr = args.base_lr * (replicas if args.lr_scaling == "linear" else 1)
+    schedule = T.warmup_schedule(args.base_lr, lr, round(args.warmup_epochs * steps))
+
+    keras.utils.set_random_seed(args.seed)
+    keras.mixed_precision.set_global_policy(args.precision)
+    shape = tuple(manifest["image_shape"])
+
+    def train_input(context):
+        return make_dataset(args.data_dir, "train",
+                            context.get_per_replica_batch_size(global_batch), training=True,
+                            seed=args.seed + context.input_pipeline_id,
+                            shuffle_buffer=args.shuffle_buffer,
+                            num_shards=context.num_input_pipelines,
+                            shard_index=context.input_pipeline_id)
+
+    with strategy.scope():
+        model = T.build_model(args.model, shape, manifest["num_classes"])
+        model.compile(optimizer=keras.optimizers.SGD(schedule, momentum=args.momentum),
+                      loss="sparse_categorical_crossentropy", metrics=["accuracy"],
+                      jit_compile=args.xla)
+    train_ds = strategy.distribute_datasets_from_function(train_input)
+    test_ds = make_dataset(args.data_dir, "test", global_batch, training=False)
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
+    test_ds = test_ds.with_options(options)
+
+    backup = state / "backup"
+    resuming = backup.is_dir() and any(backup.iterdir())
+    recorder = T.epoch_recorder(state / "epochs.jsonl", steps, global_batch, schedule, chief)
+    say(f"dlscale train: {args.model} on {replicas} replica(s) [{strategy_kind}: "
+        f"{', '.join(devices)} x {workers} worker(s)], global batch {global_batch}, "
+        f"lr {lr:g}, {steps} steps/epoch of {train_images} images, {args.precision}, "
+        f"xla {'on' if args.xla else 'off'}")
+    if resuming:
+        say(f"dlscale train: resuming from the backup in {backup}")
+    t0 = time.perf_counter()
+    model.fit(train_ds, epochs=args.epochs, steps_per_epoch=steps, verbose=2 if chief else 0,
+              callbacks=[recorder, keras.callbacks.TerminateOnNaN(),
+                         keras.callbacks.BackupAndRestore(str(backup))])
+    fit_seconds = time.perf_counter() - t0
+
+    status, reason, test = "completed", None, {}
+    if recorder.saw_nan:
+        status, reason = "failed", "loss became NaN or infinite; training was stopped"
+        say(f"dlscale train: {reason}")
+    else:
+        test = model.evaluate(test_ds, verbose=0, return_dict=True)
+        say(f"dlscale train: test loss {test['loss']:.4f}, test accuracy {test['accuracy']:.4f}")
+
+    records = T.read_records(state / "epochs.jsonl")
+    info = {
+        "status": status, "failure": reason,
+        "model": args.model, "strategy": strategy_kind, "replicas": replicas,
+        "gpus_asked": args.gpus, "nodes": args.nodes, "workers": workers,
+        "devices": list(strategy.extended.worker_devices), "device_kind": args.device,
+        "cluster": json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"]
+        if strategy_kind == "multiworker" else None,
+        "batch_per_gpu": args.batch_per_gpu, "global_batch": global_batch,
+        "base_lr": args.base_lr, "lr_scaling": args.lr_scaling, "lr": lr,
+        "warmup_epochs": args.warmup_epochs, "momentum": args.momentum,
+        "precision": args.precision, "xla": args.xla, "seed": args.seed,
+        "epochs": args.epochs, "epochs_completed": len(records),
+        "resumed_at_epoch": (recorder.first_epoch + 1) if resuming else None,
+        "steps_per_epoch": steps, "train_images": train_images,
+        "images_per_epoch": steps * global_batch,
+        "test_images": manifest["splits"]["test"]["count"],
+        "test_loss": test.get("loss"), "test_accuracy": test.get("accuracy"),
+        "fit_seconds": round(fit_seconds, 3),
+        "dataset": {"dir": str(args.data_dir), "name": manifest["dataset"],
+                    "image_shape": manifest["image_shape"]},
+        **T.environment_facts(), "versions": T.versions(),
+        "started": started.isoformat(timespec="seconds"),
+        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
+    }
+    if chief:
+        finalize(args.out, info)
+    return info
+
+
+def finalize(out: Path, info: dict) -> None:
+    """Move the records into place, run.json last; drop the state of a finished run."""
+    from dlscale.tfrecords import write_json_atomic
+
+    state = out / STATE
+    sys.stdout.flush()
+    for name in ("epochs.jsonl", "train.log"):
+        tmp = out / f".{name}.tmp"
+        shutil.copyfile(state / name, tmp)
+        os.replace(tmp, out / name)
+    write_json_atomic(out / "run.json", info)
+    if info["status"] == "completed":
+        shutil.rmtree(state, ignore_errors=True)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    try:
+        info = run(args)
+    except RunError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.code
+    return 0 if info["status"] == "completed" else 4
+
+
+if __name__ == "__main__":
+    sys.exit(main())

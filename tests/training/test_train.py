@@ -1,0 +1,123 @@
+"""scripts/train.py with real TensorFlow and Keras, replicas on logical CPU devices."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import SCRIPTS, run_script
+
+COMMON = ["--model", "SimpleCNN", "--device", "cpu", "--batch-per-gpu", "8"]
+
+
+def train(data, out, *args, env=None):
+    return run_script("train.py", "--data-dir", str(data), "--out", str(out), *COMMON, *args,
+                      env=env)
+
+
+def records(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("gpus", [1, 2, 4])
+def test_replicas_global_batch_and_learning_rate(small_data, tmp_path, gpus):
+    proc = train(small_data, tmp_path, "--gpus", str(gpus), "--epochs", "2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["status"] == "completed"
+    assert run["replicas"] == gpus and len(run["devices"]) == gpus
+    assert run["global_batch"] == 8 * gpus
+    assert run["lr"] == pytest.approx(0.01 * gpus)
+    assert run["steps_per_epoch"] == 400 // (8 * gpus)
+    assert 0.0 <= run["test_accuracy"] <= 1.0
+    epochs = records(tmp_path / "epochs.jsonl")
+    assert [e["epoch"] for e in epochs] == [1, 2]
+    assert all(e["images"] == run["steps_per_epoch"] * 8 * gpus and e["seconds"] > 0
+               for e in epochs)
+    log = (tmp_path / "train.log").read_text()
+    assert "Epoch 2/2" in log and f"on {gpus} replica(s)" in log
+    assert not (tmp_path / "state").exists()
+
+
+def test_warmup_ramps_to_the_scaled_rate_and_no_scaling_keeps_base(small_data, tmp_path):
+    proc = train(small_data, tmp_path / "w", "--gpus", "2", "--epochs", "3",
+                 "--warmup-epochs", "2", "--base-lr", "0.01")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lrs = [e["lr"] for e in records(tmp_path / "w" / "epochs.jsonl")]
+    assert lrs == pytest.approx([0.015, 0.02, 0.02])
+    proc = train(small_data, tmp_path / "n", "--gpus", "2", "--epochs", "1",
+                 "--lr-scaling", "none")
+    assert json.loads((tmp_path / "n" / "run.json").read_text())["lr"] == pytest.approx(0.01)
+
+
+def test_two_multiworker_processes_train_together(small_data, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPTS / "launch.py"), "--tasks", "2", "--",
+         sys.executable, str(SCRIPTS / "train.py"), "--data-dir", str(small_data),
+         "--out", str(tmp_path), *COMMON, "--gpus", "2", "--epochs", "2",
+         "--strategy", "multiworker"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert (run["strategy"], run["workers"], run["replicas"]) == ("multiworker", 2, 2)
+    assert len(run["cluster"]) == 2
+    assert [e["epoch"] for e in records(tmp_path / "epochs.jsonl")] == [1, 2]
+
+
+def test_nan_loss_stops_the_run_as_failed(small_data, tmp_path):
+    proc = train(small_data, tmp_path, "--epochs", "3", "--base-lr", "1e9")
+    assert proc.returncode == 4
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["status"] == "failed" and "NaN" in run["failure"]
+    assert run["test_accuracy"] is None
+
+
+def test_more_gpus_than_visible_fails_before_building_the_model(small_data, tmp_path):
+    proc = run_script("train.py", "--data-dir", str(small_data), "--out", str(tmp_path),
+                      "--model", "ResNet152V2", "--device", "gpu", "--gpus", "2",
+                      env={"CUDA_VISIBLE_DEVICES": "0,1"})
+    assert proc.returncode == 3
+    assert "2 GPU(s) asked for but TensorFlow sees 0 (CUDA_VISIBLE_DEVICES=0,1)" in proc.stderr
+    assert "dlscale train:" not in proc.stdout  # nothing was built or trained
+    assert not (tmp_path / "run.json").exists()
+
+
+def test_unknown_model_and_bad_flags_exit_2(small_data, tmp_path):
+    proc = train(small_data, tmp_path, "--model", "ResNet51V2")
+    assert proc.returncode == 2 and "unknown model 'ResNet51V2'" in proc.stderr
+    proc = train(small_data, tmp_path, "--gpus", "0")
+    assert proc.returncode == 2 and "--gpus must be at least 1, got 0" in proc.stderr
+
+
+def test_killed_run_resumes_from_its_last_epoch_without_duplicates(small_data, tmp_path):
+    args = [sys.executable, str(SCRIPTS / "train.py"), "--data-dir", str(small_data),
+            "--out", str(tmp_path), "--model", "SimpleCNN", "--device", "cpu",
+            "--batch-per-gpu", "2", "--epochs", "6"]
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    live = tmp_path / "state" / "epochs.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and proc.poll() is None:
+        # two records: epoch 1's backup is saved before epoch 2 starts
+        if live.exists() and live.read_text().count("\n") >= 2:
+            break
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    done_before = len(records(live))
+    assert 2 <= done_before < 6, "the kill must land after epoch 2 and before the end"
+    assert not (tmp_path / "run.json").exists()
+
+    again = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["resumed_at_epoch"] is not None and 2 <= run["resumed_at_epoch"] <= done_before + 1
+    assert run["epochs_completed"] == 6
+    assert [e["epoch"] for e in records(tmp_path / "epochs.jsonl")] == [1, 2, 3, 4, 5, 6]
+    log = (tmp_path / "train.log").read_text()
+    assert "resuming from the backup" in log
+    assert f"Epoch {run['resumed_at_epoch']}/6" in log.split("resuming from the backup")[1]
