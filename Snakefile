@@ -12,6 +12,7 @@ configfile: f"{workflow.basedir}/config/config.yaml"
 include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/train.smk"
+include: "rules/analysis.smk"
 
 
 rule all:

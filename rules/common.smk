@@ -132,5 +132,64 @@ def run_targets():
     return [f"{run_dir(k)}/run.json" for k in POINTS]
 
 
+
+# --- analysis ---------------------------------------------------------------------
+
+PLOT_NAMES = ["epoch_time", "throughput", "speedup", "efficiency", "accuracy", "overview"]
+
+
+def _external_runs():
+    runs = {}
+    for item in config["external_runs"]:
+        key = "/".join([item["model"]] + ([f"nodes{item['nodes']}"] if item["nodes"] > 1 else [])
+                       + [f"gpus{item['gpus']}", f"rep{item['repeat']}"])
+        if key in runs:
+            raise WorkflowError(f"external_runs: two entries for {key} (model, nodes, gpus "
+                                "and repeat must differ; set repeat for repeated runs)")
+        if not Path(item["log"]).is_file():
+            raise WorkflowError(f"external_runs: log '{item['log']}' does not exist")
+        runs[key] = item
+    return runs
+
+
+EXTERNAL = _external_runs()
+
+
+def point_meta(wildcards):
+    p = point(wildcards)
+    return f"--meta run={p.key} --meta series={p.series!r} --meta repeat={p.rep}"
+
+
+def external_log(wildcards):
+    return EXTERNAL[wildcards.ext]["log"]
+
+
+def external_meta(wildcards):
+    item = EXTERNAL[wildcards.ext]
+    meta = {"run": f"external/{wildcards.ext}", "source": "external",
+            "series": item.get("label", f"{item['model']} (external)"),
+            "model": item["model"], "gpus": item["gpus"], "nodes": item["nodes"],
+            "repeat": item["repeat"], "global_batch": item["global_batch"],
+            "images_per_epoch": item["train_images"], "precision": item["precision"],
+            "strategy": item["strategy"]}
+    return " ".join(f"--meta {k}={str(v)!r}" for k, v in meta.items())
+
+
+def run_tables():
+    return [f"{run_dir(k)}/epochs.csv" for k in POINTS] + [
+        f"results/external/{k}/epochs.csv" for k in EXTERNAL]
+
+
+def plot_subtitle():
+    if not POINTS:
+        return "external runs"
+    t = config["training"]
+    return (f"{DATA['dataset']} at {DATA['image_size']} px, {t['batch_per_gpu']} images per "
+            f"GPU per step, {t['epochs']} epochs, device {t['device']}")
+
+
 def all_targets():
-    return run_targets()
+    if not POINTS and not EXTERNAL:
+        raise WorkflowError("nothing to run: sweep.models is empty and there are no "
+                            "external_runs")
+    return ["results/tables/scaling.csv"] + [f"results/plots/{n}.png" for n in PLOT_NAMES]

@@ -25,6 +25,7 @@ class SweepError(ValueError):
 @dataclass(frozen=True)
 class Point:
     key: str
+    series: str          # one line in the plots: model, plus what else the sweep varies
     model: str
     gpus: int            # total replicas
     nodes: int
@@ -92,8 +93,11 @@ def expand(config: dict) -> list[Point]:
         if len(precisions) > 1:
             levels.append(precision)
         levels += [f"gpus{gpus}", f"rep{rep}"]
+        series = " ".join([model] + [v for v, varied in ((chosen, len(strategies) > 1),
+                                                          (precision, len(precisions) > 1))
+                                     if varied])
         points.append(Point(
-            key="/".join(levels), model=model, gpus=gpus, nodes=nodes,
+            key="/".join(levels), series=series, model=model, gpus=gpus, nodes=nodes,
             gpus_per_node=per_node, rep=rep, strategy=chosen, precision=precision,
             epochs=over["epochs"], batch_per_gpu=over["batch_per_gpu"],
             global_batch=over["batch_per_gpu"] * gpus, base_lr=over["base_lr"],

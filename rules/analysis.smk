@@ -1,0 +1,96 @@
+# From training logs to the study's tables, plots and report. All cheap: local rules.
+
+
+rule parse_log:
+    input:
+        log="results/runs/{point}/train.log",
+        records="results/runs/{point}/epochs.jsonl",
+        run="results/runs/{point}/run.json",
+    output:
+        "results/runs/{point}/epochs.csv",
+    wildcard_constraints:
+        point="|".join(re.escape(k) for k in POINTS) or "(?!)",
+    params:
+        meta=point_meta,
+    log:
+        "logs/parse_log/{point}.log",
+    localrule: True
+    conda:
+        "../envs/dlscale.yaml"
+    shell:
+        "python {SCRIPTS}/parse_logs.py {input.log:q} --records {input.records:q} "
+        "--run-json {input.run:q} {params.meta} -o {output:q} > {log} 2>&1"
+
+
+rule parse_external_log:
+    input:
+        external_log,
+    output:
+        "results/external/{ext}/epochs.csv",
+    wildcard_constraints:
+        ext="|".join(re.escape(k) for k in EXTERNAL) or "(?!)",
+    params:
+        meta=external_meta,
+    log:
+        "logs/parse_external_log/{ext}.log",
+    localrule: True
+    conda:
+        "../envs/dlscale.yaml"
+    shell:
+        "python {SCRIPTS}/parse_logs.py {input:q} {params.meta} -o {output:q} > {log} 2>&1"
+
+
+rule aggregate_runs:
+    input:
+        run_tables(),
+    output:
+        epochs="results/tables/epochs.csv",
+        runs=report(
+            "results/tables/runs.csv",
+            caption="../report/runs.rst",
+            category="Tables",
+            labels={"table": "runs"},
+        ),
+        scaling=report(
+            "results/tables/scaling.csv",
+            caption="../report/scaling.rst",
+            category="Tables",
+            labels={"table": "scaling"},
+        ),
+    params:
+        skip=config["analysis"]["skip_epochs"],
+        tolerance=config["analysis"]["accuracy_tolerance"],
+    log:
+        "logs/aggregate_runs.log",
+    localrule: True
+    conda:
+        "../envs/dlscale.yaml"
+    shell:
+        "python {SCRIPTS}/aggregate.py {input:q} --out-dir results/tables "
+        "--skip-epochs {params.skip} --accuracy-tolerance {params.tolerance} > {log} 2>&1"
+
+
+rule plot_scaling:
+    input:
+        "results/tables/scaling.csv",
+    output:
+        [
+            report(
+                f"results/plots/{name}.png",
+                caption=f"../report/{name}.rst",
+                category="Scaling",
+                labels={"figure": name.replace("_", " ")},
+            )
+            for name in PLOT_NAMES
+        ],
+        [f"results/plots/{name}.svg" for name in PLOT_NAMES],
+    params:
+        subtitle=plot_subtitle(),
+    log:
+        "logs/plot_scaling.log",
+    localrule: True
+    conda:
+        "../envs/dlscale.yaml"
+    shell:
+        "python {SCRIPTS}/plot_scaling.py {input:q} --out-dir results/plots "
+        "--subtitle {params.subtitle:q} > {log} 2>&1"

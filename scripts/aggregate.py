@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Aggregate per-run epoch tables into the study's tables.
+
+  aggregate.py results/runs/*/*/*/epochs.csv --out-dir results/tables
+
+Writes epochs.csv (every epoch of every run), runs.csv (one row per run, with whether
+it counts and why not) and scaling.csv (one row per series, nodes and GPU count:
+epoch time with std and 95% CI, images/s, speedup, efficiency, accuracy and its change
+against the 1-GPU point, flagged beyond --accuracy-tolerance). Definitions:
+dlscale/analysis.py and docs/analysis.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+
+def write(table, path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    table.to_csv(tmp, index=False, float_format="%.6g")
+    os.replace(tmp, path)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("tables", nargs="+", type=Path, help="per-run epochs.csv files")
+    parser.add_argument("--out-dir", required=True, type=Path)
+    parser.add_argument("--skip-epochs", type=int, default=1,
+                        help="first epochs left out of the means (default: 1)")
+    parser.add_argument("--accuracy-tolerance", type=float, default=0.05,
+                        help="flag |accuracy - 1-GPU accuracy| above this (default: 0.05)")
+    args = parser.parse_args(argv)
+
+    import pandas as pd
+
+    from dlscale.analysis import scaling, summarize_runs
+
+    epochs = pd.concat([pd.read_csv(t) for t in args.tables], ignore_index=True)
+    runs = summarize_runs(epochs, args.skip_epochs)
+    table = scaling(epochs, runs, args.skip_epochs, args.accuracy_tolerance)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    write(epochs, args.out_dir / "epochs.csv")
+    write(runs, args.out_dir / "runs.csv")
+    write(table, args.out_dir / "scaling.csv")
+    for _, run in runs[~runs["counted"]].iterrows():
+        print(f"warning: run {run['run']} is not counted: {run['problem']}", file=sys.stderr)
+    if not table.empty and table["accuracy_flag"].any():
+        for _, row in table[table["accuracy_flag"]].iterrows():
+            print(f"warning: {row['series']} on {row['gpus']} GPU(s): accuracy differs from "
+                  f"1 GPU by {row['accuracy_delta']:+.3f}", file=sys.stderr)
+    print(f"wrote {args.out_dir}/epochs.csv, runs.csv, scaling.csv: {len(runs)} run(s), "
+          f"{int(runs['counted'].sum())} counted, {len(table)} point(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

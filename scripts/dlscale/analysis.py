@@ -1,0 +1,132 @@
+"""From per-epoch tables to the study's figures: run checks, per-run summary, scaling.
+
+Definitions (docs/analysis.md explains them for users):
+- A run counts only if it completed every epoch, no loss is NaN, it is not cut, and
+  TensorFlow used as many replicas as were asked for; runs.csv says why one does not.
+- epoch_time_s: mean seconds of the epochs after the first `skip_epochs`, pooled over
+  the repeats of a point; epoch_time_std and epoch_time_ci95 (Student t) over the same.
+- images_per_s = images per epoch / epoch_time_s.
+- speedup = epoch time of the 1-GPU point of the same series / epoch time; efficiency =
+  speedup / gpus; accuracy_delta = final training accuracy - that of the 1-GPU point.
+  No 1-GPU point in the series: speedup, efficiency and deltas stay empty.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+# two-sided 95% Student t quantiles for 1..30 degrees of freedom; 1.96 beyond
+T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
+       2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
+       2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
+POINT_KEYS = ["series", "nodes", "gpus"]
+
+
+def t95(dof: int) -> float:
+    if dof < 1:
+        return math.nan
+    return T95[dof - 1] if dof <= len(T95) else 1.96
+
+
+def _defaults(epochs: pd.DataFrame) -> pd.DataFrame:
+    epochs = epochs.copy()
+    fill = {"source": "dlscale", "nodes": 1, "repeat": 1, "strategy": "", "precision": "",
+            "status": "completed", "cut": False}
+    for column, value in fill.items():
+        if column not in epochs:
+            epochs[column] = value
+        epochs[column] = epochs[column].fillna(value)
+    if "series" not in epochs:
+        epochs["series"] = epochs["model"]
+    epochs["series"] = epochs["series"].fillna(epochs["model"])
+    if "run" not in epochs:
+        epochs["run"] = epochs["file"]
+    for column in ("gpus_asked", "epochs_expected", "test_accuracy", "images_per_epoch"):
+        if column not in epochs:
+            epochs[column] = np.nan
+    epochs["cut"] = epochs["cut"].astype(str).str.lower().isin(["true", "1"])
+    return epochs
+
+
+def summarize_runs(epochs: pd.DataFrame, skip_epochs: int) -> pd.DataFrame:
+    """One row per run with its checks (`counted`, `problem`) and its own means."""
+    epochs = _defaults(epochs)
+    rows = []
+    for run, group in epochs.groupby("run", sort=False):
+        group = group.sort_values("epoch")
+        first = group.iloc[0]
+        expected = first["epochs_expected"]
+        if pd.isna(expected):
+            expected = first["epochs_total"]
+        problems = []
+        if first["status"] != "completed":
+            problems.append(f"status {first['status']}")
+        if group["cut"].any():
+            problems.append("log cut inside an epoch")
+        if not pd.isna(expected) and len(group) < int(expected):
+            problems.append(f"{len(group)} of {int(expected)} epochs")
+        if not np.isfinite(group["loss"].astype(float)).all():
+            problems.append("NaN or infinite loss")
+        if not pd.isna(first["gpus_asked"]) and int(first["gpus_asked"]) != int(first["gpus"]):
+            problems.append(f"{int(first['gpus'])} replicas used, {int(first['gpus_asked'])} "
+                            "asked for")
+        used = group[group["epoch"] > skip_epochs]
+        if used.empty:
+            problems.append(f"no epoch left after skipping {skip_epochs}")
+        rows.append({
+            "run": run, "source": first["source"], "series": first["series"],
+            "model": first["model"], "strategy": first["strategy"],
+            "precision": first["precision"], "nodes": int(first["nodes"]),
+            "gpus": int(first["gpus"]), "repeat": int(first["repeat"]),
+            "global_batch": first.get("global_batch"),
+            "images_per_epoch": first["images_per_epoch"],
+            "epochs_done": len(group), "epochs_used": len(used),
+            "epoch_time_s": used["seconds"].mean() if len(used) else np.nan,
+            "final_loss": group["loss"].iloc[-1], "final_accuracy": group["accuracy"].iloc[-1],
+            "test_accuracy": first["test_accuracy"],
+            "host": first.get("host"), "slurm_job_id": first.get("slurm_job_id"),
+            "counted": not problems, "problem": "; ".join(problems),
+        })
+    runs = pd.DataFrame(rows)
+    runs["images_per_s"] = runs["images_per_epoch"] / runs["epoch_time_s"]
+    return runs
+
+
+def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
+            accuracy_tolerance: float) -> pd.DataFrame:
+    """One row per (series, nodes, gpus) over the counted runs."""
+    epochs = _defaults(epochs)
+    counted = runs[runs["counted"]]
+    used = epochs[epochs["run"].isin(counted["run"]) & (epochs["epoch"] > skip_epochs)]
+    rows = []
+    for (series, nodes, gpus), point_runs in counted.groupby(POINT_KEYS, sort=False):
+        seconds = used[used["run"].isin(point_runs["run"])]["seconds"].astype(float)
+        n = len(seconds)
+        mean = seconds.mean()
+        std = seconds.std(ddof=1) if n > 1 else np.nan
+        first = point_runs.iloc[0]
+        rows.append({
+            "series": series, "model": first["model"], "strategy": first["strategy"],
+            "precision": first["precision"], "nodes": nodes, "gpus": gpus,
+            "global_batch": first["global_batch"], "repeats": len(point_runs),
+            "epochs_used": n, "epoch_time_s": mean, "epoch_time_std": std,
+            "epoch_time_ci95": t95(n - 1) * std / math.sqrt(n) if n > 1 else np.nan,
+            "images_per_s": point_runs["images_per_epoch"].mean() / mean,
+            "final_accuracy": point_runs["final_accuracy"].mean(),
+            "test_accuracy": point_runs["test_accuracy"].astype(float).mean(),
+        })
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return table
+    base = table[(table["gpus"] == 1) & (table["nodes"] == 1)].set_index("series")
+    ref = table["series"].map(base["epoch_time_s"])
+    table["speedup"] = ref / table["epoch_time_s"]
+    table["efficiency"] = table["speedup"] / table["gpus"]
+    table["accuracy_delta"] = table["final_accuracy"] - table["series"].map(base["final_accuracy"])
+    table["test_accuracy_delta"] = (table["test_accuracy"]
+                                    - table["series"].map(base["test_accuracy"]))
+    table["accuracy_flag"] = table["accuracy_delta"].abs() > accuracy_tolerance
+    return table.sort_values(["series", "nodes", "gpus"]).reset_index(drop=True)

@@ -1,0 +1,137 @@
+#!/usr/bin/env python3
+"""Turn Keras training output into a table with one row per epoch.
+
+  parse_logs.py ResNet50_1gpu.out ResNet50_2gpu.out -o epochs.csv
+
+Reads any Keras version's verbose=2 lines and verbose=1 progress bars (see
+dlscale/keraslog.py); other output is ignored. A log that ends inside an epoch gives
+its finished epochs and a warning; a file without any finished epoch is an error.
+
+For a dlscale run folder, --records cross-checks the log against epochs.jsonl (same
+epochs, seconds within the log's rounding) and takes the precise seconds from it;
+--run-json and --meta KEY=VALUE add the run's settings as columns, which the
+aggregation step groups by.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dlscale.keraslog import LogError, ParsedLog, parse_file  # noqa: E402
+
+FIRST_COLUMNS = ["run", "source", "series", "model", "gpus", "nodes", "strategy", "precision",
+                 "repeat", "global_batch", "images_per_epoch", "status", "file", "epoch",
+                 "epochs_total", "steps", "samples", "seconds", "seconds_log", "loss",
+                 "accuracy", "lr", "cut"]
+
+
+class CrossCheckError(ValueError):
+    pass
+
+
+def cross_check(parsed: ParsedLog, records: list[dict]) -> None:
+    """Raise CrossCheckError unless the log and the records tell the same story."""
+    log_epochs, rec_epochs = set(parsed.epochs), {r["epoch"] for r in records}
+    if log_epochs != rec_epochs:
+        raise CrossCheckError(
+            f"{parsed.path}: the log has epochs {sorted(log_epochs)} but the records have "
+            f"{sorted(rec_epochs)}")
+    for record in records:
+        logged = parsed.epochs[record["epoch"]]
+        tolerance = logged["seconds_resolution"] + 0.25 + 0.05 * record["seconds"]
+        if abs(logged["seconds"] - record["seconds"]) > tolerance:
+            raise CrossCheckError(
+                f"{parsed.path}: epoch {record['epoch']} took {logged['seconds']:g} s in the "
+                f"log but {record['seconds']:g} s in the records (tolerance {tolerance:.2f} s)")
+
+
+def run_metadata(run: dict) -> dict:
+    env = run.get("env", {})
+    return {"model": run["model"], "gpus": run["replicas"], "gpus_asked": run["gpus_asked"],
+            "nodes": run["nodes"], "strategy": run["strategy"], "precision": run["precision"],
+            "global_batch": run["global_batch"], "images_per_epoch": run["images_per_epoch"],
+            "epochs_expected": run["epochs"], "status": run["status"],
+            "test_accuracy": run.get("test_accuracy"), "host": run.get("host"),
+            "slurm_job_id": env.get("SLURM_JOB_ID")}
+
+
+def table(parsed: ParsedLog, meta: dict, records: list[dict] | None = None) -> list[dict]:
+    by_epoch = {r["epoch"]: r for r in records or []}
+    rows = []
+    for logged in parsed.rows():
+        row = {**meta, "file": parsed.path, **logged, "cut": parsed.cut}
+        row.pop("seconds_resolution", None)
+        row["seconds_log"] = logged["seconds"]
+        if logged["epoch"] in by_epoch:
+            precise = by_epoch[logged["epoch"]]
+            row["seconds"] = precise["seconds"]
+            row["lr"] = precise.get("lr")
+        rows.append(row)
+    return rows
+
+
+def write_csv(rows: list[dict], out: Path) -> None:
+    columns = [c for c in FIRST_COLUMNS if any(c in r for r in rows)]
+    columns += sorted({k for r in rows for k in r} - set(columns))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    with open(tmp, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    os.replace(tmp, out)
+
+
+def parse_meta(items: list[str]) -> dict:
+    meta = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--meta takes KEY=VALUE, got '{item}'")
+        meta[key] = value
+    return meta
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("logs", nargs="+", help="Keras training output (train.log, *.out)")
+    parser.add_argument("-o", "--out", required=True, type=Path, help="CSV to write")
+    parser.add_argument("--records", type=Path, help="epochs.jsonl to cross-check (one log)")
+    parser.add_argument("--run-json", type=Path, help="run.json whose settings become columns")
+    parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
+                        help="a column with a constant value (repeatable)")
+    args = parser.parse_args(argv)
+    if (args.records or args.run_json) and len(args.logs) != 1:
+        parser.error("--records and --run-json go with exactly one log")
+    try:
+        meta = parse_meta(args.meta)
+        if args.run_json:
+            meta = {**run_metadata(json.loads(args.run_json.read_text())), **meta}
+        rows = []
+        for path in args.logs:
+            parsed = parse_file(path)
+            if parsed.cut:
+                print(f"warning: {path} was cut inside epoch {parsed.cut_epoch}: "
+                      f"keeping the {len(parsed.epochs)} finished epoch(s)", file=sys.stderr)
+            records = None
+            if args.records:
+                records = [json.loads(line) for line in args.records.read_text().splitlines()]
+                cross_check(parsed, records)
+            rows += table(parsed, meta, records)
+    except (LogError, CrossCheckError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    write_csv(rows, args.out)
+    print(f"wrote {args.out}: {len(rows)} epoch(s) from {len(args.logs)} log(s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Draw the scaling plots from scaling.csv.
+
+  plot_scaling.py results/tables/scaling.csv --out-dir results/plots --subtitle "cifar10, 128 px"
+
+Writes epoch_time, throughput, speedup (with the ideal line), efficiency, accuracy and
+an overview of all five, each as PNG (for reading) and SVG (for papers). One line per
+series (model, and strategy/precision when the sweep compares them), so ResNet50V2 and
+ResNet152V2 share a chart; error bars show the 95% confidence interval when a point
+has repeats or several timed epochs. Only measured points are drawn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+PLOTS = {
+    # name: (column, y label, error column or None)
+    "epoch_time": ("epoch_time_s", "epoch time [s]", "epoch_time_ci95"),
+    "throughput": ("images_per_s", "throughput [images/s]", "images_per_s_ci95"),
+    "speedup": ("speedup", "speedup over 1 GPU [x]", "speedup_ci95"),
+    "efficiency": ("efficiency", "parallel efficiency [speedup / GPUs]", None),
+    "accuracy": ("final_accuracy", "final training accuracy", None),
+}
+
+
+def with_errors(table):
+    """Propagate the epoch-time CI to throughput and speedup (relative error)."""
+    table = table.copy()
+    relative = table["epoch_time_ci95"] / table["epoch_time_s"]
+    table["images_per_s_ci95"] = table["images_per_s"] * relative
+    table["speedup_ci95"] = table["speedup"] * relative
+    return table
+
+
+def line_label(series: str, nodes: int, many_nodes: bool) -> str:
+    return f"{series}, {nodes} node{'s' if nodes > 1 else ''}" if many_nodes else series
+
+
+def draw(ax, table, name: str) -> None:
+    column, ylabel, error = PLOTS[name]
+    many_nodes = table["nodes"].nunique() > 1
+    gpus = sorted(table["gpus"].unique())
+    for (series, nodes), group in table.groupby(["series", "nodes"], sort=True):
+        group = group.sort_values("gpus").dropna(subset=[column])
+        if group.empty:
+            continue
+        yerr = group[error] if error and group[error].notna().any() else None
+        ax.errorbar(group["gpus"], group[column], yerr=yerr, marker="o", capsize=3,
+                    label=line_label(series, nodes, many_nodes))
+        if name == "accuracy" and group["test_accuracy"].notna().any():
+            ax.plot(group["gpus"], group["test_accuracy"], marker="s", linestyle="--",
+                    label=f"{line_label(series, nodes, many_nodes)} (test)")
+    if name == "speedup":
+        ax.plot(gpus, gpus, color="grey", linestyle=":", label="ideal (linear)")
+    if name == "efficiency":
+        ax.axhline(1.0, color="grey", linestyle=":", label="ideal")
+        ax.set_ylim(0, max(1.1, float(table["efficiency"].max() or 1) * 1.1))
+    elif name == "accuracy":
+        ax.set_ylim(0, 1)  # a full scale, so that small changes look small
+    else:
+        ax.set_ylim(bottom=0)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(gpus)
+    ax.set_xticklabels([str(g) for g in gpus])
+    ax.minorticks_off()
+    ax.set_xlabel("GPUs (replicas)")
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+
+
+def save(fig, path_stem: Path) -> list[Path]:
+    written = []
+    for ext in ("png", "svg"):
+        final = path_stem.with_suffix(f".{ext}")
+        tmp = final.with_name(f".{final.stem}.tmp.{ext}")
+        fig.savefig(tmp, dpi=120, bbox_inches="tight")
+        os.replace(tmp, final)
+        written.append(final)
+    return written
+
+
+def plot_all(table, out_dir: Path, subtitle: str = "") -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    table = with_errors(table)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    titles = {"epoch_time": "Epoch time", "throughput": "Training throughput",
+              "speedup": "Speedup", "efficiency": "Parallel efficiency",
+              "accuracy": "Accuracy after training"}
+    for name in PLOTS:
+        fig, ax = plt.subplots(figsize=(6, 4.2))
+        draw(ax, table, name)
+        ax.set_title(f"{titles[name]} vs GPUs" + (f"\n{subtitle}" if subtitle else ""),
+                     fontsize="medium")
+        written += save(fig, out_dir / name)
+        plt.close(fig)
+    fig, axes = plt.subplots(2, 3, figsize=(16, 9))
+    for ax, name in zip(axes.flat, PLOTS):
+        draw(ax, table, name)
+        ax.set_title(titles[name], fontsize="medium")
+    axes.flat[-1].axis("off")
+    if subtitle:
+        fig.suptitle(subtitle)
+    written += save(fig, out_dir / "overview")
+    plt.close(fig)
+    return written
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("scaling", type=Path, help="scaling.csv from aggregate.py")
+    parser.add_argument("--out-dir", required=True, type=Path)
+    parser.add_argument("--subtitle", default="", help="what was run, shown under each title")
+    args = parser.parse_args(argv)
+
+    import pandas as pd
+
+    table = pd.read_csv(args.scaling)
+    if table.empty:
+        print(f"error: {args.scaling} has no counted point to plot", file=sys.stderr)
+        return 1
+    written = plot_all(table, args.out_dir, args.subtitle)
+    print(f"wrote {len(written)} files to {args.out_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
