@@ -37,8 +37,8 @@ sysdeps:
 	fi
 
 demo: setup sysdeps
-	$(SNAKEMAKE) --profile profiles/local --configfile config/demo.yaml all
-	$(SNAKEMAKE) --profile profiles/local --configfile config/demo.yaml --report results/report.html
+	$(SNAKEMAKE) --profile profiles/local --configfile=config/demo.yaml all
+	$(SNAKEMAKE) --profile profiles/local --configfile=config/demo.yaml --report results/report.html
 	@echo "plots: results/plots/   tables: results/tables/   report: results/report.html"
 
 test: setup sysdeps

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# A throw-away SLURM cluster on this machine: two nodes (n1, n2) with four fake GPUs
+# each, for the cluster tests and for trying profiles/slurm on a workstation.
+#
+#   scripts/testcluster.sh start    # needs root, Debian's slurm-wlm and munge
+#   eval "$(scripts/testcluster.sh env)"   # then sbatch/squeue/snakemake use it
+#   scripts/testcluster.sh status
+#   scripts/testcluster.sh stop
+#
+# State, logs and fake GPUs live in $DLSCALE_CLUSTER_DIR (default /tmp/dlscale-slurm).
+# The configuration goes to SLURM's default place, /etc/slurm/slurm.conf (and gres.conf),
+# because the Snakemake SLURM plugin's job steps drop every SLURM_* variable, SLURM_CONF
+# included, before their inner srun; an existing configuration that this script did not
+# write is never overwritten. The GPUs are character devices made with mknod, so SLURM
+# allocates them and sets CUDA_VISIBLE_DEVICES, but nothing can compute on them: train
+# with device: cpu.
+set -euo pipefail
+
+DIR="${DLSCALE_CLUSTER_DIR:-/tmp/dlscale-slurm}"
+ETC=/etc/slurm
+CONF="$ETC/slurm.conf"
+MARKER="# dlscale test cluster"
+NODES=(n1 n2)
+
+die() { echo "testcluster: $*" >&2; exit 1; }
+
+env_lines() { echo "export SLURM_CONF=$CONF"; }
+
+running() {
+    [ -f "$DIR/slurmctld.pid" ] && kill -0 "$(cat "$DIR/slurmctld.pid")" 2>/dev/null
+}
+
+start_munge() {
+    command -v munged >/dev/null || die "munge is not installed (apt-get install munge)"
+    mkdir -p /run/munge /var/log/munge /var/lib/munge /etc/munge
+    chown munge:munge /run/munge /var/log/munge /var/lib/munge /etc/munge
+    chmod 0755 /run/munge
+    if [ ! -s /etc/munge/munge.key ]; then
+        mungekey -c -k /etc/munge/munge.key >/dev/null 2>&1 || \
+            dd if=/dev/urandom of=/etc/munge/munge.key bs=1 count=1024 2>/dev/null
+        chown munge:munge /etc/munge/munge.key
+        chmod 0400 /etc/munge/munge.key
+    fi
+    if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+        runuser -u munge -- munged --force
+        for _ in $(seq 50); do munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && break; sleep 0.1; done
+    fi
+    munge -n | unmunge >/dev/null || die "munge does not work (munge -n | unmunge)"
+}
+
+write_config() {
+    if [ -f "$CONF" ] && ! grep -q "^$MARKER" "$CONF"; then
+        die "$CONF exists and was not written by this script: not overwriting a real SLURM configuration"
+    fi
+    mkdir -p "$ETC" "$DIR/state" "$DIR/log" "$DIR/gpus"
+    local gres="" nodes="" port=17001
+    for node in "${NODES[@]}"; do
+        mkdir -p "$DIR/gpus/$node"
+        for i in 0 1 2 3; do
+            [ -c "$DIR/gpus/$node/gpu$i" ] || mknod "$DIR/gpus/$node/gpu$i" c 195 "$i"
+        done
+        gres+="NodeName=$node Name=gpu File=$DIR/gpus/$node/gpu[0-3]"$'\n'
+        nodes+="NodeName=$node NodeHostname=localhost Port=$port CPUs=32 RealMemory=64000 Gres=gpu:4 State=UNKNOWN"$'\n'
+        port=$((port + 1))
+    done
+    cat > "$CONF" <<EOF
+$MARKER (scripts/testcluster.sh): two nodes, fake GPUs, state in $DIR
+ClusterName=dlscaletest
+SlurmctldHost=localhost
+SlurmctldPort=16817
+SlurmUser=root
+AuthType=auth/munge
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+GresTypes=gpu
+SlurmdParameters=config_overrides
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+MpiDefault=none
+StateSaveLocation=$DIR/state
+SlurmdSpoolDir=$DIR/spool-%n
+SlurmctldPidFile=$DIR/slurmctld.pid
+SlurmdPidFile=$DIR/slurmd-%n.pid
+SlurmctldLogFile=$DIR/log/slurmctld.log
+SlurmdLogFile=$DIR/log/slurmd-%n.log
+MinJobAge=300
+KillWait=5
+ReturnToService=2
+InactiveLimit=0
+${nodes}PartitionName=debug Nodes=$(IFS=,; echo "${NODES[*]}") Default=YES MaxTime=INFINITE State=UP
+EOF
+    printf '%s\nAutoDetect=off\n%s' "$MARKER" "$gres" > "$ETC/gres.conf"
+}
+
+ensure_hosts() {
+    # the node names are hostnames for the workers' TF_CONFIG: they must resolve
+    for node in "${NODES[@]}"; do
+        getent hosts "$node" >/dev/null || echo "127.0.0.1 $node" >> /etc/hosts
+    done
+}
+
+start() {
+    [ "$(id -u)" = 0 ] || die "start needs root (slurmd runs jobs as their users)"
+    command -v slurmctld >/dev/null || die "SLURM is not installed (apt-get install slurm-wlm)"
+    if running; then echo "testcluster: already running ($CONF)"; return 0; fi
+    start_munge
+    write_config
+    ensure_hosts
+    export SLURM_CONF="$CONF"
+    slurmctld -i
+    for node in "${NODES[@]}"; do
+        mkdir -p "$DIR/spool-$node"
+        slurmd -N "$node"
+    done
+    for _ in $(seq 60); do
+        idle=$(sinfo -h -N -o "%N %t" 2>/dev/null | grep -c " idle" || true)
+        [ "$idle" -ge "${#NODES[@]}" ] && break
+        sleep 0.5
+    done
+    sinfo -h -N -o "%N %t" | grep -q " idle" || { tail -20 "$DIR/log/"*.log >&2; die "nodes did not come up"; }
+    echo "testcluster: running, ${#NODES[*]} nodes with 4 fake GPUs each; $(env_lines)"
+}
+
+stop() {
+    export SLURM_CONF="$CONF"
+    if [ -f "$CONF" ]; then scancel --user="$(id -un)" 2>/dev/null || true; fi
+    for pidfile in "$DIR"/slurmd-*.pid "$DIR/slurmctld.pid"; do
+        [ -f "$pidfile" ] || continue
+        pid=$(cat "$pidfile")
+        kill "$pid" 2>/dev/null || true
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        rm -f "$pidfile"
+    done
+    echo "testcluster: stopped"
+}
+
+case "${1:-}" in
+    start) start ;;
+    stop) stop ;;
+    env) env_lines ;;
+    status)
+        if running; then SLURM_CONF="$CONF" sinfo -N; else echo "testcluster: not running"; exit 1; fi ;;
+    *) echo "usage: $0 start|stop|status|env" >&2; exit 2 ;;
+esac
