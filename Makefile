@@ -1,5 +1,6 @@
 # dlscale: the two quick-start commands are `make demo` and `make test`.
 SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
 VENV ?= .venv
 PYTHON ?= python3
 export PATH := $(abspath $(VENV))/bin:$(PATH)
@@ -53,10 +54,13 @@ cluster-start:
 cluster-stop:
 	scripts/testcluster.sh stop
 
+# make dag [CONFIG=config/demo.yaml]: pictures of what would run (nothing is run)
 dag: setup
 	mkdir -p results
-	$(SNAKEMAKE) --dag -n all | dot -Tsvg > results/dag.svg
-	$(SNAKEMAKE) --rulegraph -n all | dot -Tsvg > results/rulegraph.svg
+	$(SNAKEMAKE) --dag dot $(if $(CONFIG),--configfile=$(CONFIG)) | dot -Tsvg > results/dag.svg.tmp
+	$(SNAKEMAKE) --rulegraph dot $(if $(CONFIG),--configfile=$(CONFIG)) | dot -Tsvg > results/rulegraph.svg.tmp
+	mv results/dag.svg.tmp results/dag.svg
+	mv results/rulegraph.svg.tmp results/rulegraph.svg
 	@echo "wrote results/dag.svg results/rulegraph.svg"
 
 bench: setup

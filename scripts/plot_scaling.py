@@ -49,10 +49,11 @@ def draw(ax, table, name: str) -> None:
         if group.empty:
             continue
         yerr = group[error] if error and group[error].notna().any() else None
-        ax.errorbar(group["gpus"], group[column], yerr=yerr, marker="o", capsize=3,
-                    label=line_label(series, nodes, many_nodes))
+        drawn = ax.errorbar(group["gpus"], group[column], yerr=yerr, marker="o", capsize=3,
+                            label=line_label(series, nodes, many_nodes))
         if name == "accuracy" and group["test_accuracy"].notna().any():
             ax.plot(group["gpus"], group["test_accuracy"], marker="s", linestyle="--",
+                    color=drawn.lines[0].get_color(),  # same series, same colour
                     label=f"{line_label(series, nodes, many_nodes)} (test)")
     if name == "speedup":
         ax.plot(gpus, gpus, color="grey", linestyle=":", label="ideal (linear)")

@@ -61,3 +61,16 @@ analysis: {{accuracy_tolerance: 1.0}}
                   str(tmp_path / "report.html"))
     html = (tmp_path / "report.html").read_text(errors="replace")
     assert "speedup" in html and "scaling.csv" in html
+
+
+@pytest.mark.skipif(not __import__("shutil").which("dot"), reason="graphviz's dot is missing")
+def test_dag_and_rulegraph_pictures_from_a_dry_run(tmp_path):
+    import subprocess
+
+    for kind in ("--dag", "--rulegraph"):
+        graph = run_snakemake(tmp_path, kind, "dot", f"--configfile={ROOT}/config/demo.yaml")
+        dot_text = graph.stdout[graph.stdout.index("digraph"):]
+        svg = subprocess.run(["dot", "-Tsvg"], input=dot_text, capture_output=True, text=True,
+                             check=True).stdout
+        assert "<svg" in svg and "train" in svg and "plot_scaling" in svg
+    assert not (tmp_path / "results").exists()  # nothing ran

@@ -1,0 +1,137 @@
+"""The workflow against a real SLURM (two nodes on this host, fake GPU devices)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from cluster.conftest import queue
+from conftest import ROOT, run_snakemake, write_config
+
+pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("slurm")]
+PROFILE = ["--profile", str(ROOT / "profiles" / "slurm")]
+
+
+def sweep_config(path: Path, archive: Path, **sections: str) -> Path:
+    text = {"data": f"{{source: {archive}, image_size: 32, shards: 4}}",
+            "sweep": "{models: [SimpleCNN], gpus: [1, 2, 4]}",
+            "training": "{epochs: 2, batch_per_gpu: 8, device: cpu}",
+            "resources": "{cpus_per_gpu: 2, mem_mb_per_gpu: 1000, runtime_min: 10}"}
+    text.update(sections)
+    return write_config(path, "".join(f"{k}: {v}\n" for k, v in text.items()))
+
+
+@pytest.fixture(scope="module")
+def archive(tmp_path_factory):
+    import make_synthetic_cifar
+
+    return make_synthetic_cifar.write_archive(
+        tmp_path_factory.mktemp("slurmdata") / "cifar.tar.gz", "python", 400, 100, 5)
+
+
+def test_sweep_through_the_slurm_profile_gets_the_gpus_and_cpus_it_asked_for(tmp_path, archive):
+    config = sweep_config(tmp_path / "c.yaml", archive)
+    run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
+    for gpus in (1, 2, 4):
+        run = json.loads((tmp_path / f"results/runs/SimpleCNN/gpus{gpus}/rep1/run.json").read_text())
+        env = run["env"]
+        assert "SLURM_JOB_ID" in env, "the point ran outside SLURM"
+        assert len(env["CUDA_VISIBLE_DEVICES"].split(",")) == gpus
+        assert int(env["SLURM_CPUS_PER_TASK"]) == 2 * gpus
+        assert run["replicas"] == gpus and run["status"] == "completed"
+    table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
+    assert list(table["gpus"]) == [1, 2, 4]
+    assert (tmp_path / "results/plots/speedup.png").stat().st_size > 10_000
+
+
+def test_two_node_multiworker_point_trains_with_one_worker_per_task(tmp_path, archive):
+    config = sweep_config(tmp_path / "c.yaml", archive,
+                          sweep="{models: [SimpleCNN], gpus: [2], nodes: [2]}")
+    proc = run_snakemake(tmp_path, *PROFILE, f"--configfile={config}",
+                         "results/runs/SimpleCNN/gpus2/rep1/run.json")
+    assert "rule train_workers" in proc.stdout
+    run = json.loads((tmp_path / "results/runs/SimpleCNN/gpus2/rep1/run.json").read_text())
+    assert (run["strategy"], run["workers"], run["replicas"]) == ("multiworker", 2, 2)
+    assert sorted(w.split(":")[0] for w in run["cluster"]) == ["n1", "n2"]
+    assert run["env"]["SLURM_JOB_NODELIST"] == "n[1-2]"
+
+
+def test_dry_run_lists_the_jobs_and_submits_none(tmp_path, archive):
+    config = sweep_config(tmp_path / "c.yaml", archive)
+    before = queue("%i")
+    proc = run_snakemake(tmp_path, *PROFILE, "-n", f"--configfile={config}")
+    assert "train" in proc.stdout and "3" in proc.stdout.split("train", 1)[1].split("\n")[0]
+    assert queue("%i") == before == []
+    assert not (tmp_path / "results").exists()
+
+
+def test_a_partition_that_does_not_exist_fails_with_slurms_message(tmp_path, archive):
+    config = sweep_config(tmp_path / "c.yaml", archive)
+    proc = run_snakemake(tmp_path, *PROFILE, f"--configfile={config}",
+                         "--default-resources", "slurm_partition=nosuchpartition",
+                         "mem_mb=1000", "runtime=10", check=False)
+    assert proc.returncode != 0
+    assert "nosuchpartition" in proc.stdout
+    assert not list(tmp_path.glob("results/runs/**/run.json"))
+
+
+def test_more_gpus_than_a_node_has(tmp_path, archive):
+    # refused by our check when the config says what a node has ...
+    config = sweep_config(tmp_path / "a.yaml", archive, sweep="{models: [SimpleCNN], gpus: [8]}")
+    proc = run_snakemake(tmp_path, *PROFILE, "-n", f"--configfile={config}", check=False)
+    assert proc.returncode != 0
+    assert "needs 8 GPUs per node, but resources.max_gpus_per_node is 4" in proc.stdout
+    # ... and by SLURM when the config claims more than the cluster has
+    config = sweep_config(tmp_path / "b.yaml", archive, sweep="{models: [SimpleCNN], gpus: [8]}",
+                          resources="{cpus_per_gpu: 1, mem_mb_per_gpu: 500, runtime_min: 5, "
+                                    "max_gpus_per_node: 8}")
+    proc = run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", check=False)
+    assert proc.returncode != 0
+    assert "Requested node configuration is not available" in proc.stdout
+    assert not (tmp_path / "results/runs/SimpleCNN/gpus8/rep1/run.json").exists()
+
+
+def test_cancelled_point_is_reported_others_finish_and_rerun_resumes_only_it(tmp_path, archive):
+    config = sweep_config(tmp_path / "c.yaml", archive,
+                          sweep="{models: [SimpleCNN], gpus: [1, 2]}",
+                          training="{epochs: 6, batch_per_gpu: 2, device: cpu}")
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
+           str(tmp_path), *PROFILE, f"--configfile={config}"]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env=env)
+    live = tmp_path / "results/runs/SimpleCNN/gpus2/rep1/state/epochs.jsonl"
+    deadline = time.time() + 600
+    while time.time() < deadline and first.poll() is None:
+        if live.exists() and live.read_text().count("\n") >= 2:
+            break
+        time.sleep(0.1)
+    victims = [job for job, comment in queue("%i", "%k") if "gpus2" in comment]
+    assert len(victims) == 1, queue("%i", "%k")
+    subprocess.run(["scancel", victims[0]], check=True)
+    output, _ = first.communicate(timeout=900)
+    assert first.returncode != 0
+    assert "Error in rule train" in output and "gpus2" in output.split("Error in rule train")[1]
+    done = tmp_path / "results/runs/SimpleCNN/gpus1/rep1/run.json"
+    assert json.loads(done.read_text())["status"] == "completed"
+    assert not (tmp_path / "results/runs/SimpleCNN/gpus2/rep1/run.json").exists()
+    kept = done.stat().st_mtime_ns
+
+    target = "results/runs/SimpleCNN/gpus2/rep1/run.json"
+    rerun = run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", target)
+    stats = rerun.stdout.split("Job stats:")[1].split("total")[0]
+    assert [line.split() for line in stats.splitlines() if line.startswith("train")] == [
+        ["train", "1"]]
+    assert done.stat().st_mtime_ns == kept
+    run = json.loads((tmp_path / target).read_text())
+    assert run["status"] == "completed" and run["resumed_at_epoch"] >= 2
+    records = [json.loads(x) for x in (tmp_path / target).with_name("epochs.jsonl").read_text()
+               .splitlines()]
+    assert [r["epoch"] for r in records] == [1, 2, 3, 4, 5, 6]
