@@ -105,6 +105,8 @@ start() {
     [ "$(id -u)" = 0 ] || die "start needs root (slurmd runs jobs as their users)"
     command -v slurmctld >/dev/null || die "SLURM is not installed (apt-get install slurm-wlm)"
     if running; then echo "testcluster: already running ($CONF)"; return 0; fi
+    # a throw-away cluster: no jobs or node states survive from an earlier start
+    rm -rf "$DIR/state" "$DIR"/spool-* "$DIR"/*.pid
     start_munge
     write_config
     ensure_hosts
