@@ -109,13 +109,37 @@ def train_flags(wildcards):
     p = point(wildcards)
     flags = {
         "model": p.model, "gpus": p.gpus, "nodes": p.nodes, "strategy": p.strategy,
-        "epochs": p.epochs, "batch-per-gpu": p.batch_per_gpu, "base-lr": p.base_lr,
+        "epochs": p.epochs, "base-lr": p.base_lr,
         "lr-scaling": p.lr_scaling, "warmup-epochs": p.warmup_epochs,
         "momentum": p.momentum, "precision": p.precision, "device": p.device,
         "seed": p.seed, "shuffle-buffer": DATA["shuffle_buffer"],
     }
+    if p.batch_per_gpu == "auto":
+        flags["batch-per-gpu-file"] = batch_file(p)
+    else:
+        flags["batch-per-gpu"] = p.batch_per_gpu
     text = " ".join(f"--{k} {v}" for k, v in flags.items())
     return text + (" --xla" if p.xla else " --no-xla")
+
+
+def batch_file(p):
+    return f"results/batch/{p.model}/{p.precision}.json"
+
+
+def train_input(wildcards):
+    p = point(wildcards)
+    inputs = {"manifest": f"{DATA_DIR}/manifest.json"}
+    if p.batch_per_gpu == "auto":
+        inputs["batch"] = batch_file(p)
+    return inputs
+
+
+def finder_resources(name):
+    """One GPU's worth of the configured resources, for a batch-size search."""
+    res = config["resources"]
+    return {"gres": res["gres"].format(gpus=1) if res["gres"] else "",
+            "cpus_per_task": res["cpus_per_gpu"], "mem_mb": res["mem_mb_per_gpu"],
+            "runtime": res["runtime_min"]}[name]
 
 
 def tasks_per_gpu(wildcards):

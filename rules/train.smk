@@ -2,9 +2,37 @@
 # them per point), so the SLURM profile only holds site settings.
 
 
-rule train:
+rule find_batch_size:
     input:
         manifest=f"{DATA_DIR}/manifest.json",
+    output:
+        "results/batch/{model}/{precision}.json",
+    wildcard_constraints:
+        model="|".join(sorted({p.model for p in POINTS.values()})) or "(?!)",
+        precision="float32|mixed_float16|mixed_bfloat16|mixed_auto",
+    params:
+        data=DATA_DIR,
+        xla="--xla" if config["training"]["xla"] else "--no-xla",
+    log:
+        "logs/find_batch_size/{model}/{precision}.log",
+    benchmark:
+        "benchmarks/find_batch_size/{model}/{precision}.tsv"
+    threads: config["resources"]["cpus_per_gpu"]
+    resources:
+        gres=finder_resources("gres"),
+        cpus_per_task=finder_resources("cpus_per_task"),
+        mem_mb=finder_resources("mem_mb"),
+        runtime=finder_resources("runtime"),
+    conda:
+        "../envs/dlscale.yaml"
+    shell:
+        "python {SCRIPTS}/find_batch_size.py --model {wildcards.model} --data-dir {params.data} "
+        "--precision {wildcards.precision} {params.xla} --out {output} > {log} 2>&1"
+
+
+rule train:
+    input:
+        unpack(train_input),
     output:
         run="results/runs/{point}/run.json",
         epochs="results/runs/{point}/epochs.jsonl",

@@ -69,13 +69,19 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="auto: mirrored in one process, multiworker when there are several workers")
     add("--epochs", type=int, default=5)
     add("--batch-per-gpu", type=int, default=256, help="images per replica per step")
+    add("--batch-per-gpu-file", type=Path,
+        help="take the batch per replica from find_batch_size.py's JSON (batch_per_gpu: auto)")
+    add("--synthetic", action="store_true",
+        help="train on one repeated random batch (no input pipeline): the model's own speed")
     add("--base-lr", type=float, default=0.01, help="learning rate of one replica")
     add("--lr-scaling", choices=["linear", "none"], default="linear",
         help="linear: lr = base x replicas (default); none: lr = base")
     add("--warmup-epochs", type=float, default=0.0,
         help="ramp the rate linearly from base to scaled over this many epochs")
     add("--momentum", type=float, default=0.0, help="SGD momentum (default: 0)")
-    add("--precision", choices=["float32", "mixed_float16", "mixed_bfloat16"], default="float32")
+    add("--precision", choices=["float32", "mixed_float16", "mixed_bfloat16", "mixed_auto"],
+        default="float32",
+        help="mixed_auto: bfloat16 where the hardware has it, else float16 with loss scaling")
     add("--xla", action=argparse.BooleanOptionalAction, default=False, help="jit_compile the step")
     add("--device", choices=["gpu", "cpu"], default="gpu",
         help="cpu: replicas on logical CPU devices (no GPU needed)")
@@ -84,6 +90,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="cap the steps of an epoch (default: all training images once)")
     add("--shuffle-buffer", type=int, default=4096, help="training reader's shuffle buffer")
     args = parser.parse_args(argv)
+    if args.batch_per_gpu_file:
+        args.batch_per_gpu = int(json.loads(args.batch_per_gpu_file.read_text())["batch_per_gpu"])
     for name in ("gpus", "nodes", "epochs", "batch_per_gpu", "shuffle_buffer", "steps_per_epoch"):
         value = getattr(args, name)
         if value is not None and value < 1:
@@ -147,11 +155,21 @@ def run(args: argparse.Namespace) -> dict:
     lr = args.base_lr * (replicas if args.lr_scaling == "linear" else 1)
     schedule = T.warmup_schedule(args.base_lr, lr, round(args.warmup_epochs * steps))
 
+    xla, xla_note = args.xla, None
+    if xla and args.device == "cpu" and len(devices) > 1:
+        # XLA compiles the step for one device; with several logical CPU devices the
+        # replicas' variables live elsewhere (an XLA known issue). Real GPUs are fine.
+        xla, xla_note = False, "XLA is off: it does not run over several logical CPU devices"
     keras.utils.set_random_seed(args.seed)
-    keras.mixed_precision.set_global_policy(args.precision)
+    precision = T.resolve_precision(args.precision, args.device)
+    keras.mixed_precision.set_global_policy(precision)
     shape = tuple(manifest["image_shape"])
 
     def train_input(context):
+        if args.synthetic:
+            return T.synthetic_dataset(shape, manifest["num_classes"],
+                                       context.get_per_replica_batch_size(global_batch),
+                                       args.seed + context.input_pipeline_id)
         return make_dataset(args.data_dir, "train",
                             context.get_per_replica_batch_size(global_batch), training=True,
                             seed=args.seed + context.input_pipeline_id,
@@ -163,7 +181,7 @@ def run(args: argparse.Namespace) -> dict:
         model = T.build_model(args.model, shape, manifest["num_classes"])
         model.compile(optimizer=keras.optimizers.SGD(schedule, momentum=args.momentum),
                       loss="sparse_categorical_crossentropy", metrics=["accuracy"],
-                      jit_compile=args.xla)
+                      jit_compile=xla)
     train_ds = strategy.distribute_datasets_from_function(train_input)
     test_ds = make_dataset(args.data_dir, "test", global_batch, training=False)
     options = tf.data.Options()
@@ -175,8 +193,10 @@ def run(args: argparse.Namespace) -> dict:
     recorder = T.epoch_recorder(state / "epochs.jsonl", steps, global_batch, schedule, chief)
     say(f"dlscale train: {args.model} on {replicas} replica(s) [{strategy_kind}: "
         f"{', '.join(devices)} x {workers} worker(s)], global batch {global_batch}, "
-        f"lr {lr:g}, {steps} steps/epoch of {train_images} images, {args.precision}, "
-        f"xla {'on' if args.xla else 'off'}")
+        f"lr {lr:g}, {steps} steps/epoch of {train_images} images, {precision}, "
+        f"xla {'on' if xla else 'off'}{', synthetic input' if args.synthetic else ''}")
+    if xla_note:
+        say(f"dlscale train: {xla_note}")
     if resuming:
         say(f"dlscale train: resuming from the backup in {backup}")
     t0 = time.perf_counter()
@@ -189,7 +209,7 @@ def run(args: argparse.Namespace) -> dict:
     if recorder.saw_nan:
         status, reason = "failed", "loss became NaN or infinite; training was stopped"
         say(f"dlscale train: {reason}")
-    else:
+    elif not args.synthetic:
         test = model.evaluate(test_ds, verbose=0, return_dict=True)
         say(f"dlscale train: test loss {test['loss']:.4f}, test accuracy {test['accuracy']:.4f}")
 
@@ -204,7 +224,9 @@ def run(args: argparse.Namespace) -> dict:
         "batch_per_gpu": args.batch_per_gpu, "global_batch": global_batch,
         "base_lr": args.base_lr, "lr_scaling": args.lr_scaling, "lr": lr,
         "warmup_epochs": args.warmup_epochs, "momentum": args.momentum,
-        "precision": args.precision, "xla": args.xla, "seed": args.seed,
+        "precision": precision, "precision_asked": args.precision, "xla": xla,
+        "xla_asked": args.xla, "xla_note": xla_note,
+        "seed": args.seed, "synthetic_input": args.synthetic,
         "epochs": args.epochs, "epochs_completed": len(records),
         "resumed_at_epoch": (recorder.first_epoch + 1) if resuming else None,
         "steps_per_epoch": steps, "train_images": train_images,

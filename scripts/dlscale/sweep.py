@@ -34,8 +34,8 @@ class Point:
     strategy: str
     precision: str
     epochs: int
-    batch_per_gpu: int
-    global_batch: int
+    batch_per_gpu: int | str   # "auto": results/batch/{model}/{precision}.json decides
+    global_batch: int | None
     base_lr: float
     lr_scaling: str
     warmup_epochs: float
@@ -100,7 +100,9 @@ def expand(config: dict) -> list[Point]:
             key="/".join(levels), series=series, model=model, gpus=gpus, nodes=nodes,
             gpus_per_node=per_node, rep=rep, strategy=chosen, precision=precision,
             epochs=over["epochs"], batch_per_gpu=over["batch_per_gpu"],
-            global_batch=over["batch_per_gpu"] * gpus, base_lr=over["base_lr"],
+            global_batch=(over["batch_per_gpu"] * gpus
+                          if over["batch_per_gpu"] != "auto" else None),
+            base_lr=over["base_lr"],
             lr_scaling=over["lr_scaling"], warmup_epochs=over["warmup_epochs"],
             momentum=training["momentum"], xla=training["xla"], device=training["device"],
             seed=training["seed"] + rep - 1, tasks=tasks_per_node * nodes,

@@ -134,6 +134,32 @@ def setup_devices(device: str, replicas_per_worker: int, multiworker: bool,
     return [f"/device:GPU:{i}" for i in range(replicas_per_worker)]
 
 
+def resolve_precision(precision: str, device: str) -> str:
+    """`mixed_auto`: bfloat16 where the hardware has it (GPUs of compute capability 8.0
+    and newer, and CPUs), float16 with loss scaling on older GPUs."""
+    if precision != "mixed_auto":
+        return precision
+    if device == "cpu":
+        return "mixed_bfloat16"
+    import tensorflow as tf
+
+    gpus = tf.config.list_physical_devices("GPU")
+    capability = tf.config.experimental.get_device_details(gpus[0]).get(
+        "compute_capability", (0, 0)) if gpus else (0, 0)
+    return "mixed_bfloat16" if tuple(capability) >= (8, 0) else "mixed_float16"
+
+
+def synthetic_dataset(shape: tuple[int, int, int], num_classes: int, batch: int, seed: int):
+    """One fixed batch of random uint8 images, repeated: the model's speed without any
+    input pipeline, to check that the real pipeline keeps up."""
+    import tensorflow as tf
+
+    generator = tf.random.Generator.from_seed(seed)
+    images = tf.cast(generator.uniform((batch, *shape), 0, 256, tf.int32), tf.uint8)
+    labels = generator.uniform((batch,), 0, num_classes, tf.int64)
+    return tf.data.Dataset.from_tensors((images, labels)).repeat()
+
+
 def make_strategy(kind: str, devices: list[str], device: str):
     import tensorflow as tf
 

@@ -121,3 +121,30 @@ def test_killed_run_resumes_from_its_last_epoch_without_duplicates(small_data, t
     log = (tmp_path / "train.log").read_text()
     assert "resuming from the backup" in log
     assert f"Epoch {run['resumed_at_epoch']}/6" in log.split("resuming from the backup")[1]
+
+
+def test_synthetic_input_and_mixed_auto_on_cpu(small_data, tmp_path):
+    proc = train(small_data, tmp_path, "--epochs", "1", "--synthetic", "--precision",
+                 "mixed_auto")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["synthetic_input"] is True and run["test_accuracy"] is None
+    assert (run["precision"], run["precision_asked"]) == ("mixed_bfloat16", "mixed_auto")
+
+
+def test_batch_from_the_finders_json(small_data, tmp_path):
+    found = tmp_path / "batch.json"
+    found.write_text(json.dumps({"batch_per_gpu": 24}))
+    proc = train(small_data, tmp_path / "run", "--epochs", "1", "--gpus", "2",
+                 "--batch-per-gpu-file", str(found))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["global_batch"] == 48
+
+
+def test_batch_finder_refuses_to_run_without_a_gpu(small_data, tmp_path):
+    proc = run_script("find_batch_size.py", "--model", "SimpleCNN", "--data-dir", str(small_data),
+                      "--out", str(tmp_path / "b.json"))
+    assert proc.returncode == 5
+    assert "batch_per_gpu: auto needs a GPU: no GPU visible" in proc.stderr
+    assert "set batch_per_gpu to a number to train on CPUs" in proc.stderr
+    assert not (tmp_path / "b.json").exists()

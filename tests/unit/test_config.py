@@ -107,3 +107,13 @@ def test_workers_per_node():
 def test_impossible_points_fail_before_any_job(sections, words):
     with pytest.raises(SweepError, match=words.replace(".", r"\.")):
         expand(_config(**sections))
+
+
+def test_batch_auto_leaves_the_global_batch_open():
+    config = _config(sweep={"models": ["ResNet50V2"], "gpus": [2]},
+                     training={"batch_per_gpu": "auto", "precision": "mixed_auto"})
+    point = expand(config)[0]
+    assert (point.batch_per_gpu, point.global_batch, point.precision) == ("auto", None,
+                                                                          "mixed_auto")
+    with pytest.raises(WorkflowError, match="'big' is not valid under any of the given schemas"):
+        _config(training={"batch_per_gpu": "big"})

@@ -42,3 +42,32 @@ def test_multiworker_point_starts_two_workers(tmp_path, config):
     assert "rule train_workers" in proc.stdout
     run = json.loads((tmp_path / target).read_text())
     assert (run["strategy"], run["workers"], run["replicas"]) == ("multiworker", 2, 2)
+
+
+def test_fast_config_runs_end_to_end_on_cpu(tmp_path, cifar_python):
+    import yaml
+
+    fast = yaml.safe_load((ROOT / "config" / "fast.yaml").read_text())
+    fast.update({"data": {"source": str(cifar_python), "image_size": 32, "shards": 2},
+                 "sweep": {"models": ["SimpleCNN"], "gpus": [1, 2]},
+                 "resources": {"cpus_per_gpu": 1, "mem_mb_per_gpu": 1000, "runtime_min": 10}})
+    fast["training"].update({"epochs": 2, "batch_per_gpu": 8, "device": "cpu"})
+    config = write_config(tmp_path / "fast.yaml", yaml.safe_dump(fast))
+    run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
+    one = json.loads((tmp_path / "results/runs/SimpleCNN/gpus1/rep1/run.json").read_text())
+    assert (one["precision"], one["xla"], one["warmup_epochs"]) == ("mixed_bfloat16", True, 1)
+    two = json.loads((tmp_path / "results/runs/SimpleCNN/gpus2/rep1/run.json").read_text())
+    assert (two["xla_asked"], two["xla"]) == (True, False)
+    assert "several logical CPU devices" in two["xla_note"]
+    assert (tmp_path / "results/plots/speedup.png").exists()
+
+
+def test_batch_auto_plans_one_search_per_model_before_training(tmp_path, cifar_python):
+    config = write_config(tmp_path / "auto.yaml", f"""
+data: {{source: {cifar_python}, image_size: 32}}
+sweep: {{models: [SimpleCNN], gpus: [1, 2]}}
+training: {{batch_per_gpu: auto, device: gpu}}
+""")
+    proc = run_snakemake(tmp_path, "-n", f"--configfile={config}")
+    stats = proc.stdout.split("Job stats:")[1].split("total")[0]
+    assert "find_batch_size        1" in stats and "train                  2" in stats
