@@ -9,7 +9,7 @@ SNAKEMAKE := $(VENV)/bin/snakemake
 # SLURM and munge (the test cluster).
 SYSTEM_PACKAGES := graphviz dataset-fashion-mnist slurm-wlm munge
 
-.PHONY: help setup sysdeps demo test test-fast cluster-start cluster-stop dag bench lint clean
+.PHONY: help setup horovod sysdeps demo test test-fast cluster-start cluster-stop dag bench lint clean
 
 help:
 	@echo "make demo   - set up and run the whole pipeline locally on config/demo.yaml"
@@ -25,6 +25,22 @@ $(VENV)/.installed: requirements.txt
 	touch $@
 
 setup: $(VENV)/.installed
+
+# The Horovod environment (strategy: horovod). Building Horovod takes about 8 minutes on
+# 2 cores the first time; pip caches the wheel, so later builds take seconds.
+HOROVOD_VENV ?= .venv-horovod
+$(HOROVOD_VENV)/.installed: requirements-horovod.txt
+	$(PYTHON) -m venv $(HOROVOD_VENV)
+	$(HOROVOD_VENV)/bin/pip install -q --upgrade pip wheel
+	$(HOROVOD_VENV)/bin/pip install -q -r requirements-horovod.txt
+	HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
+	HOROVOD_WITH_GLOO=1 $(if $(HOROVOD_MPI),HOROVOD_WITH_MPI=1,HOROVOD_WITHOUT_MPI=1) \
+	CXXFLAGS="-idirafter /usr/include" \
+	$(HOROVOD_VENV)/bin/pip install -q --no-build-isolation horovod==0.28.1
+	$(HOROVOD_VENV)/bin/python -c "import horovod.tensorflow.keras as hvd; hvd.init(); print('horovod', hvd.__version__ if hasattr(hvd, '__version__') else '', 'gloo', hvd.gloo_built())"
+	touch $@
+
+horovod: $(HOROVOD_VENV)/.installed
 
 # Installs what is missing when run as root (CI, containers); otherwise says what to install.
 sysdeps:

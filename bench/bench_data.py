@@ -27,6 +27,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
 def peak_rss_mb() -> float:
+    """This process's peak RSS. VmHWM, not getrusage's ru_maxrss: on Linux the latter
+    carries the parent's high-water mark over fork and exec."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 

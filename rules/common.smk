@@ -122,6 +122,24 @@ def train_flags(wildcards):
     return text + (" --xla" if p.xla else " --no-xla")
 
 
+def train_python(wildcards):
+    """The interpreter of a point: the Horovod environment's for horovod points."""
+    if point(wildcards).strategy != "horovod":
+        return "python"
+    python = Path(config["horovod"]["python"])
+    return str(python if python.is_absolute() else Path(workflow.basedir) / python)
+
+
+def launch_flags(wildcards):
+    p = point(wildcards)
+    flags = f"--tasks {p.tasks} --tasks-per-node {p.tasks_per_node} --nodes {p.nodes}"
+    if p.strategy == "horovod":
+        flags += " --horovod"
+        if config["horovod"]["mpi_launcher"]:
+            flags += f" --mpi-launcher '{config['horovod']['mpi_launcher']}'"
+    return flags
+
+
 def batch_file(p):
     return f"results/batch/{p.model}/{p.precision}.json"
 

@@ -42,8 +42,8 @@ rule train:
     params:
         flags=train_flags,
         data=DATA_DIR,
-        tasks=lambda wildcards: point(wildcards).tasks,
-        tasks_per_node=lambda wildcards: point(wildcards).tasks_per_node,
+        launch=launch_flags,
+        python=train_python,
     log:
         "logs/train/{point}.log",
     benchmark:
@@ -58,9 +58,8 @@ rule train:
     conda:
         "../envs/dlscale.yaml"
     shell:
-        "python {SCRIPTS}/launch.py --tasks {params.tasks} "
-        "--tasks-per-node {params.tasks_per_node} -- "
-        "python {SCRIPTS}/train.py {params.flags} --data-dir {params.data} "
+        "python {SCRIPTS}/launch.py {params.launch} -- "
+        "{params.python} {SCRIPTS}/train.py {params.flags} --data-dir {params.data} "
         "--out results/runs/{wildcards.point} > {log} 2>&1"
 
 

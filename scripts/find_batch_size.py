@@ -26,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dlscale.batchsearch import search  # noqa: E402
+from dlscale import cli as K  # noqa: E402
 from dlscale.cli import quiet_tensorflow  # noqa: E402
 
 OOM, NO_GPU = 10, 5
@@ -43,7 +44,7 @@ def run_trial(args: argparse.Namespace) -> int:
     """In the trial process: a few steps with batch args.trial; exit status says how."""
     quiet_tensorflow()
     import tensorflow as tf
-    import tf_keras as keras
+    keras = K.keras()
 
     from dlscale.tfrecords import load_manifest
     from dlscale.training import build_model, resolve_precision

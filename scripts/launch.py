@@ -2,12 +2,18 @@
 """Start the worker processes of one training point.
 
   launch.py --tasks N [--tasks-per-node M] -- python train.py ...
+  launch.py --horovod --tasks N [--nodes K] [--mpi-launcher "srun --mpi=pmix"] -- python ...
 
 One task: runs the command as it is. Several tasks inside a SLURM allocation: runs it
 through `srun` (one task per worker; train.py builds its TF_CONFIG from SLURM's
 variables). Several tasks outside SLURM (a workstation, the local profile): starts N
 local processes with TF_CONFIG naming free localhost ports, waits for all of them, and
 stops the others as soon as one fails. Exits with the first failing task's status.
+
+--horovod: one node (in a SLURM job or not) runs `horovodrun --gloo -np N -H localhost:N`
+(horovodrun from the same environment as the command's python); several nodes need
+Horovod built with MPI and the site's MPI launcher (--mpi-launcher, e.g.
+"srun --mpi=pmix"), since Gloo's launcher would reach the other nodes through ssh.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -38,6 +45,21 @@ def srun_command(tasks: int, tasks_per_node: int | None, command: list[str]) -> 
     if tasks_per_node:
         flags.append(f"--ntasks-per-node={tasks_per_node}")
     return flags + command
+
+
+def horovod_command(tasks: int, nodes: int, command: list[str],
+                    mpi_launcher: str | None) -> list[str]:
+    if nodes > 1:
+        if not mpi_launcher:
+            raise SystemExit("error: Horovod across nodes needs Horovod built with MPI and "
+                             "the site's MPI launcher: set horovod.mpi_launcher, e.g. "
+                             "'srun --mpi=pmix'")
+        return shlex.split(mpi_launcher) + command
+    horovodrun = os.path.join(os.path.dirname(command[0]), "horovodrun")
+    if not os.path.exists(horovodrun):
+        raise SystemExit(f"error: {horovodrun} not found: the command's python must be the "
+                         "Horovod environment's (make horovod)")
+    return [horovodrun, "--gloo", "-np", str(tasks), "-H", f"localhost:{tasks}"] + command
 
 
 def run_local(tasks: int, command: list[str], poll: float = 0.2) -> int:
@@ -69,6 +91,9 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tasks", type=int, default=1, help="worker processes (default: 1)")
     parser.add_argument("--tasks-per-node", type=int, help="workers per node under SLURM")
+    parser.add_argument("--nodes", type=int, default=1, help="nodes the tasks span")
+    parser.add_argument("--horovod", action="store_true", help="start the tasks as Horovod ranks")
+    parser.add_argument("--mpi-launcher", help="Horovod across nodes: the site's MPI launcher")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the worker command")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -79,6 +104,9 @@ def main(argv=None) -> int:
     sys.stdout.flush()
     if args.tasks == 1:
         return subprocess.call(command)
+    if args.horovod:
+        return subprocess.call(horovod_command(args.tasks, args.nodes, command,
+                                               args.mpi_launcher))
     if os.environ.get("SLURM_JOB_ID"):
         return subprocess.call(srun_command(args.tasks, args.tasks_per_node, command))
     return run_local(args.tasks, command)

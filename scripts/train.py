@@ -30,7 +30,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dlscale import cli as K  # noqa: E402
 from dlscale.cli import quiet_tensorflow  # noqa: E402
+from dlscale.tfrecords import DEFAULT_SHUFFLE_BUFFER  # noqa: E402
 from dlscale.training import RunError  # noqa: E402
 
 STATE = "state"
@@ -65,8 +67,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="keras.applications name (weights=None) or SimpleCNN (default: ResNet50V2)")
     add("--gpus", type=int, default=1, help="replicas in total, over all workers (default: 1)")
     add("--nodes", type=int, default=1, help="nodes the run spans (default: 1)")
-    add("--strategy", choices=["auto", "mirrored", "multiworker"], default="auto",
-        help="auto: mirrored in one process, multiworker when there are several workers")
+    add("--strategy", choices=["auto", "mirrored", "multiworker", "horovod"], default="auto",
+        help="auto: mirrored in one process, multiworker when there are several workers; "
+             "horovod: one process per GPU, started by horovodrun (see launch.py)")
     add("--epochs", type=int, default=5)
     add("--batch-per-gpu", type=int, default=256, help="images per replica per step")
     add("--batch-per-gpu-file", type=Path,
@@ -88,7 +91,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     add("--seed", type=int, default=42)
     add("--steps-per-epoch", type=int,
         help="cap the steps of an epoch (default: all training images once)")
-    add("--shuffle-buffer", type=int, default=4096, help="training reader's shuffle buffer")
+    add("--shuffle-buffer", type=int, default=DEFAULT_SHUFFLE_BUFFER,
+        help=f"training reader's shuffle buffer (default: {DEFAULT_SHUFFLE_BUFFER} records)")
     args = parser.parse_args(argv)
     if args.batch_per_gpu_file:
         args.batch_per_gpu = int(json.loads(args.batch_per_gpu_file.read_text())["batch_per_gpu"])
@@ -112,10 +116,20 @@ def run(args: argparse.Namespace) -> dict:
         multi = args.nodes > 1 or os.environ.get("TF_CONFIG") or \
             int(os.environ.get("SLURM_STEP_NUM_TASKS", os.environ.get("SLURM_NTASKS", 1))) > 1
         strategy_kind = "multiworker" if multi else "mirrored"
+    horovod = strategy_kind == "horovod"
     if strategy_kind == "multiworker" and not os.environ.get("TF_CONFIG") \
             and "SLURM_PROCID" in os.environ:
         os.environ["TF_CONFIG"] = json.dumps(T.slurm_tf_config(dict(os.environ)))
-    index, workers, local = T.worker_identity()
+    if horovod:
+        try:
+            import horovod.tensorflow.keras as hvd
+        except ImportError as exc:
+            raise RunError(f"strategy horovod needs Horovod: {exc} (make horovod builds "
+                           ".venv-horovod; run train.py with its python)", 2) from exc
+        hvd.init()
+        index, workers, local = hvd.rank(), hvd.size(), hvd.local_rank()
+    else:
+        index, workers, local = T.worker_identity()
     if strategy_kind == "mirrored" and workers > 1:
         raise RunError(f"strategy mirrored runs in one process, but {workers} workers were "
                        "started: use multiworker", 2)
@@ -129,14 +143,18 @@ def run(args: argparse.Namespace) -> dict:
     say = print if chief else (lambda *a, **k: None)
 
     import tensorflow as tf
-    import tf_keras as keras
+    keras = K.keras()
 
     from dlscale.tfrecords import load_manifest, make_dataset
 
-    devices = T.setup_devices(args.device, args.gpus // workers, strategy_kind == "multiworker",
-                              local)
-    strategy = T.make_strategy(strategy_kind, devices, args.device)
-    replicas = strategy.num_replicas_in_sync
+    devices = T.setup_devices(args.device, args.gpus // workers,
+                              strategy_kind in ("multiworker", "horovod"), local)
+    if horovod:  # Horovod averages the gradients itself: no tf.distribute strategy
+        strategy = tf.distribute.get_strategy()
+        replicas = workers
+    else:
+        strategy = T.make_strategy(strategy_kind, devices, args.device)
+        replicas = strategy.num_replicas_in_sync
     if replicas != args.gpus:
         raise RunError(
             f"{args.gpus} replicas asked for but TensorFlow uses {replicas} "
@@ -177,20 +195,47 @@ def run(args: argparse.Namespace) -> dict:
                             num_shards=context.num_input_pipelines,
                             shard_index=context.input_pipeline_id)
 
+    callbacks = [keras.callbacks.TerminateOnNaN()]
     with strategy.scope():
         model = T.build_model(args.model, shape, manifest["num_classes"])
-        model.compile(optimizer=keras.optimizers.SGD(schedule, momentum=args.momentum),
-                      loss="sparse_categorical_crossentropy", metrics=["accuracy"],
-                      jit_compile=xla)
-    train_ds = strategy.distribute_datasets_from_function(train_input)
-    test_ds = make_dataset(args.data_dir, "test", global_batch, training=False)
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    test_ds = test_ds.with_options(options)
+        if horovod:
+            # the course's recipe: lr x size, reached by Horovod's warm-up callback;
+            # weights broadcast from rank 0; metrics averaged over the ranks
+            optimizer = hvd.DistributedOptimizer(keras.optimizers.SGD(lr, momentum=args.momentum))
+            callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+                         hvd.callbacks.MetricAverageCallback()] + callbacks
+            if args.warmup_epochs > 0:
+                callbacks.append(hvd.callbacks.LearningRateWarmupCallback(
+                    initial_lr=lr, warmup_epochs=args.warmup_epochs, steps_per_epoch=steps))
+        else:
+            optimizer = keras.optimizers.SGD(schedule, momentum=args.momentum)
+        model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy",
+                      metrics=["accuracy"], jit_compile=xla)
+    if horovod:
+        context = tf.distribute.InputContext(num_input_pipelines=workers,
+                                             input_pipeline_id=index, num_replicas_in_sync=workers)
+        train_ds = train_input(context)
+        test_ds = make_dataset(args.data_dir, "test", args.batch_per_gpu, training=False,
+                               num_shards=workers, shard_index=index)
+    else:
+        train_ds = strategy.distribute_datasets_from_function(train_input)
+        test_ds = make_dataset(args.data_dir, "test", global_batch, training=False)
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = \
+            tf.data.experimental.AutoShardPolicy.DATA
+        test_ds = test_ds.with_options(options)
 
     backup = state / "backup"
-    resuming = backup.is_dir() and any(backup.iterdir())
-    recorder = T.epoch_recorder(state / "epochs.jsonl", steps, global_batch, schedule, chief)
+    resuming = not horovod and backup.is_dir() and any(backup.iterdir())
+    if horovod:
+        lr_of = lambda m: keras.backend.get_value(m.optimizer.learning_rate)  # noqa: E731
+    else:
+        lr_of = lambda m: schedule(m.optimizer.iterations)  # noqa: E731
+    recorder = T.epoch_recorder(state / "epochs.jsonl", steps, global_batch, lr_of, chief)
+    # the recorder first, so an epoch is recorded before its backup is saved
+    callbacks.insert(2 if horovod else 0, recorder)
+    if not horovod:  # every Horovod rank would have to restore the same epoch: not yet
+        callbacks.append(keras.callbacks.BackupAndRestore(str(backup)))
     say(f"dlscale train: {args.model} on {replicas} replica(s) [{strategy_kind}: "
         f"{', '.join(devices)} x {workers} worker(s)], global batch {global_batch}, "
         f"lr {lr:g}, {steps} steps/epoch of {train_images} images, {precision}, "
@@ -201,8 +246,7 @@ def run(args: argparse.Namespace) -> dict:
         say(f"dlscale train: resuming from the backup in {backup}")
     t0 = time.perf_counter()
     model.fit(train_ds, epochs=args.epochs, steps_per_epoch=steps, verbose=2 if chief else 0,
-              callbacks=[recorder, keras.callbacks.TerminateOnNaN(),
-                         keras.callbacks.BackupAndRestore(str(backup))])
+              callbacks=callbacks)
     fit_seconds = time.perf_counter() - t0
 
     status, reason, test = "completed", None, {}
@@ -211,6 +255,9 @@ def run(args: argparse.Namespace) -> dict:
         say(f"dlscale train: {reason}")
     elif not args.synthetic:
         test = model.evaluate(test_ds, verbose=0, return_dict=True)
+        if horovod:  # each rank saw its shard of the test set
+            test = {k: float(hvd.allreduce(tf.constant(v), op=hvd.Average))
+                    for k, v in test.items()}
         say(f"dlscale train: test loss {test['loss']:.4f}, test accuracy {test['accuracy']:.4f}")
 
     records = T.read_records(state / "epochs.jsonl")
@@ -221,6 +268,9 @@ def run(args: argparse.Namespace) -> dict:
         "devices": list(strategy.extended.worker_devices), "device_kind": args.device,
         "cluster": json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"]
         if strategy_kind == "multiworker" else None,
+        "horovod": {"size": hvd.size(), "local_size": hvd.local_size(),
+                    "gloo": bool(hvd.gloo_built()), "mpi": bool(hvd.mpi_built())}
+        if horovod else None,
         "batch_per_gpu": args.batch_per_gpu, "global_batch": global_batch,
         "base_lr": args.base_lr, "lr_scaling": args.lr_scaling, "lr": lr,
         "warmup_epochs": args.warmup_epochs, "momentum": args.momentum,

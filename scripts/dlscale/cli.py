@@ -16,3 +16,15 @@ def quiet_tensorflow() -> None:
 def fail(message: str, code: int = 1) -> "NoReturn":  # noqa: F821
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(code)
+
+
+def keras():
+    """Keras 2 in either environment: tf-keras with TensorFlow 2.21 (the main one), or
+    TensorFlow 2.15's own tf.keras, which is Keras 2 (the Horovod environment, where
+    horovod.tensorflow.keras works on tf.keras and a second Keras copy would not mix)."""
+    quiet_tensorflow()
+    try:
+        import tf_keras
+    except ImportError:
+        from tensorflow import keras as tf_keras
+    return tf_keras

@@ -80,7 +80,12 @@ def expand(config: dict) -> list[Point]:
         if chosen == "mirrored" and nodes > 1:
             raise SweepError(f"strategy mirrored runs on one node, but the sweep asks for "
                              f"{nodes} nodes: use multiworker for multi-node points")
-        if chosen == "multiworker":
+        if chosen == "horovod" and nodes > 1 and not config["horovod"]["mpi_launcher"]:
+            raise SweepError(f"strategy horovod across {nodes} nodes needs Horovod built with "
+                             "MPI and horovod.mpi_launcher (e.g. 'srun --mpi=pmix')")
+        if chosen == "horovod":
+            tasks_per_node = per_node  # one process per GPU
+        elif chosen == "multiworker":
             tasks_per_node = per_node if training["workers"] == "per_gpu" else 1
         else:
             tasks_per_node = 1

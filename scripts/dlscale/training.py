@@ -18,6 +18,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from dlscale import cli as K
+
 SMALL_CNN = "SimpleCNN"
 
 
@@ -98,7 +100,7 @@ def worker_identity() -> tuple[int, int, int]:
 # --- devices and strategy ------------------------------------------------------------
 
 def setup_devices(device: str, replicas_per_worker: int, multiworker: bool,
-                  local_index: int) -> list[str]:
+                  local_index: int) -> list[str]:  # multiworker: one process per worker
     """Make the devices this worker trains on visible; return their names.
 
     cpu: `replicas_per_worker` logical CPU devices (MirroredStrategy) or the one CPU
@@ -180,7 +182,7 @@ def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int):
     """uint8 images in, normalised on the device, softmax in float32 (also under mixed
     precision). `name` is a keras.applications model (weights=None) or SimpleCNN, the
     course's warm-up CNN (two 5x5 convolution + max-pool blocks and a dense softmax)."""
-    import tf_keras as keras
+    keras = K.keras()
 
     inputs = keras.Input(shape=input_shape, dtype="uint8", name="image")
     x = keras.layers.Rescaling(1.0 / 255)(inputs)
@@ -206,7 +208,7 @@ def warmup_schedule(base_lr: float, target_lr: float, warmup_steps: int):
     """Linear ramp from base_lr to target_lr over warmup_steps, then constant (Goyal et
     al.'s gradual warm-up). A schedule, not a callback, so resuming from a backup
     continues at the right rate: it depends only on the optimizer's step count."""
-    import tf_keras as keras
+    keras = K.keras()
     import tensorflow as tf
 
     class Warmup(keras.optimizers.schedules.LearningRateSchedule):
@@ -236,13 +238,13 @@ def read_records(path: Path) -> list[dict]:
     return records
 
 
-def epoch_recorder(path: Path, steps: int, global_batch: int, schedule, write: bool):
+def epoch_recorder(path: Path, steps: int, global_batch: int, lr_of, write: bool):
     """Keras callback appending one JSON object per finished epoch to `path`.
 
     On the first epoch of a (possibly resumed) fit it rewrites the file with only the
     epochs before the one starting, so a run restored from a backup has no duplicates.
     """
-    import tf_keras as keras
+    keras = K.keras()
 
     class EpochRecorder(keras.callbacks.Callback):
         def __init__(self):
@@ -264,7 +266,7 @@ def epoch_recorder(path: Path, steps: int, global_batch: int, schedule, write: b
             logs = logs or {}
             record = {"epoch": epoch + 1, "seconds": round(seconds, 4), "steps": steps,
                       "images": steps * global_batch,
-                      "lr": float(schedule(self.model.optimizer.iterations))}
+                      "lr": float(lr_of(self.model))}
             for key, value in logs.items():
                 record[key] = float(value)
             if not all(math.isfinite(v) for k, v in record.items() if k in logs):
@@ -290,9 +292,8 @@ def environment_facts() -> dict:
 
 def versions() -> dict:
     import tensorflow as tf
-    import tf_keras
-
     build = tf.sysconfig.get_build_info()
-    return {"tensorflow": tf.__version__, "keras": f"tf-keras {tf_keras.__version__}",
+    keras = K.keras()
+    return {"tensorflow": tf.__version__, "keras": f"{keras.__name__} {keras.__version__}",
             "cuda_build": build.get("cuda_version"), "cudnn_build": build.get("cudnn_version"),
             "python": ".".join(map(str, __import__("sys").version_info[:3]))}
