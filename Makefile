@@ -13,7 +13,8 @@ SYSTEM_PACKAGES := graphviz dataset-fashion-mnist slurm-wlm munge
 
 help:
 	@echo "make demo   - set up and run the whole pipeline locally on config/demo.yaml"
-	@echo "make test   - set up and run all tests (starts a throw-away SLURM test cluster)"
+	@echo "make test   - set up and run all tests (builds .venv-horovod, starts a throw-away SLURM test cluster)"
+	@echo "make horovod - build the Horovod environment (.venv-horovod; ~8 min the first time)"
 	@echo "make dag    - draw results/dag.svg and results/rulegraph.svg from a dry run"
 	@echo "make bench  - run the benchmarks in bench/ (results: docs/benchmarks.md)"
 	@echo "make lint   - snakemake --lint and snakefmt --check"
@@ -58,7 +59,7 @@ demo: setup sysdeps
 	$(SNAKEMAKE) --profile profiles/local --configfile=config/demo.yaml --report results/report.html
 	@echo "plots: results/plots/   tables: results/tables/   report: results/report.html"
 
-test: setup sysdeps
+test: setup sysdeps horovod
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 test-fast: setup

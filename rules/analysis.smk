@@ -8,17 +8,18 @@ rule parse_log:
         run="results/runs/{point}/run.json",
     output:
         "results/runs/{point}/epochs.csv",
-    wildcard_constraints:
-        point="|".join(re.escape(k) for k in POINTS) or "(?!)",
-    params:
-        meta=point_meta,
     log:
         "logs/parse_log/{point}.log",
+    wildcard_constraints:
+        point="|".join(re.escape(k) for k in POINTS) or "(?!)",
     localrule: True
     conda:
         "../envs/dlscale.yaml"
+    params:
+        script=script("parse_logs.py"),
+        meta=point_meta,
     shell:
-        "python {SCRIPTS}/parse_logs.py {input.log:q} --records {input.records:q} "
+        "python {params.script} {input.log:q} --records {input.records:q} "
         "--run-json {input.run:q} {params.meta} -o {output:q} > {log} 2>&1"
 
 
@@ -27,17 +28,18 @@ rule parse_external_log:
         external_log,
     output:
         "results/external/{ext}/epochs.csv",
-    wildcard_constraints:
-        ext="|".join(re.escape(k) for k in EXTERNAL) or "(?!)",
-    params:
-        meta=external_meta,
     log:
         "logs/parse_external_log/{ext}.log",
+    wildcard_constraints:
+        ext="|".join(re.escape(k) for k in EXTERNAL) or "(?!)",
     localrule: True
     conda:
         "../envs/dlscale.yaml"
+    params:
+        script=script("parse_logs.py"),
+        meta=external_meta,
     shell:
-        "python {SCRIPTS}/parse_logs.py {input:q} {params.meta} -o {output:q} > {log} 2>&1"
+        "python {params.script} {input:q} {params.meta} -o {output:q} > {log} 2>&1"
 
 
 rule aggregate_runs:
@@ -57,16 +59,17 @@ rule aggregate_runs:
             category="Tables",
             labels={"table": "scaling"},
         ),
-    params:
-        skip=config["analysis"]["skip_epochs"],
-        tolerance=config["analysis"]["accuracy_tolerance"],
     log:
         "logs/aggregate_runs.log",
     localrule: True
     conda:
         "../envs/dlscale.yaml"
+    params:
+        script=script("aggregate.py"),
+        skip=config["analysis"]["skip_epochs"],
+        tolerance=config["analysis"]["accuracy_tolerance"],
     shell:
-        "python {SCRIPTS}/aggregate.py {input:q} --out-dir results/tables "
+        "python {params.script} {input:q} --out-dir results/tables "
         "--skip-epochs {params.skip} --accuracy-tolerance {params.tolerance} > {log} 2>&1"
 
 
@@ -84,13 +87,14 @@ rule plot_scaling:
             for name in PLOT_NAMES
         ],
         [f"results/plots/{name}.svg" for name in PLOT_NAMES],
-    params:
-        subtitle=plot_subtitle(),
     log:
         "logs/plot_scaling.log",
     localrule: True
     conda:
         "../envs/dlscale.yaml"
+    params:
+        script=script("plot_scaling.py"),
+        subtitle=plot_subtitle(),
     shell:
-        "python {SCRIPTS}/plot_scaling.py {input:q} --out-dir results/plots "
+        "python {params.script} {input:q} --out-dir results/plots "
         "--subtitle {params.subtitle:q} > {log} 2>&1"

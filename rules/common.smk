@@ -8,6 +8,8 @@ from snakemake.utils import validate
 
 SCRIPTS = Path(workflow.basedir) / "scripts"
 sys.path.insert(0, str(SCRIPTS))
+from pathlib import PurePosixPath  # noqa: E402
+from urllib.parse import urlparse  # noqa: E402
 from dlscale.sources import DATASETS, find_cached  # noqa: E402
 from dlscale.sweep import SweepError, expand  # noqa: E402
 
@@ -15,7 +17,8 @@ _md5 = config.get("data", {}).get("md5")
 if isinstance(_md5, (int, float)) and not isinstance(_md5, bool):
     raise WorkflowError(
         f"data.md5 was read as the number {_md5!r}: put the checksum in quotes, "
-        "e.g. md5: \"c58f30108f718f92721af3b95e74349a\"")
+        'e.g. md5: "c58f30108f718f92721af3b95e74349a"'
+    )
 validate(config, schema="../config/schema.yaml")
 
 DATA = config["data"]
@@ -33,6 +36,15 @@ wildcard_constraints:
     filename=r"[^/]+",
 
 
+def script(name):
+    """A stage's command-line script, passed to rules as a param (provenance)."""
+    return str(SCRIPTS / name)
+
+
+def data_dir(wildcards, input):
+    return str(Path(input.manifest).parent)
+
+
 def resolve_source(dataset):
     """(path prepare_data.py reads, md5 it must check, {download target: (url, md5)})."""
     spec = DATASETS[dataset]
@@ -44,11 +56,18 @@ def resolve_source(dataset):
         cached = find_cached(spec)
         if cached is not None:
             return str(cached), None, {}
-        targets = {f"resources/downloads/{dataset}/{f.name}": (f.url, f.md5) for f in spec.files}
-        path = next(iter(targets)) if len(targets) == 1 else f"resources/downloads/{dataset}"
+        targets = {
+            f"resources/downloads/{dataset}/{f.name}": (f.url, f.md5)
+            for f in spec.files
+        }
+        path = (
+            next(iter(targets))
+            if len(targets) == 1
+            else f"resources/downloads/{dataset}"
+        )
         return path, None, targets
     if "://" in source:
-        name = source.rstrip("/").rsplit("/", 1)[-1]
+        name = PurePosixPath(urlparse(source).path).name
         if not md5 and name in official:
             md5 = official[name].md5
         target = f"resources/downloads/{dataset}/{name}"
@@ -57,11 +76,13 @@ def resolve_source(dataset):
     if not path.exists():
         raise WorkflowError(
             f"data.source '{source}' does not exist: expected 'auto', an URL, "
-            f"or a local {dataset} archive or folder")
+            f"or a local {dataset} archive or folder"
+        )
     if md5 and not path.is_file():
         raise WorkflowError(
             f"data.md5 is set but data.source '{source}' is a folder: a checksum applies "
-            "to an archive file (leave md5 null for a folder)")
+            "to an archive file (leave md5 null for a folder)"
+        )
     return str(path), md5, {}
 
 
@@ -80,16 +101,18 @@ def prepare_input(wildcards):
 
 def prepare_flags(wildcards):
     path, md5, _ = resolve_source(wildcards.dataset)
-    flags = [f"--dataset {wildcards.dataset}", f"--source '{path}'",
-             f"--image-size {wildcards.size}", f"--shards {DATA['shards']}"]
+    flags = [
+        f"--dataset {wildcards.dataset}",
+        f"--source '{path}'",
+        f"--image-size {wildcards.size}",
+        f"--shards {DATA['shards']}",
+    ]
     if md5:
         flags.append(f"--md5 {md5}")
     for key in ("limit_train", "limit_test"):
         if DATA[key] and wildcards.dataset == DATA["dataset"]:
             flags.append(f"--{key.replace('_', '-')} {DATA[key]}")
     return " ".join(flags)
-
-
 
 
 # --- training points ---------------------------------------------------------------
@@ -108,11 +131,19 @@ def point(wildcards):
 def train_flags(wildcards):
     p = point(wildcards)
     flags = {
-        "model": p.model, "gpus": p.gpus, "nodes": p.nodes, "strategy": p.strategy,
-        "epochs": p.epochs, "base-lr": p.base_lr,
-        "lr-scaling": p.lr_scaling, "warmup-epochs": p.warmup_epochs,
-        "momentum": p.momentum, "precision": p.precision, "device": p.device,
-        "seed": p.seed, "shuffle-buffer": DATA["shuffle_buffer"],
+        "model": p.model,
+        "gpus": p.gpus,
+        "nodes": p.nodes,
+        "strategy": p.strategy,
+        "epochs": p.epochs,
+        "base-lr": p.base_lr,
+        "lr-scaling": p.lr_scaling,
+        "warmup-epochs": p.warmup_epochs,
+        "momentum": p.momentum,
+        "precision": p.precision,
+        "device": p.device,
+        "seed": p.seed,
+        "shuffle-buffer": DATA["shuffle_buffer"],
     }
     if p.batch_per_gpu == "auto":
         flags["batch-per-gpu-file"] = batch_file(p)
@@ -155,9 +186,12 @@ def train_input(wildcards):
 def finder_resources(name):
     """One GPU's worth of the configured resources, for a batch-size search."""
     res = config["resources"]
-    return {"gres": res["gres"].format(gpus=1) if res["gres"] else "",
-            "cpus_per_task": res["cpus_per_gpu"], "mem_mb": res["mem_mb_per_gpu"],
-            "runtime": res["runtime_min"]}[name]
+    return {
+        "gres": res["gres"].format(gpus=1) if res["gres"] else "",
+        "cpus_per_task": res["cpus_per_gpu"],
+        "mem_mb": res["mem_mb_per_gpu"],
+        "runtime": res["runtime_min"],
+    }[name]
 
 
 def tasks_per_gpu(wildcards):
@@ -174,20 +208,30 @@ def run_targets():
     return [f"{run_dir(k)}/run.json" for k in POINTS]
 
 
-
 # --- analysis ---------------------------------------------------------------------
 
-PLOT_NAMES = ["epoch_time", "throughput", "speedup", "efficiency", "accuracy", "overview"]
+PLOT_NAMES = [
+    "epoch_time",
+    "throughput",
+    "speedup",
+    "efficiency",
+    "accuracy",
+    "overview",
+]
 
 
 def _external_runs():
     runs = {}
     for item in config["external_runs"]:
-        key = "/".join([item["model"]] + ([f"nodes{item['nodes']}"] if item["nodes"] > 1 else [])
-                       + [f"gpus{item['gpus']}", f"rep{item['repeat']}"])
+        levels = [item["model"]] + (
+            [f"nodes{item['nodes']}"] if item["nodes"] > 1 else []
+        )
+        key = str(PurePosixPath(*levels, f"gpus{item['gpus']}", f"rep{item['repeat']}"))
         if key in runs:
-            raise WorkflowError(f"external_runs: two entries for {key} (model, nodes, gpus "
-                                "and repeat must differ; set repeat for repeated runs)")
+            raise WorkflowError(
+                f"external_runs: two entries for {key} (model, nodes, gpus "
+                "and repeat must differ; set repeat for repeated runs)"
+            )
         if not Path(item["log"]).is_file():
             raise WorkflowError(f"external_runs: log '{item['log']}' does not exist")
         runs[key] = item
@@ -208,30 +252,43 @@ def external_log(wildcards):
 
 def external_meta(wildcards):
     item = EXTERNAL[wildcards.ext]
-    meta = {"run": f"external/{wildcards.ext}", "source": "external",
-            "series": item.get("label", f"{item['model']} (external)"),
-            "model": item["model"], "gpus": item["gpus"], "nodes": item["nodes"],
-            "repeat": item["repeat"], "global_batch": item["global_batch"],
-            "images_per_epoch": item["train_images"], "precision": item["precision"],
-            "strategy": item["strategy"]}
+    meta = {
+        "run": f"external/{wildcards.ext}",
+        "source": "external",
+        "series": item.get("label", f"{item['model']} (external)"),
+        "model": item["model"],
+        "gpus": item["gpus"],
+        "nodes": item["nodes"],
+        "repeat": item["repeat"],
+        "global_batch": item["global_batch"],
+        "images_per_epoch": item["train_images"],
+        "precision": item["precision"],
+        "strategy": item["strategy"],
+    }
     return " ".join(f"--meta {k}={str(v)!r}" for k, v in meta.items())
 
 
 def run_tables():
     return [f"{run_dir(k)}/epochs.csv" for k in POINTS] + [
-        f"results/external/{k}/epochs.csv" for k in EXTERNAL]
+        f"results/external/{k}/epochs.csv" for k in EXTERNAL
+    ]
 
 
 def plot_subtitle():
     if not POINTS:
         return "external runs"
     t = config["training"]
-    return (f"{DATA['dataset']} at {DATA['image_size']} px, {t['batch_per_gpu']} images per "
-            f"GPU per step, {t['epochs']} epochs, device {t['device']}")
+    return (
+        f"{DATA['dataset']} at {DATA['image_size']} px, {t['batch_per_gpu']} images per "
+        f"GPU per step, {t['epochs']} epochs, device {t['device']}"
+    )
 
 
 def all_targets():
     if not POINTS and not EXTERNAL:
-        raise WorkflowError("nothing to run: sweep.models is empty and there are no "
-                            "external_runs")
-    return ["results/tables/scaling.csv"] + [f"results/plots/{n}.png" for n in PLOT_NAMES]
+        raise WorkflowError(
+            "nothing to run: sweep.models is empty and there are no " "external_runs"
+        )
+    return ["results/tables/scaling.csv"] + [
+        f"results/plots/{n}.png" for n in PLOT_NAMES
+    ]

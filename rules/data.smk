@@ -5,16 +5,17 @@
 rule download_dataset:
     output:
         "resources/downloads/{dataset}/{filename}",
-    params:
-        url=lambda wildcards: download_spec(wildcards)[0],
-        md5=lambda wildcards: download_spec(wildcards)[1] or "",
     log:
         "logs/download_dataset/{dataset}/{filename}.log",
     localrule: True
     conda:
         "../envs/dlscale.yaml"
+    params:
+        script=script("download.py"),
+        url=lambda wildcards: download_spec(wildcards)[0],
+        md5=lambda wildcards: download_spec(wildcards)[1] or "",
     shell:
-        "python {SCRIPTS}/download.py {params.url:q} -o {output:q} "
+        "python {params.script} {params.url:q} -o {output:q} "
         "$([ -n '{params.md5}' ] && echo --md5 {params.md5}) > {log} 2>&1"
 
 
@@ -23,18 +24,18 @@ rule prepare_dataset:
         prepare_input,
     output:
         "results/data/{dataset}-{size}px/manifest.json",
-    params:
-        flags=prepare_flags,
     log:
         "logs/prepare_dataset/{dataset}-{size}px.log",
     benchmark:
         "benchmarks/prepare_dataset/{dataset}-{size}px.tsv"
+    conda:
+        "../envs/dlscale.yaml"
     threads: 2
     resources:
         mem_mb=12000,
         runtime=60,
-    conda:
-        "../envs/dlscale.yaml"
+    params:
+        script=script("prepare_data.py"),
+        flags=prepare_flags,
     shell:
-        "python {SCRIPTS}/prepare_data.py {params.flags} "
-        "--out results/data/{wildcards.dataset}-{wildcards.size}px > {log} 2>&1"
+        "python {params.script} {params.flags} --out $(dirname {output}) > {log} 2>&1"

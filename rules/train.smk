@@ -7,26 +7,27 @@ rule find_batch_size:
         manifest=f"{DATA_DIR}/manifest.json",
     output:
         "results/batch/{model}/{precision}.json",
-    wildcard_constraints:
-        model="|".join(sorted({p.model for p in POINTS.values()})) or "(?!)",
-        precision="float32|mixed_float16|mixed_bfloat16|mixed_auto",
-    params:
-        data=DATA_DIR,
-        xla="--xla" if config["training"]["xla"] else "--no-xla",
     log:
         "logs/find_batch_size/{model}/{precision}.log",
     benchmark:
         "benchmarks/find_batch_size/{model}/{precision}.tsv"
+    wildcard_constraints:
+        model="|".join(sorted({p.model for p in POINTS.values()})) or "(?!)",
+        precision="float32|mixed_float16|mixed_bfloat16|mixed_auto",
+    conda:
+        "../envs/dlscale.yaml"
     threads: config["resources"]["cpus_per_gpu"]
     resources:
         gres=finder_resources("gres"),
         cpus_per_task=finder_resources("cpus_per_task"),
         mem_mb=finder_resources("mem_mb"),
         runtime=finder_resources("runtime"),
-    conda:
-        "../envs/dlscale.yaml"
+    params:
+        script=script("find_batch_size.py"),
+        data=data_dir,
+        xla="--xla" if config["training"]["xla"] else "--no-xla",
     shell:
-        "python {SCRIPTS}/find_batch_size.py --model {wildcards.model} --data-dir {params.data} "
+        "python {params.script} --model {wildcards.model} --data-dir {params.data} "
         "--precision {wildcards.precision} {params.xla} --out {output} > {log} 2>&1"
 
 
@@ -37,17 +38,14 @@ rule train:
         run="results/runs/{point}/run.json",
         epochs="results/runs/{point}/epochs.jsonl",
         log="results/runs/{point}/train.log",
-    wildcard_constraints:
-        point=points_where(multi_task=False),
-    params:
-        flags=train_flags,
-        data=DATA_DIR,
-        launch=launch_flags,
-        python=train_python,
     log:
         "logs/train/{point}.log",
     benchmark:
         "benchmarks/train/{point}.tsv"
+    wildcard_constraints:
+        point=points_where(multi_task=False),
+    conda:
+        "../envs/dlscale.yaml"
     threads: lambda wildcards: point(wildcards).cpus_per_task
     resources:
         gres=lambda wildcards: point(wildcards).gres or "",
@@ -55,12 +53,17 @@ rule train:
         mem_mb=lambda wildcards: point(wildcards).mem_mb,
         runtime=lambda wildcards: point(wildcards).runtime,
         nodes=lambda wildcards: point(wildcards).nodes,
-    conda:
-        "../envs/dlscale.yaml"
+    params:
+        launcher=script("launch.py"),
+        script=script("train.py"),
+        flags=train_flags,
+        data=data_dir,
+        launch=launch_flags,
+        python=train_python,
     shell:
-        "python {SCRIPTS}/launch.py {params.launch} -- "
-        "{params.python} {SCRIPTS}/train.py {params.flags} --data-dir {params.data} "
-        "--out results/runs/{wildcards.point} > {log} 2>&1"
+        "python {params.launcher} {params.launch} -- "
+        "{params.python} {params.script} {params.flags} --data-dir {params.data} "
+        "--out $(dirname {output.run}) > {log} 2>&1"
 
 
 # Points with several workers (multiworker): the job holds one SLURM task per worker and

@@ -105,8 +105,11 @@ def main(argv=None) -> int:
     if args.tasks == 1:
         return subprocess.call(command)
     if args.horovod:
+        # TensorFlow 2.15 (the Horovod environment) has Keras 2 built in; asked for
+        # tf_keras, which it lacks, horovodrun's own import of TensorFlow fails
+        env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
         return subprocess.call(horovod_command(args.tasks, args.nodes, command,
-                                               args.mpi_launcher))
+                                               args.mpi_launcher), env=env)
     if os.environ.get("SLURM_JOB_ID"):
         return subprocess.call(srun_command(args.tasks, args.tasks_per_node, command))
     return run_local(args.tasks, command)

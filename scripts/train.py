@@ -201,7 +201,10 @@ def run(args: argparse.Namespace) -> dict:
         if horovod:
             # the course's recipe: lr x size, reached by Horovod's warm-up callback;
             # weights broadcast from rank 0; metrics averaged over the ranks
-            optimizer = hvd.DistributedOptimizer(keras.optimizers.SGD(lr, momentum=args.momentum))
+            # Horovod 0.28 works with Keras' legacy optimizers (its warm-up callback sets
+            # the momentum variable that the newer optimizers no longer have)
+            sgd = getattr(keras.optimizers, "legacy", keras.optimizers).SGD
+            optimizer = hvd.DistributedOptimizer(sgd(lr, momentum=args.momentum))
             callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0),
                          hvd.callbacks.MetricAverageCallback()] + callbacks
             if args.warmup_epochs > 0:
@@ -265,7 +268,8 @@ def run(args: argparse.Namespace) -> dict:
         "status": status, "failure": reason,
         "model": args.model, "strategy": strategy_kind, "replicas": replicas,
         "gpus_asked": args.gpus, "nodes": args.nodes, "workers": workers,
-        "devices": list(strategy.extended.worker_devices), "device_kind": args.device,
+        "devices": devices if horovod else list(strategy.extended.worker_devices),
+        "device_kind": args.device,
         "cluster": json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"]
         if strategy_kind == "multiworker" else None,
         "horovod": {"size": hvd.size(), "local_size": hvd.local_size(),

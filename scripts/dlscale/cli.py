@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 
@@ -9,8 +10,12 @@ import sys
 def quiet_tensorflow() -> None:
     """Keep TensorFlow's C++ start-up chatter out of logs unless the user asked for it."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    # tf-keras (Keras 2) is the Keras of every strategy here: see docs/keras.md.
-    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    # Keras 2 everywhere (docs/keras.md): tf-keras with TensorFlow 2.21; TensorFlow 2.15
+    # (the Horovod environment) has Keras 2 built in and fails if asked for tf_keras.
+    if importlib.util.find_spec("tf_keras") is not None:
+        os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+    else:
+        os.environ.pop("TF_USE_LEGACY_KERAS", None)
 
 
 def fail(message: str, code: int = 1) -> "NoReturn":  # noqa: F821

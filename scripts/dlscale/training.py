@@ -294,6 +294,7 @@ def versions() -> dict:
     import tensorflow as tf
     build = tf.sysconfig.get_build_info()
     keras = K.keras()
-    return {"tensorflow": tf.__version__, "keras": f"{keras.__name__} {keras.__version__}",
+    keras_version = getattr(keras, "__version__", None) or f"built into TensorFlow {tf.__version__}"
+    return {"tensorflow": tf.__version__, "keras": f"{keras.__name__.split('.')[0]} {keras_version}",
             "cuda_build": build.get("cuda_version"), "cudnn_build": build.get("cudnn_version"),
             "python": ".".join(map(str, __import__("sys").version_info[:3]))}

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from cluster.conftest import queue
-from conftest import ROOT, run_snakemake, write_config
+from conftest import HOROVOD_READY, IN_CI, ROOT, run_snakemake, write_config
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("slurm")]
 PROFILE = ["--profile", str(ROOT / "profiles" / "slurm")]
@@ -135,3 +135,17 @@ def test_cancelled_point_is_reported_others_finish_and_rerun_resumes_only_it(tmp
     records = [json.loads(x) for x in (tmp_path / target).with_name("epochs.jsonl").read_text()
                .splitlines()]
     assert [r["epoch"] for r in records] == [1, 2, 3, 4, 5, 6]
+
+
+def test_horovod_and_mirrored_points_through_slurm(tmp_path, archive):
+    if not HOROVOD_READY and not IN_CI:
+        pytest.skip("the Horovod environment is not built (make horovod)")
+    config = sweep_config(tmp_path / "c.yaml", archive,
+                          sweep="{models: [SimpleCNN], gpus: [1, 2], strategy: [mirrored, horovod]}",
+                          analysis="{accuracy_tolerance: 1.0}")
+    run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
+    run = json.loads((tmp_path / "results/runs/SimpleCNN/horovod/gpus2/rep1/run.json").read_text())
+    assert (run["strategy"], run["replicas"], run["horovod"]["size"]) == ("horovod", 2, 2)
+    assert "SLURM_JOB_ID" in run["env"]
+    table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
+    assert set(table["series"]) == {"SimpleCNN horovod", "SimpleCNN mirrored"}

@@ -117,3 +117,18 @@ def test_batch_auto_leaves_the_global_batch_open():
                                                                           "mixed_auto")
     with pytest.raises(WorkflowError, match="'big' is not valid under any of the given schemas"):
         _config(training={"batch_per_gpu": "big"})
+
+
+def test_horovod_points_start_one_process_per_gpu():
+    config = _config(sweep={"models": ["SimpleCNN"], "gpus": [1, 4], "strategy": ["horovod"]})
+    one, four = expand(config)
+    assert (one.tasks, four.tasks, four.tasks_per_node, four.cpus_per_task) == (1, 4, 4, 8)
+    assert four.key == "SimpleCNN/gpus4/rep1" and four.strategy == "horovod"
+
+
+def test_horovod_across_nodes_needs_an_mpi_launcher():
+    sweep = {"models": ["SimpleCNN"], "gpus": [2], "nodes": [2], "strategy": ["horovod"]}
+    with pytest.raises(SweepError, match="horovod across 2 nodes needs Horovod built with MPI"):
+        expand(_config(sweep=sweep))
+    point = expand(_config(sweep=sweep, horovod={"mpi_launcher": "srun --mpi=pmix"}))[0]
+    assert (point.tasks, point.tasks_per_node) == (2, 1)
