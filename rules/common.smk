@@ -194,6 +194,16 @@ def finder_resources(name):
     }[name]
 
 
+def point_resource(name):
+    """A rule resource read from the point's expansion (see dlscale/sweep.py)."""
+
+    def resource(wildcards):
+        value = getattr(point(wildcards), name)
+        return "" if value is None else value  # gres null: request no GRES
+
+    return resource
+
+
 def tasks_per_gpu(wildcards):
     """1 when every worker owns one GPU (SLURM's --ntasks-per-gpu=1), else 0 (unset)."""
     p = point(wildcards)

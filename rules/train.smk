@@ -46,13 +46,13 @@ rule train:
         point=points_where(multi_task=False),
     conda:
         "../envs/dlscale.yaml"
-    threads: lambda wildcards: point(wildcards).cpus_per_task
+    threads: point_resource("cpus_per_task")
     resources:
-        gres=lambda wildcards: point(wildcards).gres or "",
-        cpus_per_task=lambda wildcards: point(wildcards).cpus_per_task,
-        mem_mb=lambda wildcards: point(wildcards).mem_mb,
-        runtime=lambda wildcards: point(wildcards).runtime,
-        nodes=lambda wildcards: point(wildcards).nodes,
+        gres=point_resource("gres"),
+        cpus_per_task=point_resource("cpus_per_task"),
+        mem_mb=point_resource("mem_mb"),
+        runtime=point_resource("runtime"),
+        nodes=point_resource("nodes"),
     params:
         launcher=script("launch.py"),
         script=script("train.py"),
@@ -66,18 +66,19 @@ rule train:
         "--out $(dirname {output.run}) > {log} 2>&1"
 
 
-# Points with several workers (multiworker): the job holds one SLURM task per worker and
-# launch.py starts them with srun inside it (the `mpi` resource tells the SLURM plugin not
-# to wrap the job in an srun of its own; tasks_per_gpu=1 gives one task per GPU).
+# Points with several worker processes (multiworker, horovod): the job holds one SLURM task
+# per worker and launch.py starts them inside it, with srun or horovodrun (the `mpi`
+# resource tells the SLURM plugin not to wrap the job in an srun of its own;
+# tasks_per_gpu=1 gives one task per GPU).
 use rule train as train_workers with:
     wildcard_constraints:
         point=points_where(multi_task=True),
     resources:
-        gres=lambda wildcards: point(wildcards).gres or "",
-        cpus_per_task=lambda wildcards: point(wildcards).cpus_per_task,
-        mem_mb=lambda wildcards: point(wildcards).mem_mb,
-        runtime=lambda wildcards: point(wildcards).runtime,
-        nodes=lambda wildcards: point(wildcards).nodes,
-        tasks=lambda wildcards: point(wildcards).tasks,
+        gres=point_resource("gres"),
+        cpus_per_task=point_resource("cpus_per_task"),
+        mem_mb=point_resource("mem_mb"),
+        runtime=point_resource("runtime"),
+        nodes=point_resource("nodes"),
+        tasks=point_resource("tasks"),
         tasks_per_gpu=tasks_per_gpu,
         mpi="srun",

@@ -1,0 +1,58 @@
+"""Project hygiene that a reviewer would otherwise check by hand."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT
+
+DEV_ONLY = {"pytest", "snakefmt"}  # test tools: in requirements.txt, not in the rules' env
+
+
+def pins(lines) -> dict[str, str]:
+    found = {}
+    for line in lines:
+        match = re.match(r"^\s*([A-Za-z0-9_.\-\[\]]+)==([^\s#]+)", line)
+        if match:
+            found[match.group(1).lower()] = match.group(2)
+    return found
+
+
+def conda_pip_pins(path: Path) -> dict[str, str]:
+    env = yaml.safe_load(path.read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    return pins(pip)
+
+
+@pytest.mark.parametrize("env, requirements", [
+    ("envs/dlscale.yaml", "requirements.txt"),
+    ("envs/horovod.yaml", "requirements-horovod.txt"),
+])
+def test_conda_envs_pin_what_pip_pins(env, requirements):
+    wanted = {k: v for k, v in pins((ROOT / requirements).read_text().splitlines()).items()
+              if k not in DEV_ONLY}
+    assert conda_pip_pins(ROOT / env) == wanted
+
+
+def test_snakemake_lint_is_clean():
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "--lint", "-s",
+                           str(ROOT / "Snakefile"), "-d", str(ROOT)],
+                          capture_output=True, text=True, timeout=120)
+    lints = [line for line in (proc.stdout + proc.stderr).splitlines()
+             if line.startswith("Lints for") or line.startswith("    * ")]
+    assert lints == []
+
+
+def test_snakefmt_leaves_the_workflow_unchanged():
+    snakefmt = Path(sys.executable).with_name("snakefmt")
+    if not snakefmt.exists():
+        pytest.skip("snakefmt is not installed in this environment")
+    proc = subprocess.run([str(snakefmt), "--check", str(ROOT / "Snakefile"),
+                           str(ROOT / "rules")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
