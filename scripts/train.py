@@ -15,7 +15,8 @@ replicas, devices, SLURM allocation, versions, test accuracy, status), run.json 
 While running, state/ holds the backup that lets a killed or timed-out run, started
 again with the same flags, continue from its last finished epoch.
 
-Exit status: 0 completed; 2 bad flags; 3 devices or replicas not as asked; 4 NaN loss.
+Exit status: 0 completed; 2 bad flags; 3 devices or replicas not as asked; 4 NaN loss;
+6 out of memory (run.json says so, with the batch that did not fit).
 """
 
 from __future__ import annotations
@@ -248,15 +249,22 @@ def run(args: argparse.Namespace) -> dict:
     if resuming:
         say(f"dlscale train: resuming from the backup in {backup}")
     t0 = time.perf_counter()
-    model.fit(train_ds, epochs=args.epochs, steps_per_epoch=steps, verbose=2 if chief else 0,
-              callbacks=callbacks)
+    status, reason, test = "completed", None, {}
+    try:
+        model.fit(train_ds, epochs=args.epochs, steps_per_epoch=steps,
+                  verbose=2 if chief else 0, callbacks=callbacks)
+    except tf.errors.ResourceExhaustedError as exc:
+        status = "out_of_memory"
+        reason = (f"out of memory with {args.batch_per_gpu} images per GPU ({precision}, "
+                  f"{args.model}): lower batch_per_gpu, or set batch_per_gpu: auto to find "
+                  f"the largest that fits ({str(exc).strip().splitlines()[0][:200]})")
+        say(f"dlscale train: {reason}")
     fit_seconds = time.perf_counter() - t0
 
-    status, reason, test = "completed", None, {}
-    if recorder.saw_nan:
+    if status == "completed" and recorder.saw_nan:
         status, reason = "failed", "loss became NaN or infinite; training was stopped"
         say(f"dlscale train: {reason}")
-    elif not args.synthetic:
+    if status == "completed" and not args.synthetic:
         test = model.evaluate(test_ds, verbose=0, return_dict=True)
         if horovod:  # each rank saw its shard of the test set
             test = {k: float(hvd.allreduce(tf.constant(v), op=hvd.Average))
@@ -308,11 +316,17 @@ def finalize(out: Path, info: dict) -> None:
     sys.stdout.flush()
     for name in ("epochs.jsonl", "train.log"):
         tmp = out / f".{name}.tmp"
-        shutil.copyfile(state / name, tmp)
+        if (state / name).exists():
+            shutil.copyfile(state / name, tmp)
+        else:  # the run ended before its first epoch began
+            tmp.write_text("")
         os.replace(tmp, out / name)
     write_json_atomic(out / "run.json", info)
     if info["status"] == "completed":
         shutil.rmtree(state, ignore_errors=True)
+
+
+EXIT_STATUS = {"completed": 0, "failed": 4, "out_of_memory": 6}
 
 
 def main(argv=None) -> int:
@@ -322,7 +336,9 @@ def main(argv=None) -> int:
     except RunError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.code
-    return 0 if info["status"] == "completed" else 4
+    if info["failure"]:
+        print(f"error: {info['failure']}", file=sys.stderr)
+    return EXIT_STATUS[info["status"]]
 
 
 if __name__ == "__main__":

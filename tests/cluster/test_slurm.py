@@ -149,3 +149,27 @@ def test_horovod_and_mirrored_points_through_slurm(tmp_path, archive):
     assert "SLURM_JOB_ID" in run["env"]
     table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
     assert set(table["series"]) == {"SimpleCNN horovod", "SimpleCNN mirrored"}
+
+
+def test_job_over_its_time_limit_is_reported_and_resumes_with_more_time(tmp_path, archive):
+    target = "results/runs/SimpleCNN/gpus1/rep1/run.json"
+    training = "{epochs: 300, batch_per_gpu: 2, device: cpu}"  # ~0.5 s an epoch
+    short = sweep_config(tmp_path / "short.yaml", archive, sweep="{models: [SimpleCNN], gpus: [1]}",
+                         training=training,
+                         resources="{cpus_per_gpu: 1, mem_mb_per_gpu: 1000, runtime_min: 1}")
+    first = run_snakemake(tmp_path, *PROFILE, f"--configfile={short}", target, check=False)
+    assert first.returncode != 0
+    assert "Error in rule train" in first.stdout and "TIMEOUT" in first.stdout
+    live = tmp_path / "results/runs/SimpleCNN/gpus1/rep1/state/epochs.jsonl"
+    done = len(live.read_text().splitlines())
+    assert 2 <= done < 300, "SLURM must have stopped the run part-way"
+    assert not (tmp_path / target).exists()
+
+    longer = sweep_config(tmp_path / "long.yaml", archive, sweep="{models: [SimpleCNN], gpus: [1]}",
+                          training=training,
+                          resources="{cpus_per_gpu: 1, mem_mb_per_gpu: 1000, runtime_min: 10}")
+    run_snakemake(tmp_path, *PROFILE, f"--configfile={longer}", target)
+    run = json.loads((tmp_path / target).read_text())
+    assert run["status"] == "completed" and run["resumed_at_epoch"] >= 2
+    records = (tmp_path / target).with_name("epochs.jsonl").read_text().splitlines()
+    assert [json.loads(r)["epoch"] for r in records] == list(range(1, 301))

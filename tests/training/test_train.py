@@ -148,3 +148,25 @@ def test_batch_finder_refuses_to_run_without_a_gpu(small_data, tmp_path):
     assert "batch_per_gpu: auto needs a GPU: no GPU visible" in proc.stderr
     assert "set batch_per_gpu to a number to train on CPUs" in proc.stderr
     assert not (tmp_path / "b.json").exists()
+
+
+def test_out_of_memory_in_fit_ends_with_status_and_hint(small_data, tmp_path, monkeypatch):
+    """Fakes the OOM (patched Model.fit): on CPUs a real one ends in the kernel's OOM
+    killer, not in TensorFlow's ResourceExhaustedError that GPUs raise."""
+    import tensorflow as tf
+
+    import train as train_script
+    from dlscale.cli import keras
+
+    def exhausted(self, *args, **kwargs):
+        raise tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")
+
+    monkeypatch.setattr(keras().Model, "fit", exhausted)
+    monkeypatch.setattr(sys, "stdout", sys.stdout)  # train.py tees stdout; put it back after
+    code = train_script.main(["--data-dir", str(small_data), "--out", str(tmp_path),
+                              *COMMON, "--epochs", "2"])
+    assert code == 6
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["status"] == "out_of_memory" and run["test_accuracy"] is None
+    assert "out of memory with 8 images per GPU" in run["failure"]
+    assert "set batch_per_gpu: auto" in run["failure"]
