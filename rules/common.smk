@@ -1,15 +1,15 @@
 # Config loading and validation, sweep expansion and the small helpers the rules call.
 import re
+import shlex
 import sys
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from urllib.parse import urlparse
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 SCRIPTS = Path(workflow.basedir) / "scripts"
 sys.path.insert(0, str(SCRIPTS))
-from pathlib import PurePosixPath  # noqa: E402
-from urllib.parse import urlparse  # noqa: E402
 from dlscale.sources import DATASETS, find_cached  # noqa: E402
 from dlscale.sweep import SweepError, expand  # noqa: E402
 
@@ -103,7 +103,7 @@ def prepare_flags(wildcards):
     path, md5, _ = resolve_source(wildcards.dataset)
     flags = [
         f"--dataset {wildcards.dataset}",
-        f"--source '{path}'",
+        f"--source {shlex.quote(path)}",
         f"--image-size {wildcards.size}",
         f"--shards {DATA['shards']}",
     ]
@@ -167,7 +167,7 @@ def launch_flags(wildcards):
     if p.strategy == "horovod":
         flags += " --horovod"
         if config["horovod"]["mpi_launcher"]:
-            flags += f" --mpi-launcher '{config['horovod']['mpi_launcher']}'"
+            flags += f" --mpi-launcher {shlex.quote(config['horovod']['mpi_launcher'])}"
     return flags
 
 
@@ -214,10 +214,6 @@ def run_dir(key):
     return f"results/runs/{key}"
 
 
-def run_targets():
-    return [f"{run_dir(k)}/run.json" for k in POINTS]
-
-
 # --- analysis ---------------------------------------------------------------------
 
 PLOT_NAMES = [
@@ -253,7 +249,13 @@ EXTERNAL = _external_runs()
 
 def point_meta(wildcards):
     p = point(wildcards)
-    return f"--meta run={p.key} --meta series={p.series!r} --meta repeat={p.rep}"
+    meta = {"run": p.key, "series": p.series, "repeat": p.rep}
+    return meta_flags(meta)
+
+
+def meta_flags(meta):
+    """--meta KEY=VALUE flags for parse_logs.py, quoted for the shell."""
+    return " ".join(f"--meta {shlex.quote(f'{k}={v}')}" for k, v in meta.items())
 
 
 def external_log(wildcards):
@@ -275,7 +277,7 @@ def external_meta(wildcards):
         "precision": item["precision"],
         "strategy": item["strategy"],
     }
-    return " ".join(f"--meta {k}={str(v)!r}" for k, v in meta.items())
+    return meta_flags(meta)
 
 
 def run_tables():
@@ -297,7 +299,7 @@ def plot_subtitle():
 def all_targets():
     if not POINTS and not EXTERNAL:
         raise WorkflowError(
-            "nothing to run: sweep.models is empty and there are no " "external_runs"
+            "nothing to run: sweep.models is empty and there are no external_runs"
         )
     return ["results/tables/scaling.csv"] + [
         f"results/plots/{n}.png" for n in PLOT_NAMES

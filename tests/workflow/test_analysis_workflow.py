@@ -16,12 +16,12 @@ PLOTS = ["epoch_time", "throughput", "speedup", "efficiency", "accuracy", "overv
 def test_external_logs_alone_reproduce_the_published_study(tmp_path):
     runs = "\n".join(
         f"  - {{log: {STUDY}/ResNet50_{g}gpu.out, model: ResNet50V2, gpus: {g}, "
-        f"global_batch: {256 * g}, train_images: 50000, label: V100 study}}" for g in (1, 2, 4))
+        f"global_batch: {256 * g}, train_images: 50000, label: \"Bob's $5 study\"}}" for g in (1, 2, 4))
     config = write_config(tmp_path / "c.yaml", f"sweep: {{models: []}}\nexternal_runs:\n{runs}\n")
     proc = run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
     assert "rule train" not in proc.stdout and "prepare_dataset" not in proc.stdout
     table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
-    assert list(table["series"].unique()) == ["V100 study"]
+    assert list(table["series"].unique()) == ["Bob's $5 study"]  # quoted for the shell
     assert list(table["epoch_time_s"]) == [45, 24, 12]
     assert list(table["speedup"]) == [1, 1.875, 3.75]
     assert list(table["efficiency"]) == [1, 0.9375, 0.9375]
