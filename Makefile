@@ -80,8 +80,10 @@ dag: setup
 	mv results/rulegraph.svg.tmp results/rulegraph.svg
 	@echo "wrote results/dag.svg results/rulegraph.svg"
 
+# CPU benchmarks (results: docs/benchmarks.md); bench/bench_training.py is for GPU nodes
 bench: setup
 	$(VENV)/bin/python bench/bench_data.py
+	$(VENV)/bin/python bench/bench_analysis.py
 
 lint: setup
 	$(SNAKEMAKE) --lint -n
