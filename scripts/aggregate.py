@@ -13,7 +13,6 @@ dlscale/analysis.py and docs/analysis.md.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -21,9 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
 def write(table, path: Path) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    table.to_csv(tmp, index=False, float_format="%.6g")
-    os.replace(tmp, path)
+    from dlscale.files import atomic
+
+    with atomic(path) as tmp:
+        table.to_csv(tmp, index=False, float_format="%.6g")
 
 
 def main(argv=None) -> int:

@@ -13,7 +13,6 @@ Local paths and file:// URLs are accepted too (a pre-staged copy on a shared dis
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import urllib.error
@@ -22,14 +21,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dlscale.cli import fail  # noqa: E402
+from dlscale.files import atomic  # noqa: E402
 from dlscale.sources import DatasetError, md5sum, verify_md5  # noqa: E402
 
 
 def download(url: str, out: Path, md5: str | None, timeout: float = 60.0) -> str:
     """Fetch `url` to `out`; return its md5. Nothing is left at `out` on failure."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.part")
-    try:
+    with atomic(out) as tmp:
         if "://" not in url:
             shutil.copyfile(url, tmp)
         else:
@@ -38,11 +37,7 @@ def download(url: str, out: Path, md5: str | None, timeout: float = 60.0) -> str
                     shutil.copyfileobj(response, f, length=1 << 20)
             except (urllib.error.URLError, OSError) as exc:
                 raise DatasetError(f"download of {url} failed: {exc}") from exc
-        digest = verify_md5(tmp, md5) if md5 else md5sum(tmp)
-        os.replace(tmp, out)
-        return digest
-    finally:
-        tmp.unlink(missing_ok=True)
+        return verify_md5(tmp, md5) if md5 else md5sum(tmp)
 
 
 def main(argv=None) -> int:

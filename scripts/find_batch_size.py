@@ -126,7 +126,7 @@ def main(argv=None) -> int:
         print(f"error: {args.model} does not train even with batch 1 on this GPU",
               file=sys.stderr)
         return 1
-    from dlscale.tfrecords import write_json_atomic
+    from dlscale.files import write_json_atomic
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(args.out, {

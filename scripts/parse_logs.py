@@ -18,12 +18,13 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dlscale.files import atomic  # noqa: E402
 from dlscale.keraslog import LogError, ParsedLog, parse_file  # noqa: E402
+from dlscale.training import read_records  # noqa: E402
 
 FIRST_COLUMNS = ["run", "source", "series", "model", "gpus", "nodes", "strategy", "precision",
                  "repeat", "global_batch", "images_per_epoch", "status", "file", "epoch",
@@ -80,12 +81,10 @@ def write_csv(rows: list[dict], out: Path) -> None:
     columns = [c for c in FIRST_COLUMNS if any(c in r for r in rows)]
     columns += sorted({k for r in rows for k in r} - set(columns))
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    with open(tmp, "w", newline="") as handle:
+    with atomic(out) as tmp, open(tmp, "w", newline="") as handle:
         writer = csv.DictWriter(handle, columns)
         writer.writeheader()
         writer.writerows(rows)
-    os.replace(tmp, out)
 
 
 def parse_meta(items: list[str]) -> dict:
@@ -122,7 +121,7 @@ def main(argv=None) -> int:
                       f"keeping the {len(parsed.epochs)} finished epoch(s)", file=sys.stderr)
             records = None
             if args.records:
-                records = [json.loads(line) for line in args.records.read_text().splitlines()]
+                records = read_records(args.records)
                 cross_check(parsed, records)
             rows += table(parsed, meta, records)
     except (LogError, CrossCheckError, ValueError, OSError) as exc:

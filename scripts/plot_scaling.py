@@ -13,7 +13,6 @@ has repeats or several timed epochs. Only measured points are drawn.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -76,11 +75,12 @@ def draw(ax, table, name: str) -> None:
 
 def save(fig, path_stem: Path) -> list[Path]:
     written = []
+    from dlscale.files import atomic
+
     for ext in ("png", "svg"):
         final = path_stem.with_suffix(f".{ext}")
-        tmp = final.with_name(f".{final.stem}.tmp.{ext}")
-        fig.savefig(tmp, dpi=120, bbox_inches="tight")
-        os.replace(tmp, final)
+        with atomic(final) as tmp:
+            fig.savefig(tmp, dpi=120, bbox_inches="tight")
         written.append(final)
     return written
 

@@ -25,7 +25,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dlscale.cli import fail, quiet_tensorflow  # noqa: E402
 from dlscale.sources import DATASETS, DatasetError, Splits, read_dataset  # noqa: E402
-from dlscale.tfrecords import MANIFEST, write_json_atomic, write_split  # noqa: E402
+from dlscale.files import write_json_atomic  # noqa: E402
+from dlscale.tfrecords import MANIFEST, write_split  # noqa: E402
 
 
 def limit(splits: Splits, limit_train: int | None, limit_test: int | None) -> Splits:

@@ -310,17 +310,16 @@ def run(args: argparse.Namespace) -> dict:
 
 def finalize(out: Path, info: dict) -> None:
     """Move the records into place, run.json last; drop the state of a finished run."""
-    from dlscale.tfrecords import write_json_atomic
+    from dlscale.files import atomic, write_json_atomic
 
     state = out / STATE
     sys.stdout.flush()
     for name in ("epochs.jsonl", "train.log"):
-        tmp = out / f".{name}.tmp"
-        if (state / name).exists():
-            shutil.copyfile(state / name, tmp)
-        else:  # the run ended before its first epoch began
-            tmp.write_text("")
-        os.replace(tmp, out / name)
+        with atomic(out / name) as tmp:
+            if (state / name).exists():
+                shutil.copyfile(state / name, tmp)
+            else:  # the run ended before its first epoch began
+                tmp.write_text("")
     write_json_atomic(out / "run.json", info)
     if info["status"] == "completed":
         shutil.rmtree(state, ignore_errors=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+from typing import NoReturn
 
 
 def quiet_tensorflow() -> None:
@@ -18,7 +19,7 @@ def quiet_tensorflow() -> None:
         os.environ.pop("TF_USE_LEGACY_KERAS", None)
 
 
-def fail(message: str, code: int = 1) -> "NoReturn":  # noqa: F821
+def fail(message: str, code: int = 1) -> NoReturn:
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(code)
 

@@ -121,12 +121,6 @@ def write_split(images: np.ndarray, labels: np.ndarray, out_dir: Path, split: st
     return [{"file": name, "records": hi - lo} for name, (lo, hi) in zip(names, bounds)]
 
 
-def write_json_atomic(path: Path, data) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
-    os.replace(tmp, path)
-
-
 def load_manifest(data_dir: str | Path) -> dict:
     path = Path(data_dir) / MANIFEST
     if not path.is_file():

@@ -64,7 +64,7 @@ def test_a_download_with_the_wrong_checksum_is_not_kept(tmp_path, cifar_python):
     assert proc.returncode != 0
     downloads = tmp_path / "resources/downloads/cifar10"
     assert not (downloads / cifar_python.name).exists()
-    assert not list(downloads.glob(".*part"))
+    assert not list(downloads.glob(".*"))  # no temporary file left behind
     log = (tmp_path / f"logs/download_dataset/cifar10/{cifar_python.name}.log").read_text()
     assert "checksum mismatch" in log
 
