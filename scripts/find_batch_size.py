@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -47,12 +46,12 @@ def run_trial(args: argparse.Namespace) -> int:
     keras = K.keras()
 
     from dlscale.tfrecords import load_manifest
-    from dlscale.training import build_model, resolve_precision
+    from dlscale.training import build_model, cuda_visible_devices, resolve_precision
 
     gpus = tf.config.list_physical_devices("GPU")
     if not gpus:
-        print(f"no GPU visible (CUDA_VISIBLE_DEVICES="
-              f"{os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')})", file=sys.stderr)
+        print(f"no GPU visible (CUDA_VISIBLE_DEVICES={cuda_visible_devices()})",
+              file=sys.stderr)
         return NO_GPU
     tf.config.set_visible_devices(gpus[:1], "GPU")
     manifest = load_manifest(args.data_dir)

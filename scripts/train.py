@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> dict:
         raise RunError(
             f"{args.gpus} replicas asked for but TensorFlow uses {replicas} "
             f"({workers} worker(s), devices {devices}, "
-            f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '<unset>')})")
+            f"CUDA_VISIBLE_DEVICES={T.cuda_visible_devices()})")
 
     manifest = load_manifest(args.data_dir)
     train_images = manifest["splits"]["train"]["count"]
@@ -196,7 +196,14 @@ def run(args: argparse.Namespace) -> dict:
                             num_shards=context.num_input_pipelines,
                             shard_index=context.input_pipeline_id)
 
-    callbacks = [keras.callbacks.TerminateOnNaN()]
+    backup = state / "backup"
+    resuming = not horovod and backup.is_dir() and any(backup.iterdir())
+    if horovod:
+        lr_of = lambda m: keras.backend.get_value(m.optimizer.learning_rate)  # noqa: E731
+    else:
+        lr_of = lambda m: schedule(m.optimizer.iterations)  # noqa: E731
+    recorder = T.epoch_recorder(state / "epochs.jsonl", steps, global_batch, lr_of, chief)
+    stop_on_nan = keras.callbacks.TerminateOnNaN()
     with strategy.scope():
         model = T.build_model(args.model, shape, manifest["num_classes"])
         if horovod:
@@ -206,13 +213,17 @@ def run(args: argparse.Namespace) -> dict:
             # the momentum variable that the newer optimizers no longer have)
             sgd = getattr(keras.optimizers, "legacy", keras.optimizers).SGD
             optimizer = hvd.DistributedOptimizer(sgd(lr, momentum=args.momentum))
+            # metrics are averaged before the recorder writes them; no backup: every
+            # rank would have to restore the same epoch (not yet)
             callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0),
-                         hvd.callbacks.MetricAverageCallback()] + callbacks
+                         hvd.callbacks.MetricAverageCallback(), recorder, stop_on_nan]
             if args.warmup_epochs > 0:
                 callbacks.append(hvd.callbacks.LearningRateWarmupCallback(
                     initial_lr=lr, warmup_epochs=args.warmup_epochs, steps_per_epoch=steps))
         else:
             optimizer = keras.optimizers.SGD(schedule, momentum=args.momentum)
+            # the recorder first, so an epoch is recorded before its backup is saved
+            callbacks = [recorder, stop_on_nan, keras.callbacks.BackupAndRestore(str(backup))]
         model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy",
                       metrics=["accuracy"], jit_compile=xla)
     if horovod:
@@ -229,17 +240,6 @@ def run(args: argparse.Namespace) -> dict:
             tf.data.experimental.AutoShardPolicy.DATA
         test_ds = test_ds.with_options(options)
 
-    backup = state / "backup"
-    resuming = not horovod and backup.is_dir() and any(backup.iterdir())
-    if horovod:
-        lr_of = lambda m: keras.backend.get_value(m.optimizer.learning_rate)  # noqa: E731
-    else:
-        lr_of = lambda m: schedule(m.optimizer.iterations)  # noqa: E731
-    recorder = T.epoch_recorder(state / "epochs.jsonl", steps, global_batch, lr_of, chief)
-    # the recorder first, so an epoch is recorded before its backup is saved
-    callbacks.insert(2 if horovod else 0, recorder)
-    if not horovod:  # every Horovod rank would have to restore the same epoch: not yet
-        callbacks.append(keras.callbacks.BackupAndRestore(str(backup)))
     say(f"dlscale train: {args.model} on {replicas} replica(s) [{strategy_kind}: "
         f"{', '.join(devices)} x {workers} worker(s)], global batch {global_batch}, "
         f"lr {lr:g}, {steps} steps/epoch of {train_images} images, {precision}, "

@@ -99,29 +99,37 @@ def worker_identity() -> tuple[int, int, int]:
 
 # --- devices and strategy ------------------------------------------------------------
 
-def setup_devices(device: str, replicas_per_worker: int, multiworker: bool,
-                  local_index: int) -> list[str]:  # multiworker: one process per worker
+def cuda_visible_devices() -> str:
+    """CUDA_VISIBLE_DEVICES as error messages quote it."""
+    return os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>")
+
+
+def setup_devices(device: str, replicas_per_worker: int, several_processes: bool,
+                  local_index: int) -> list[str]:
     """Make the devices this worker trains on visible; return their names.
 
-    cpu: `replicas_per_worker` logical CPU devices (MirroredStrategy) or the one CPU
-    (MultiWorkerMirroredStrategy trains one replica per worker on CPUs).
-    gpu: the first N visible GPUs, or, with one worker per GPU, GPU number `local_index`.
+    several_processes: the run has one process per worker (MultiWorkerMirroredStrategy,
+    Horovod) rather than one process holding every replica (MirroredStrategy).
+    cpu: `replicas_per_worker` logical CPU devices in a single process, or the one CPU
+    per process (MultiWorkerMirroredStrategy and Horovod train one replica per process
+    on CPUs).
+    gpu: the first N visible GPUs, or, with one process per GPU, GPU number `local_index`.
     Fails before any model is built when fewer GPUs are visible than asked for.
     """
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU")
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>")
+    visible = cuda_visible_devices()
     if device == "cpu":
         if gpus:
             tf.config.set_visible_devices([], "GPU")
         cpu = tf.config.list_physical_devices("CPU")[0]
-        if not multiworker and replicas_per_worker > 1:
+        if not several_processes and replicas_per_worker > 1:
             tf.config.set_logical_device_configuration(
                 cpu, [tf.config.LogicalDeviceConfiguration()] * replicas_per_worker)
-        count = 1 if multiworker else replicas_per_worker
+        count = 1 if several_processes else replicas_per_worker
         return [f"/device:CPU:{i}" for i in range(count)]
-    if multiworker and replicas_per_worker == 1 and len(gpus) > 1:
+    if several_processes and replicas_per_worker == 1 and len(gpus) > 1:
         if local_index >= len(gpus):
             raise RunError(f"worker {local_index} on this node has no GPU: TensorFlow sees "
                            f"{len(gpus)} GPU(s), CUDA_VISIBLE_DEVICES={visible}")
