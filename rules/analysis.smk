@@ -19,8 +19,8 @@ rule parse_log:
         script=script("parse_logs.py"),
         meta=point_meta,
     shell:
-        "python {params.script} {input.log:q} --records {input.records:q} "
-        "--run-json {input.run:q} {params.meta} -o {output:q} > {log} 2>&1"
+        "python {params.script:q} {input.log:q} --records {input.records:q} "
+        "--run-json {input.run:q} {params.meta} -o {output:q} > {log:q} 2>&1"
 
 
 rule parse_external_log:
@@ -39,7 +39,7 @@ rule parse_external_log:
         script=script("parse_logs.py"),
         meta=external_meta,
     shell:
-        "python {params.script} {input:q} {params.meta} -o {output:q} > {log} 2>&1"
+        "python {params.script:q} {input:q} {params.meta} -o {output:q} > {log:q} 2>&1"
 
 
 rule aggregate_runs:
@@ -59,6 +59,12 @@ rule aggregate_runs:
             category="Tables",
             labels={"table": "scaling"},
         ),
+        failed=report(
+            "results/tables/failed.csv",
+            caption="../report/failed.rst",
+            category="Tables",
+            labels={"table": "failed points"},
+        ),
     log:
         "logs/aggregate_runs.log",
     localrule: True
@@ -69,13 +75,14 @@ rule aggregate_runs:
         skip=config["analysis"]["skip_epochs"],
         tolerance=config["analysis"]["accuracy_tolerance"],
     shell:
-        "python {params.script} {input:q} --out-dir results/tables "
-        "--skip-epochs {params.skip} --accuracy-tolerance {params.tolerance} > {log} 2>&1"
+        "python {params.script:q} {input:q} --out-dir results/tables "
+        "--skip-epochs {params.skip} --accuracy-tolerance {params.tolerance} > {log:q} 2>&1"
 
 
 rule plot_scaling:
     input:
-        "results/tables/scaling.csv",
+        scaling="results/tables/scaling.csv",
+        runs="results/tables/runs.csv",
     output:
         [
             report(
@@ -96,5 +103,24 @@ rule plot_scaling:
         script=script("plot_scaling.py"),
         subtitle=plot_subtitle(),
     shell:
-        "python {params.script} {input:q} --out-dir results/plots "
-        "--subtitle {params.subtitle:q} > {log} 2>&1"
+        "python {params.script:q} {input.scaling:q} --runs {input.runs:q} "
+        "--out-dir results/plots --subtitle {params.subtitle:q} > {log:q} 2>&1"
+
+
+# Last: fails (non-zero exit of the workflow) when a point failed, once the tables and
+# plots that list it are written; the next run plans the failed points again.
+rule check_points:
+    input:
+        runs="results/tables/runs.csv",
+        plots=[f"results/plots/{name}.png" for name in PLOT_NAMES],
+    output:
+        "results/checks/points.txt",
+    log:
+        "logs/check_points.log",
+    localrule: True
+    conda:
+        "../envs/dlscale.yaml"
+    params:
+        script=script("check_points.py"),
+    shell:
+        "python {params.script:q} {input.runs:q} -o {output:q} 2>&1 | tee {log:q}"

@@ -10,8 +10,15 @@ from snakemake.utils import validate
 
 SCRIPTS = Path(workflow.basedir) / "scripts"
 sys.path.insert(0, str(SCRIPTS))
+from dlscale.outcomes import (
+    failed_record,
+    planned_attempt,
+    runtime_factor,
+)  # noqa: E402
 from dlscale.sources import DATASETS, find_cached  # noqa: E402
 from dlscale.sweep import SweepError, expand  # noqa: E402
+
+URL_FILE_NAME = re.compile(r"[A-Za-z0-9._+-]+")
 
 _md5 = config.get("data", {}).get("md5")
 if isinstance(_md5, (int, float)) and not isinstance(_md5, bool):
@@ -68,6 +75,11 @@ def resolve_source(dataset):
         return path, None, targets
     if "://" in source:
         name = PurePosixPath(urlparse(source).path).name
+        if not URL_FILE_NAME.fullmatch(name):
+            raise WorkflowError(
+                f"data.source '{source}': the file name '{name}' may hold only letters, "
+                "digits and . _ + - (it names the downloaded file)"
+            )
         if not md5 and name in official:
             md5 = official[name].md5
         target = f"resources/downloads/{dataset}/{name}"
@@ -94,6 +106,15 @@ def download_spec(wildcards):
     return downloads[target]
 
 
+def download_url(wildcards):
+    return download_spec(wildcards)[0]
+
+
+def download_md5_flag(wildcards):
+    md5 = download_spec(wildcards)[1]
+    return f"--md5 {shlex.quote(md5)}" if md5 else ""
+
+
 def prepare_input(wildcards):
     path, _, downloads = resolve_source(wildcards.dataset)
     return list(downloads) or [path]
@@ -108,7 +129,7 @@ def prepare_flags(wildcards):
         f"--shards {DATA['shards']}",
     ]
     if md5:
-        flags.append(f"--md5 {md5}")
+        flags.append(f"--md5 {shlex.quote(md5)}")
     for key in ("limit_train", "limit_test"):
         if DATA[key] and wildcards.dataset == DATA["dataset"]:
             flags.append(f"--{key.replace('_', '-')} {DATA[key]}")
@@ -126,6 +147,20 @@ def points_where(multi_task):
 
 def point(wildcards):
     return POINTS[wildcards.point]
+
+
+def point_attempt(wildcards):
+    """Grows when an attempt at the point fails, so the next run plans it again."""
+    return planned_attempt(run_dir(wildcards.point))
+
+
+def point_runtime(wildcards):
+    """Minutes: runtime_min, times 1 + the timeouts since the point last completed."""
+    return point(wildcards).runtime * runtime_factor(run_dir(wildcards.point))
+
+
+def run_folder(wildcards, output):
+    return str(Path(output.run).parent)
 
 
 def train_flags(wildcards):
@@ -246,10 +281,31 @@ def _external_runs():
 
 EXTERNAL = _external_runs()
 
+for _key in POINTS:
+    _failed = failed_record(run_dir(_key))
+    if _failed:
+        print(
+            f"dlscale: point {_key} ended {_failed['status']} ({_failed.get('failure')}): "
+            "it is planned again",
+            file=sys.stderr,
+        )
+
 
 def point_meta(wildcards):
+    """The planned values; run.json's (the replicas TensorFlow used ...) replace them."""
     p = point(wildcards)
-    meta = {"run": p.key, "series": p.series, "repeat": p.rep}
+    meta = {
+        "run": p.key,
+        "series": p.series,
+        "repeat": p.rep,
+        "model": p.model,
+        "gpus": p.gpus,
+        "gpus_asked": p.gpus,
+        "nodes": p.nodes,
+        "strategy": p.strategy,
+        "precision": p.precision,
+        "epochs_expected": p.epochs,
+    }
     return meta_flags(meta)
 
 
@@ -301,6 +357,8 @@ def all_targets():
         raise WorkflowError(
             "nothing to run: sweep.models is empty and there are no external_runs"
         )
-    return ["results/tables/scaling.csv"] + [
-        f"results/plots/{n}.png" for n in PLOT_NAMES
-    ]
+    return (
+        ["results/tables/scaling.csv", "results/tables/failed.csv"]
+        + [f"results/plots/{n}.png" for n in PLOT_NAMES]
+        + ["results/checks/points.txt"]
+    )

@@ -12,11 +12,10 @@ rule download_dataset:
         "../envs/dlscale.yaml"
     params:
         script=script("download.py"),
-        url=lambda wildcards: download_spec(wildcards)[0],
-        md5=lambda wildcards: download_spec(wildcards)[1] or "",
+        url=download_url,
+        md5=download_md5_flag,
     shell:
-        "python {params.script} {params.url:q} -o {output:q} "
-        "$([ -n '{params.md5}' ] && echo --md5 {params.md5}) > {log} 2>&1"
+        "python {params.script:q} {params.url:q} -o {output:q} {params.md5} > {log:q} 2>&1"
 
 
 rule prepare_dataset:
@@ -37,5 +36,6 @@ rule prepare_dataset:
     params:
         script=script("prepare_data.py"),
         flags=prepare_flags,
+        out=lambda wildcards, output: str(Path(output[0]).parent),
     shell:
-        "python {params.script} {params.flags} --out $(dirname {output}) > {log} 2>&1"
+        "python {params.script:q} {params.flags} --out {params.out:q} > {log:q} 2>&1"

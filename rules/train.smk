@@ -27,8 +27,8 @@ rule find_batch_size:
         data=data_dir,
         xla="--xla" if config["training"]["xla"] else "--no-xla",
     shell:
-        "python {params.script} --model {wildcards.model} --data-dir {params.data} "
-        "--precision {wildcards.precision} {params.xla} --out {output} > {log} 2>&1"
+        "python {params.script:q} --model {wildcards.model} --data-dir {params.data:q} "
+        "--precision {wildcards.precision} {params.xla} --out {output:q} > {log:q} 2>&1"
 
 
 rule train:
@@ -51,7 +51,7 @@ rule train:
         gres=point_resource("gres"),
         cpus_per_task=point_resource("cpus_per_task"),
         mem_mb=point_resource("mem_mb"),
-        runtime=point_resource("runtime"),
+        runtime=point_runtime,
         nodes=point_resource("nodes"),
     params:
         launcher=script("launch.py"),
@@ -60,10 +60,14 @@ rule train:
         data=data_dir,
         launch=launch_flags,
         python=train_python,
+        out=run_folder,
+        attempt=point_attempt,
+    # launch.py --record: whatever becomes of the point, run.json says so and the job
+    # succeeds, so the tables are built with it; check_points fails the workflow after.
     shell:
-        "python {params.launcher} {params.launch} -- "
-        "{params.python} {params.script} {params.flags} --data-dir {params.data} "
-        "--out $(dirname {output.run}) > {log} 2>&1"
+        "python {params.launcher:q} {params.launch} --record {params.out:q} --log {log:q} -- "
+        "{params.python:q} {params.script:q} {params.flags} --attempt {params.attempt} "
+        "--data-dir {params.data:q} --out {params.out:q} > {log:q} 2>&1"
 
 
 # Points with several worker processes (multiworker, horovod): the job holds one SLURM task
@@ -77,7 +81,7 @@ use rule train as train_workers with:
         gres=point_resource("gres"),
         cpus_per_task=point_resource("cpus_per_task"),
         mem_mb=point_resource("mem_mb"),
-        runtime=point_resource("runtime"),
+        runtime=point_runtime,
         nodes=point_resource("nodes"),
         tasks=point_resource("tasks"),
         tasks_per_gpu=tasks_per_gpu,

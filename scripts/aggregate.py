@@ -4,7 +4,8 @@
   aggregate.py results/runs/*/*/*/epochs.csv --out-dir results/tables
 
 Writes epochs.csv (every epoch of every run), runs.csv (one row per run, with whether
-it counts and why not) and scaling.csv (one row per series, nodes and GPU count:
+it counts and why not), failed.csv (the runs that failed or do not count, with status
+and reason) and scaling.csv (one row per series, nodes and GPU count:
 epoch time with std and 95% CI, images/s, speedup, efficiency, accuracy and its change
 against the 1-GPU point, flagged beyond --accuracy-tolerance). Definitions:
 dlscale/analysis.py and docs/analysis.md.
@@ -39,14 +40,21 @@ def main(argv=None) -> int:
 
     import pandas as pd
 
-    from dlscale.analysis import scaling, summarize_runs
+    from dlscale.analysis import (EPOCH_COLUMNS, failed_points, read_table, scaling,
+                                  summarize_runs)
 
-    epochs = pd.concat([pd.read_csv(t) for t in args.tables], ignore_index=True)
+    try:
+        epochs = pd.concat([read_table(t, EPOCH_COLUMNS) for t in args.tables],
+                           ignore_index=True)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     runs = summarize_runs(epochs, args.skip_epochs)
     table = scaling(epochs, runs, args.skip_epochs, args.accuracy_tolerance)
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    write(epochs, args.out_dir / "epochs.csv")
+    write(epochs.dropna(subset=["epoch"]), args.out_dir / "epochs.csv")
     write(runs, args.out_dir / "runs.csv")
+    write(failed_points(runs), args.out_dir / "failed.csv")
     write(table, args.out_dir / "scaling.csv")
     for _, run in runs[~runs["counted"]].iterrows():
         print(f"warning: run {run['run']} is not counted: {run['problem']}", file=sys.stderr)
@@ -54,7 +62,7 @@ def main(argv=None) -> int:
         for _, row in table[table["accuracy_flag"]].iterrows():
             print(f"warning: {row['series']} on {row['gpus']} GPU(s): accuracy differs from "
                   f"1 GPU by {row['accuracy_delta']:+.3f}", file=sys.stderr)
-    print(f"wrote {args.out_dir}/epochs.csv, runs.csv, scaling.csv: {len(runs)} run(s), "
+    print(f"wrote {args.out_dir}/epochs.csv, runs.csv, failed.csv, scaling.csv: {len(runs)} run(s), "
           f"{int(runs['counted'].sum())} counted, {len(table)} point(s)")
     return 0
 

@@ -14,6 +14,13 @@ stops the others as soon as one fails. Exits with the first failing task's statu
 (horovodrun from the same environment as the command's python); several nodes need
 Horovod built with MPI and the site's MPI launcher (--mpi-launcher, e.g.
 "srun --mpi=pmix"), since Gloo's launcher would reach the other nodes through ssh.
+
+--record DIR (the workflow passes the run folder): the point's outcome is recorded
+whatever happens, and the exit status is 0 once it is. train.py records its own ends
+(completed, NaN, out of memory, devices, time limit, a crash it sees); when it dies
+without a record (killed by a signal, such as the out-of-memory killer's SIGKILL)
+launch.py writes run.json from the epochs that finished. Stopped itself by SIGTERM
+(scancel, or SLURM's hard time limit), it records that and exits 143.
 """
 
 from __future__ import annotations
@@ -27,6 +34,8 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import datetime, timezone
+from pathlib import Path
 
 
 def free_ports(count: int) -> list[int]:
@@ -86,6 +95,38 @@ def run_local(tasks: int, command: list[str], poll: float = 0.2) -> int:
     return status or next((p.returncode for p in procs if p.returncode), 0)
 
 
+def record_end(out: Path, returncode: int, log: str | None, started: datetime,
+               terminated: bool = False) -> None:
+    """run.json for a training that ended without writing one (see --record)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from dlscale.outcomes import STATE, write_outcome
+    from dlscale.training import environment_facts, read_records, slurm_time_left
+
+    see = f"; see {log}" if log else ""
+    if terminated:
+        job = os.environ.get("SLURM_JOB_ID")
+        left = slurm_time_left(job) if job else None
+        timeout = left is not None and left <= 5
+        status = "timeout" if timeout else "killed"
+        reason = ("SLURM ended the job at its time limit before an epoch boundary; a rerun "
+                  "continues from the last epoch" if timeout else
+                  "stopped by SIGTERM (scancel, or the end of the SLURM job)") + see
+    elif returncode < 0:
+        name = signal.Signals(-returncode).name
+        status = "killed"
+        reason = (f"the training process was killed by {name}"
+                  + (" (the kernel's or SLURM's out-of-memory killer sends it)"
+                     if name == "SIGKILL" else "") + see)
+    else:
+        status = "failed"
+        reason = f"the training process exited with status {returncode} without a record{see}"
+    records = read_records(out / STATE / "epochs.jsonl")
+    write_outcome(out, {"status": status, "failure": reason, "epochs_completed": len(records),
+                        **environment_facts(),
+                        "started": started.isoformat(timespec="seconds"),
+                        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -94,6 +135,9 @@ def main(argv=None) -> int:
     parser.add_argument("--nodes", type=int, default=1, help="nodes the tasks span")
     parser.add_argument("--horovod", action="store_true", help="start the tasks as Horovod ranks")
     parser.add_argument("--mpi-launcher", help="Horovod across nodes: the site's MPI launcher")
+    parser.add_argument("--record", type=Path, metavar="DIR",
+                        help="run folder: record the outcome whatever happens, then exit 0")
+    parser.add_argument("--log", help="the job's log, named in a recorded failure")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the worker command")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -102,8 +146,30 @@ def main(argv=None) -> int:
     if args.tasks < 1:
         parser.error(f"--tasks must be at least 1, got {args.tasks}")
     sys.stdout.flush()
+    if not args.record:
+        return start(args, command)
+    started = datetime.now(timezone.utc)
+    (args.record / "run.json").unlink(missing_ok=True)  # the last attempt's: attempts.jsonl has it
+    terminated = []
+
+    def on_term(signum, frame):
+        terminated.append(signum)
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    try:
+        returncode = start(args, command)
+    except KeyboardInterrupt:
+        returncode = -signal.SIGTERM
+    if not (args.record / "run.json").exists():
+        record_end(args.record, returncode, args.log, started, terminated=bool(terminated))
+    return 128 + signal.SIGTERM if terminated else 0
+
+
+def start(args: argparse.Namespace, command: list[str]) -> int:
+    """Run the worker processes; their exit status (negative: killed by that signal)."""
     if args.tasks == 1:
-        return subprocess.call(command)
+        return subprocess.call(command)  # killed with us, should we be stopped
     if args.horovod:
         # TensorFlow 2.15 (the Horovod environment) has Keras 2 built in; asked for
         # tf_keras, which it lacks, horovodrun's own import of TensorFlow fails

@@ -52,14 +52,32 @@ def cross_check(parsed: ParsedLog, records: list[dict]) -> None:
                 f"log but {record['seconds']:g} s in the records (tolerance {tolerance:.2f} s)")
 
 
-def run_metadata(run: dict) -> dict:
-    env = run.get("env", {})
-    return {"model": run["model"], "gpus": run["replicas"], "gpus_asked": run["gpus_asked"],
-            "nodes": run["nodes"], "strategy": run["strategy"], "precision": run["precision"],
-            "global_batch": run["global_batch"], "images_per_epoch": run["images_per_epoch"],
-            "epochs_expected": run["epochs"], "status": run["status"],
-            "test_accuracy": run.get("test_accuracy"), "host": run.get("host"),
-            "slurm_job_id": env.get("SLURM_JOB_ID")}
+# column <- run.json key; a record of a run that failed early may lack most of them, and
+# then the planned values given with --meta stand
+RUN_COLUMNS = {"model": "model", "gpus": "replicas", "gpus_asked": "gpus_asked",
+               "nodes": "nodes", "strategy": "strategy", "precision": "precision",
+               "global_batch": "global_batch", "images_per_epoch": "images_per_epoch",
+               "epochs_expected": "epochs", "status": "status", "failure": "failure",
+               "test_accuracy": "test_accuracy", "host": "host"}
+
+
+def run_metadata(run: dict, path) -> dict:
+    if "status" not in run:
+        raise ValueError(f"{path} lacks the key status: expected a run.json written by "
+                         "train.py or launch.py")
+    meta = {column: run[key] for column, key in RUN_COLUMNS.items()
+            if run.get(key) is not None}
+    meta["slurm_job_id"] = (run.get("env") or {}).get("SLURM_JOB_ID")
+    return meta
+
+
+def check_records(records: list[dict], path) -> list[dict]:
+    for number, record in enumerate(records, 1):
+        missing = [k for k in ("epoch", "seconds") if k not in record]
+        if missing:
+            raise ValueError(f"{path}: record {number} lacks {', '.join(missing)}: expected "
+                             "epochs.jsonl written by train.py")
+    return records
 
 
 def table(parsed: ParsedLog, meta: dict, records: list[dict] | None = None) -> list[dict]:
@@ -87,6 +105,13 @@ def write_csv(rows: list[dict], out: Path) -> None:
         writer.writerows(rows)
 
 
+def has_epoch(path) -> bool:
+    try:
+        return bool(parse_file(path).epochs)
+    except LogError:
+        return False
+
+
 def parse_meta(items: list[str]) -> dict:
     meta = {}
     for item in items:
@@ -112,19 +137,22 @@ def main(argv=None) -> int:
     try:
         meta = parse_meta(args.meta)
         if args.run_json:
-            meta = {**run_metadata(json.loads(args.run_json.read_text())), **meta}
+            meta = {**meta, **run_metadata(json.loads(args.run_json.read_text()), args.run_json)}
         rows = []
         for path in args.logs:
+            if meta.get("status", "completed") != "completed" and not has_epoch(path):
+                rows.append({**meta, "file": path})  # a failed run: one row, no epoch
+                continue
             parsed = parse_file(path)
             if parsed.cut:
                 print(f"warning: {path} was cut inside epoch {parsed.cut_epoch}: "
                       f"keeping the {len(parsed.epochs)} finished epoch(s)", file=sys.stderr)
             records = None
             if args.records:
-                records = read_records(args.records)
+                records = check_records(read_records(args.records), args.records)
                 cross_check(parsed, records)
             rows += table(parsed, meta, records)
-    except (LogError, CrossCheckError, ValueError, OSError) as exc:
+    except (LogError, CrossCheckError, ValueError, OSError, json.JSONDecodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     write_csv(rows, args.out)

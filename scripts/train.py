@@ -15,18 +15,23 @@ replicas, devices, SLURM allocation, versions, test accuracy, status), run.json 
 While running, state/ holds the backup that lets a killed or timed-out run, started
 again with the same flags, continue from its last finished epoch.
 
-Exit status: 0 completed; 2 bad flags; 3 devices or replicas not as asked; 4 NaN loss;
-6 out of memory (run.json says so, with the batch that did not fit).
+Exit status: 0 completed; 2 bad flags or settings; 3 devices or replicas not as asked;
+4 NaN loss; 6 out of memory (with the batch that did not fit); 7 stopped before the time
+limit (inside a SLURM job the job's end time, else --time-limit-min). run.json says which,
+with the reason, for every one of them, and attempts.jsonl keeps a line per attempt.
+A restart whose settings differ from the saved state's starts over (the old state is
+moved aside and train.log says so); more epochs than before continue, fewer are refused.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
-import shutil
 import sys
 import time
+import traceback
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -34,9 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dlscale import cli as K  # noqa: E402
 from dlscale.cli import quiet_tensorflow  # noqa: E402
 from dlscale.tfrecords import DEFAULT_SHUFFLE_BUFFER  # noqa: E402
-from dlscale.training import RunError  # noqa: E402
+from dlscale.outcomes import EXIT_STATUS, STATE, write_outcome  # noqa: E402
+from dlscale.training import RunError, read_records  # noqa: E402
 
-STATE = "state"
 
 
 class Tee:
@@ -94,6 +99,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="cap the steps of an epoch (default: all training images once)")
     add("--shuffle-buffer", type=int, default=DEFAULT_SHUFFLE_BUFFER,
         help=f"training reader's shuffle buffer (default: {DEFAULT_SHUFFLE_BUFFER} records)")
+    add("--attempt", type=int, default=1,
+        help="which attempt at this point this is (the workflow counts failed ones)")
+    add("--time-limit-min", type=float,
+        help="stop at an epoch boundary before this many minutes from the start (status "
+             "timeout, resumable); inside a SLURM job the job's own end time is used")
     args = parser.parse_args(argv)
     if args.batch_per_gpu_file:
         args.batch_per_gpu = int(json.loads(args.batch_per_gpu_file.read_text())["batch_per_gpu"])
@@ -106,17 +116,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def run(args: argparse.Namespace) -> dict:
-    """Train and evaluate; return the run record (status completed or failed)."""
+def run(args: argparse.Namespace, started: datetime) -> dict:
+    """Train and evaluate; return the run record (status completed, failed, out_of_memory
+    or timeout). Raises RunError when the run cannot start or go on."""
     quiet_tensorflow()
     from dlscale import training as T
+    from dlscale.tfrecords import load_manifest
 
-    started = datetime.now(timezone.utc)
-    strategy_kind = args.strategy
-    if strategy_kind == "auto":
-        multi = args.nodes > 1 or os.environ.get("TF_CONFIG") or \
-            int(os.environ.get("SLURM_STEP_NUM_TASKS", os.environ.get("SLURM_NTASKS", 1))) > 1
-        strategy_kind = "multiworker" if multi else "mirrored"
+    strategy_kind = resolve_strategy(args)
     horovod = strategy_kind == "horovod"
     if strategy_kind == "multiworker" and not os.environ.get("TF_CONFIG") \
             and "SLURM_PROCID" in os.environ:
@@ -137,16 +144,27 @@ def run(args: argparse.Namespace) -> dict:
     if args.gpus % workers:
         raise RunError(f"{args.gpus} replicas cannot be shared by {workers} workers", 2)
     chief = index == 0
+    manifest = load_manifest(args.data_dir)
     state = args.out / STATE
-    state.mkdir(parents=True, exist_ok=True)
-    if chief:
+    state_note = None
+    backup = state / "backup"
+    resuming = not horovod and backup.is_dir() and any(backup.iterdir())
+    if chief:  # before any worker can restore: the others wait for the chief to connect
+        state_note = T.prepare_state(state, run_settings(args, strategy_kind, manifest),
+                                     args.epochs)
+        resuming = resuming and backup.is_dir()
+        if not resuming:  # from epoch 1: an earlier attempt's lines do not belong here
+            for name in ("train.log", "epochs.jsonl"):
+                (state / name).unlink(missing_ok=True)
         sys.stdout = Tee(sys.stdout, state / "train.log")
     say = print if chief else (lambda *a, **k: None)
+    if state_note:
+        say(f"dlscale train: {state_note}")
 
     import tensorflow as tf
     keras = K.keras()
 
-    from dlscale.tfrecords import load_manifest, make_dataset
+    from dlscale.tfrecords import make_dataset
 
     devices = T.setup_devices(args.device, args.gpus // workers,
                               strategy_kind in ("multiworker", "horovod"), local)
@@ -162,7 +180,6 @@ def run(args: argparse.Namespace) -> dict:
             f"({workers} worker(s), devices {devices}, "
             f"CUDA_VISIBLE_DEVICES={T.cuda_visible_devices()})")
 
-    manifest = load_manifest(args.data_dir)
     train_images = manifest["splits"]["train"]["count"]
     global_batch = args.batch_per_gpu * replicas
     steps = train_images // global_batch
@@ -196,8 +213,6 @@ def run(args: argparse.Namespace) -> dict:
                             num_shards=context.num_input_pipelines,
                             shard_index=context.input_pipeline_id)
 
-    backup = state / "backup"
-    resuming = not horovod and backup.is_dir() and any(backup.iterdir())
     if horovod:
         lr_of = lambda m: keras.backend.get_value(m.optimizer.learning_rate)  # noqa: E731
     else:
@@ -224,6 +239,9 @@ def run(args: argparse.Namespace) -> dict:
             optimizer = keras.optimizers.SGD(schedule, momentum=args.momentum)
             # the recorder first, so an epoch is recorded before its backup is saved
             callbacks = [recorder, stop_on_nan, keras.callbacks.BackupAndRestore(str(backup))]
+        deadline = T.job_deadline(args.time_limit_min, started.timestamp())
+        if deadline is not None:  # last: it stops training after the backup is saved
+            callbacks.append(T.deadline_stop(deadline, agreement(strategy_kind, strategy)))
         model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy",
                       metrics=["accuracy"], jit_compile=xla)
     if horovod:
@@ -253,6 +271,13 @@ def run(args: argparse.Namespace) -> dict:
     try:
         model.fit(train_ds, epochs=args.epochs, steps_per_epoch=steps,
                   verbose=2 if chief else 0, callbacks=callbacks)
+    except T.DeadlineReached as stop:
+        left = max(0.0, stop.deadline - time.time())
+        status = "timeout"
+        reason = (f"stopped after epoch {stop.epoch} of {args.epochs}: the next epoch (up to "
+                  f"{1.5 * stop.longest:.0f} s) would not end within the {left:.0f} s left "
+                  "before the time limit; a rerun continues from the last epoch, with more time")
+        say(f"dlscale train: {reason}")
     except tf.errors.ResourceExhaustedError as exc:
         status = "out_of_memory"
         reason = (f"out of memory with {args.batch_per_gpu} images per GPU ({precision}, "
@@ -299,42 +324,97 @@ def run(args: argparse.Namespace) -> dict:
         "dataset": {"dir": str(args.data_dir), "name": manifest["dataset"],
                     "image_shape": manifest["image_shape"]},
         **T.environment_facts(), "versions": T.versions(),
+        "attempt": args.attempt, "state_note": state_note,
         "started": started.isoformat(timespec="seconds"),
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
     }
     if chief:
-        finalize(args.out, info)
+        write_outcome(args.out, info)
     return info
 
 
-def finalize(out: Path, info: dict) -> None:
-    """Move the records into place, run.json last; drop the state of a finished run."""
-    from dlscale.files import atomic, write_json_atomic
-
-    state = out / STATE
-    sys.stdout.flush()
-    for name in ("epochs.jsonl", "train.log"):
-        with atomic(out / name) as tmp:
-            if (state / name).exists():
-                shutil.copyfile(state / name, tmp)
-            else:  # the run ended before its first epoch began
-                tmp.write_text("")
-    write_json_atomic(out / "run.json", info)
-    if info["status"] == "completed":
-        shutil.rmtree(state, ignore_errors=True)
+def resolve_strategy(args: argparse.Namespace) -> str:
+    if args.strategy != "auto":
+        return args.strategy
+    tasks = int(os.environ.get("SLURM_STEP_NUM_TASKS", os.environ.get("SLURM_NTASKS", 1)))
+    multi = args.nodes > 1 or os.environ.get("TF_CONFIG") or tasks > 1
+    return "multiworker" if multi else "mirrored"
 
 
-EXIT_STATUS = {"completed": 0, "failed": 4, "out_of_memory": 6}
+def run_settings(args: argparse.Namespace, strategy_kind: str, manifest: dict) -> dict:
+    """What defines the run (training.RESUME_KEYS): a backup made with other settings is
+    not resumed. The data is identified by the manifest, which lists every shard."""
+    from dlscale.tfrecords import MANIFEST
+
+    digest = hashlib.sha256((args.data_dir / MANIFEST).read_bytes()).hexdigest()
+    return {"model": args.model, "gpus": args.gpus, "strategy": strategy_kind,
+            "batch_per_gpu": args.batch_per_gpu, "base_lr": args.base_lr,
+            "lr_scaling": args.lr_scaling, "warmup_epochs": args.warmup_epochs,
+            "momentum": args.momentum, "precision": args.precision, "seed": args.seed,
+            "synthetic": args.synthetic, "steps_per_epoch": args.steps_per_epoch,
+            "image_shape": manifest["image_shape"], "data_sha256": digest,
+            "epochs": args.epochs}
+
+
+def agreement(strategy_kind: str, strategy):
+    """flag -> whether any worker says True, so that every worker stops together."""
+    import tensorflow as tf
+
+    if strategy_kind == "horovod":
+        import horovod.tensorflow.keras as hvd
+
+        return lambda flag: bool(hvd.allreduce(tf.constant(float(flag)), op=hvd.Sum) > 0)
+    if strategy_kind == "multiworker":
+        def any_worker(flag):
+            values = strategy.run(lambda: tf.constant(float(flag)))
+            return bool(strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None) > 0)
+        return any_worker
+    return bool
+
+
+def chief_process() -> bool:
+    """Whether this process writes the records (rank or task 0), known without TensorFlow."""
+    for name in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
+        if name in os.environ:
+            return os.environ[name] == "0"
+    from dlscale.training import worker_identity
+
+    return worker_identity()[0] == 0
+
+
+def record_failure(args: argparse.Namespace, reason: str, started: datetime) -> None:
+    """run.json for a run that stopped with an error before it could describe itself."""
+    from dlscale.training import environment_facts
+
+    if not chief_process() or (args.out / "run.json").exists():
+        return
+    info = {"status": "failed", "failure": reason, "model": args.model,
+            "strategy": args.strategy, "replicas": None, "gpus_asked": args.gpus,
+            "nodes": args.nodes, "batch_per_gpu": args.batch_per_gpu,
+            "global_batch": args.batch_per_gpu * args.gpus, "precision": args.precision,
+            "epochs": args.epochs, "epochs_completed": 0, "images_per_epoch": None,
+            "test_accuracy": None, "attempt": args.attempt, **environment_facts(),
+            "started": started.isoformat(timespec="seconds"),
+            "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "command": [Path(sys.argv[0]).name, *sys.argv[1:]]}
+    info["epochs_completed"] = len(read_records(args.out / STATE / "epochs.jsonl"))
+    write_outcome(args.out, info)
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    started = datetime.now(timezone.utc)
     try:
-        info = run(args)
+        info = run(args, started)
     except RunError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        record_failure(args, str(exc), started)
         return exc.code
+    except Exception as exc:  # a crash: the traceback goes to the log, the reason to run.json
+        traceback.print_exc()
+        record_failure(args, f"{type(exc).__name__}: {str(exc).strip()[:300]}", started)
+        return 1
     if info["failure"]:
         print(f"error: {info['failure']}", file=sys.stderr)
     return EXIT_STATUS[info["status"]]

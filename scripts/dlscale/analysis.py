@@ -23,6 +23,31 @@ T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.
        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
        2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
 POINT_KEYS = ["series", "nodes", "gpus"]
+# what aggregation cannot do without, in every per-run table (parse_logs.py writes them)
+EPOCH_COLUMNS = ["model", "gpus", "epoch", "seconds", "loss", "accuracy", "images_per_epoch"]
+SCALING_COLUMNS = ["series", "model", "strategy", "precision", "nodes", "gpus", "global_batch",
+                   "repeats", "epochs_used", "epoch_time_s", "epoch_time_std",
+                   "epoch_time_ci95", "images_per_s", "final_accuracy", "test_accuracy",
+                   "speedup", "efficiency", "accuracy_delta", "test_accuracy_delta",
+                   "accuracy_flag"]
+FAILED_COLUMNS = ["run", "source", "series", "model", "nodes", "gpus", "repeat", "status",
+                  "epochs_done", "epochs_expected", "problem"]
+
+
+def read_table(path, required: list[str]) -> pd.DataFrame:
+    """A CSV with at least the `required` columns; ValueError naming the file and what
+    it lacks otherwise."""
+    try:
+        table = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        table = pd.DataFrame()
+    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot be read as CSV ({exc})") from exc
+    missing = [c for c in required if c not in table.columns]
+    if missing:
+        raise ValueError(f"{path} lacks the column(s) {', '.join(missing)}: expected a table "
+                         f"with {', '.join(required)}")
+    return table
 
 
 def t95(dof: int) -> float:
@@ -44,7 +69,8 @@ def _defaults(epochs: pd.DataFrame) -> pd.DataFrame:
     epochs["series"] = epochs["series"].fillna(epochs["model"])
     if "run" not in epochs:
         epochs["run"] = epochs["file"]
-    for column in ("gpus_asked", "epochs_expected", "test_accuracy", "images_per_epoch"):
+    for column in ("gpus_asked", "epochs_expected", "test_accuracy", "images_per_epoch",
+                   "failure"):
         if column not in epochs:
             epochs[column] = np.nan
     epochs["cut"] = epochs["cut"].astype(str).str.lower().isin(["true", "1"])
@@ -56,14 +82,15 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int) -> pd.DataFrame:
     epochs = _defaults(epochs)
     rows = []
     for run, group in epochs.groupby("run", sort=False):
-        group = group.sort_values("epoch")
         first = group.iloc[0]
-        expected = first["epochs_expected"]
-        if pd.isna(expected):
+        group = group.dropna(subset=["epoch"]).sort_values("epoch")  # a run without epochs
+        expected = first["epochs_expected"]                          # has one empty row
+        if pd.isna(expected) and "epochs_total" in first:
             expected = first["epochs_total"]
         problems = []
         if first["status"] != "completed":
-            problems.append(f"status {first['status']}")
+            why = first["failure"] if isinstance(first["failure"], str) else "no reason given"
+            problems.append(f"{first['status']}: {why}")
         if group["cut"].any():
             problems.append("log cut inside an epoch")
         if not pd.isna(expected) and len(group) < int(expected):
@@ -85,13 +112,16 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int) -> pd.DataFrame:
             "images_per_epoch": first["images_per_epoch"],
             "epochs_done": len(group), "epochs_used": len(used),
             "epoch_time_s": used["seconds"].mean() if len(used) else np.nan,
-            "final_loss": group["loss"].iloc[-1], "final_accuracy": group["accuracy"].iloc[-1],
+            "final_loss": group["loss"].iloc[-1] if len(group) else np.nan,
+            "final_accuracy": group["accuracy"].iloc[-1] if len(group) else np.nan,
             "test_accuracy": first["test_accuracy"],
             "host": first.get("host"), "slurm_job_id": first.get("slurm_job_id"),
+            "status": first["status"], "epochs_expected": expected,
             "counted": not problems, "problem": "; ".join(problems),
         })
     runs = pd.DataFrame(rows)
-    runs["images_per_s"] = runs["images_per_epoch"] / runs["epoch_time_s"]
+    runs["images_per_s"] = (pd.to_numeric(runs["images_per_epoch"], errors="coerce")
+                            / runs["epoch_time_s"])
     return runs
 
 
@@ -118,9 +148,9 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
             "final_accuracy": point_runs["final_accuracy"].mean(),
             "test_accuracy": point_runs["test_accuracy"].astype(float).mean(),
         })
-    table = pd.DataFrame(rows)
+    table = pd.DataFrame(rows, columns=SCALING_COLUMNS[:15])
     if table.empty:
-        return table
+        return pd.DataFrame(columns=SCALING_COLUMNS)
     base = table[(table["gpus"] == 1) & (table["nodes"] == 1)].set_index("series")
     ref = table["series"].map(base["epoch_time_s"])
     table["speedup"] = ref / table["epoch_time_s"]
@@ -130,3 +160,8 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
                                     - table["series"].map(base["test_accuracy"]))
     table["accuracy_flag"] = table["accuracy_delta"].abs() > accuracy_tolerance
     return table.sort_values(["series", "nodes", "gpus"]).reset_index(drop=True)
+
+
+def failed_points(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs that failed or do not count, with status and reason."""
+    return runs.loc[~runs["counted"].astype(bool), FAILED_COLUMNS].reset_index(drop=True)

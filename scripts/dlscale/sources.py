@@ -38,6 +38,7 @@ class DatasetSpec:
     classes: tuple[str, ...]
     native_shape: tuple[int, int, int]
     files: tuple[RemoteFile, ...]  # the official download, one or more files
+    train_images: int  # in the official files: what planning checks batches against
     cache_candidates: tuple[str, ...] = field(default=())  # checked by `source: auto`
 
 
@@ -56,6 +57,7 @@ DATASETS: dict[str, DatasetSpec] = {
         classes=("airplane", "automobile", "bird", "cat", "deer",
                  "dog", "frog", "horse", "ship", "truck"),
         native_shape=(32, 32, 3),
+        train_images=50000,
         files=(RemoteFile("cifar-10-python.tar.gz",
                           "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz",
                           "c58f30108f718f92721af3b95e74349a"),),
@@ -68,6 +70,7 @@ DATASETS: dict[str, DatasetSpec] = {
         classes=("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",
                  "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"),
         native_shape=(28, 28, 3),
+        train_images=60000,
         files=tuple(RemoteFile(n, _FASHION_URL + n, m) for n, m in zip(_IDX_NAMES, (
             "8d4fb7e6c68d591d4c3dfef9ec88bf0d", "25c81989df183df01b3e8a0aad5dffbe",
             "bef4ecab320f06d8554ea6380940ec79", "bb300cfdad3c16e7a12a480ee83cd310"))),
@@ -78,6 +81,7 @@ DATASETS: dict[str, DatasetSpec] = {
         name="mnist",
         classes=tuple(str(d) for d in range(10)),
         native_shape=(28, 28, 3),
+        train_images=60000,
         files=tuple(RemoteFile(n, _MNIST_URL + n, m) for n, m in zip(_IDX_NAMES, (
             "f68b3c2dcbeaaa9fbdd348bbdeb94873", "d53e105ee54ea40749a09fcbcd1e9432",
             "9fb629c4189551a2d022fa330f9573f3", "ec29112dd5afa0611ce80d1b7f02629c"))),

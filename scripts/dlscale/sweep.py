@@ -54,6 +54,30 @@ class Point:
         return asdict(self)
 
 
+def check_batches(points: list[Point], config: dict) -> None:
+    """What train.py would refuse, refused before any job: a global batch larger than the
+    training images (data.limit_train, or the official dataset's size), and a batch
+    search on CPUs."""
+    from dlscale.sources import DATASETS
+
+    data = config["data"]
+    known = DATASETS[data["dataset"]].train_images
+    if data["limit_train"] and data["limit_train"] > known:
+        raise SweepError(f"data.limit_train is {data['limit_train']} but {data['dataset']} has "
+                         f"{known} training images")
+    images, where = ((data["limit_train"], "data.limit_train") if data["limit_train"] else
+                     (known, f"{data['dataset']}'s training set"))
+    for p in points:
+        if p.batch_per_gpu == "auto" and p.device == "cpu":
+            raise SweepError(f"point {p.key}: batch_per_gpu auto searches on a GPU, but "
+                             "training.device is cpu: give batch_per_gpu as a number")
+        if p.global_batch is not None and p.global_batch > images:
+            raise SweepError(
+                f"point {p.key}: global batch {p.global_batch} (batch_per_gpu "
+                f"{p.batch_per_gpu} x {p.gpus} GPUs) is larger than the {images} training "
+                f"images of {where}: lower batch_per_gpu or raise data.limit_train")
+
+
 def expand(config: dict) -> list[Point]:
     """All points of the sweep, in a stable order; raises SweepError on impossible ones."""
     sweep, training, res = config["sweep"], config["training"], config["resources"]
@@ -116,6 +140,7 @@ def expand(config: dict) -> list[Point]:
             mem_mb=over["mem_mb_per_gpu"] * per_node, runtime=over["runtime_min"],
             gres=res["gres"].format(gpus=per_node) if res["gres"] else None,
         ))
+    check_batches(points, config)
     keys = [p.key for p in points]
     if len(set(keys)) != len(keys):
         raise SweepError("two sweep points map to the same run folder: " + ", ".join(

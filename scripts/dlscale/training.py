@@ -306,3 +306,113 @@ def versions() -> dict:
     return {"tensorflow": tf.__version__, "keras": f"{keras.__name__.split('.')[0]} {keras_version}",
             "cuda_build": build.get("cuda_version"), "cudnn_build": build.get("cudnn_version"),
             "python": ".".join(map(str, __import__("sys").version_info[:3]))}
+
+
+# --- time limit ---------------------------------------------------------------------------
+
+class DeadlineReached(Exception):
+    """Raised from the last callback of an epoch (after the backup is saved) when the next
+    epoch would not end before the job's time limit. An exception, not stop_training: a
+    normal end of `fit` makes BackupAndRestore delete the backup the rerun resumes from."""
+
+    def __init__(self, epoch: int, longest: float, deadline: float):
+        super().__init__(f"epoch {epoch}")
+        self.epoch, self.longest, self.deadline = epoch, longest, deadline
+
+
+def parse_slurm_duration(text: str) -> float | None:
+    """squeue's time format ([days-][hours:]minutes:seconds) in seconds; None for
+    UNLIMITED, NOT_SET and anything else."""
+    match = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", text.strip())
+    if not match:
+        return None
+    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    return float(((days * 24 + hours) * 60 + minutes) * 60 + seconds)
+
+
+def slurm_time_left(job_id: str) -> float | None:
+    """Seconds until SLURM ends the job (squeue's %L), or None when it cannot tell."""
+    try:
+        out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%L"], capture_output=True,
+                             text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return parse_slurm_duration(out.strip().splitlines()[0]) if out.strip() else None
+
+
+def job_deadline(time_limit_min: float | None, started: float) -> float | None:
+    """When this process must be done (time.time() scale): the SLURM job's end inside a
+    job, else start + --time-limit-min, else None (no limit)."""
+    job_id = os.environ.get("SLURM_JOB_ID")
+    if job_id:
+        left = slurm_time_left(job_id)
+        if left is not None:
+            return time.time() + left
+    return started + time_limit_min * 60 if time_limit_min else None
+
+
+def deadline_stop(deadline: float, agree, reserve: float = 10.0):
+    """Keras callback that ends training at an epoch boundary when the next epoch, taken
+    as 1.5 x the longest so far, plus `reserve` seconds for writing the records, would
+    end after `deadline`. `agree(flag)` makes every worker take the same decision."""
+    keras = K.keras()
+
+    class DeadlineStop(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.longest, self._start = 0.0, 0.0
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self._start = time.time()
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.longest = max(self.longest, time.time() - self._start)
+            late = time.time() + 1.5 * self.longest + reserve > deadline
+            if agree(late) and epoch + 1 < self.params.get("epochs", epoch + 2):
+                raise DeadlineReached(epoch + 1, self.longest, deadline)
+
+    return DeadlineStop()
+
+
+# --- resuming -------------------------------------------------------------------------------
+
+# the settings that define a run: a backup made with others is not resumed
+RESUME_KEYS = ("model", "gpus", "strategy", "batch_per_gpu", "base_lr", "lr_scaling",
+               "warmup_epochs", "momentum", "precision", "seed", "synthetic", "steps_per_epoch",
+               "image_shape", "data_sha256")
+
+
+def describe_change(old: dict, new: dict) -> str:
+    changed = [k for k in RESUME_KEYS if old.get(k) != new.get(k)]
+    return ", ".join(f"{k} {old.get(k)!r} -> {new.get(k)!r}" for k in changed)
+
+
+def prepare_state(state: Path, settings: dict, epochs: int) -> str | None:
+    """Make `state` ready for a run with `settings`; return a note for train.log.
+
+    Same settings: the backup is kept (the run resumes), unless it already holds more
+    finished epochs than `epochs` asks for (RunError: that would silently drop them).
+    Other settings: the old state is moved aside to superseded-<time>/ and the run
+    starts over."""
+    saved_path = state / "settings.json"
+    note = None
+    if state.is_dir() and any(state.iterdir()):
+        try:
+            saved = json.loads(saved_path.read_text())
+        except (OSError, json.JSONDecodeError):
+            saved = {}
+        if {k: saved.get(k) for k in RESUME_KEYS} != {k: settings.get(k) for k in RESUME_KEYS}:
+            aside = state.parent / f"superseded-{time.strftime('%Y%m%dT%H%M%S')}"
+            state.rename(aside)
+            what = describe_change(saved, settings) if saved else "no settings recorded"
+            note = (f"the saved state was made with other settings ({what}): starting over; "
+                    f"the old state is in {aside}")
+        else:
+            finished = len(read_records(state / "epochs.jsonl"))
+            if finished > epochs:
+                raise RunError(f"{finished} epochs of this run are already finished in {state} "
+                               f"but --epochs is {epochs}: ask for at least {finished}, or move "
+                               f"{state} away to start over", 2)
+    state.mkdir(parents=True, exist_ok=True)
+    saved_path.write_text(json.dumps(settings, indent=2) + "\n")
+    return note
