@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dlscale.files import atomic  # noqa: E402
 from dlscale.keraslog import LogError, ParsedLog, parse_file  # noqa: E402
 from dlscale.training import read_records  # noqa: E402
+from dlscale.vocabulary import EPOCH_COLUMNS  # noqa: E402
 
 FIRST_COLUMNS = ["run", "source", "series", "model", "gpus", "nodes", "strategy", "precision",
                  "repeat", "global_batch", "images_per_epoch", "status", "file", "epoch",
@@ -141,7 +142,8 @@ def main(argv=None) -> int:
         rows = []
         for path in args.logs:
             if meta.get("status", "completed") != "completed" and not has_epoch(path):
-                rows.append({**meta, "file": path})  # a failed run: one row, no epoch
+                # a run that failed before any epoch: one row, its epoch columns empty
+                rows.append({**dict.fromkeys(EPOCH_COLUMNS), **meta, "file": path})
                 continue
             parsed = parse_file(path)
             if parsed.cut:

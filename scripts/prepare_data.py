@@ -73,7 +73,7 @@ def prepare(dataset: str, source: Path, out_dir: Path, image_size: int, shards: 
             limit_test: int | None = None) -> dict:
     """Read, check, resize and shard; the manifest is moved into place last."""
     splits = limit(read_dataset(dataset, source, md5), limit_train, limit_test)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir()
@@ -82,6 +82,7 @@ def prepare(dataset: str, source: Path, out_dir: Path, image_size: int, shards: 
                                       split, shards, image_size)
                    for split in ("train", "test")}
         manifest = build_manifest(dataset, splits, image_size, source, md5, written)
+        out_dir.mkdir(exist_ok=True)
         (out_dir / MANIFEST).unlink(missing_ok=True)
         for old in out_dir.glob("*.tfrecord"):
             old.unlink()
@@ -124,6 +125,15 @@ def main(argv=None) -> int:
                            args.md5, args.limit_train, args.limit_test)
     except DatasetError as exc:
         fail(str(exc))
+    except OSError as exc:  # disk full, no permission ...: nothing half-written is left
+        fail(f"cannot write {args.out}: {exc.strerror or exc}; nothing was kept")
+    except Exception as exc:  # TFRecordWriter reports a full disk as its own error type
+        import tensorflow as tf
+
+        if not isinstance(exc, tf.errors.OpError):
+            raise
+        fail(f"cannot write {args.out}: {exc.message.strip().splitlines()[0]}; "
+             "nothing was kept")
     counts = {s: v["count"] for s, v in manifest["splits"].items()}
     print(f"wrote {args.out}/{MANIFEST}: {manifest['dataset']} "
           f"{'x'.join(map(str, manifest['image_shape']))}, {counts}")

@@ -18,13 +18,13 @@ import math
 import numpy as np
 import pandas as pd
 
+from dlscale.vocabulary import EPOCH_COLUMNS  # noqa: F401 (aggregate.py reads it here)
+
 # two-sided 95% Student t quantiles for 1..30 degrees of freedom; 1.96 beyond
 T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
        2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
 POINT_KEYS = ["series", "nodes", "gpus"]
-# what aggregation cannot do without, in every per-run table (parse_logs.py writes them)
-EPOCH_COLUMNS = ["model", "gpus", "epoch", "seconds", "loss", "accuracy", "images_per_epoch"]
 SCALING_COLUMNS = ["series", "model", "strategy", "precision", "nodes", "gpus", "global_batch",
                    "repeats", "epochs_used", "epoch_time_s", "epoch_time_std",
                    "epoch_time_ci95", "images_per_s", "final_accuracy", "test_accuracy",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import math
 import pickle
 import struct
 import tarfile
@@ -184,10 +185,26 @@ def _cifar_images(rows: np.ndarray) -> np.ndarray:
 
 
 def _cifar_labels(labels, member: str) -> np.ndarray:
-    labels = np.asarray(labels, dtype=np.int64)
-    if labels.size and (labels.min() < 0 or labels.max() > 9):
-        raise DatasetError(f"CIFAR-10 batch '{member}' has labels outside 0..9")
-    return labels
+    return check_labels(labels, 10, f"CIFAR-10 batch '{member}'")
+
+
+def check_labels(labels, classes: int, where: str) -> np.ndarray:
+    """Labels as int64 if every one is an integer in 0..classes-1; DatasetError naming the
+    first offending value otherwise (no silent conversion of floats, bytes or bools)."""
+    values = labels.tolist() if isinstance(labels, np.ndarray) else list(labels)
+    array = labels if isinstance(labels, np.ndarray) else np.asarray(values)
+    bad = next((v for v in values
+                if isinstance(v, bool) or not isinstance(v, (int, np.integer))), None)
+    if array.dtype.kind not in "iu" or bad is not None:
+        raise DatasetError(f"{where} has label {bad!r} ({type(bad).__name__}): expected "
+                           f"integers 0..{classes - 1}")
+    array = array.astype(np.int64)
+    outside = np.flatnonzero((array < 0) | (array >= classes))
+    if outside.size:
+        i = int(outside[0])
+        raise DatasetError(f"{where} has label {int(array[i])} at index {i}: expected integers "
+                           f"0..{classes - 1}")
+    return array
 
 
 CIFAR_LAYOUTS = {
@@ -280,7 +297,7 @@ def parse_idx(data: bytes, name: str) -> np.ndarray:
     if len(data) < header:
         raise DatasetError(f"{name} is truncated (header cut)")
     shape = struct.unpack(f">{ndim}I", data[4:header])
-    size = int(np.prod(shape))
+    size = math.prod(shape)  # Python integers: a corrupt header cannot overflow
     if len(data) != header + size:
         raise DatasetError(
             f"{name} is truncated or corrupt: {len(data) - header} payload bytes, "
@@ -328,7 +345,7 @@ def read_idx_dataset(path: Path, spec: DatasetSpec) -> Splits:
                                f"labels {labels[split].shape}")
         # gray -> 3 channels, so every model and the reader see one image layout
         images[split] = np.repeat(images[split][..., None], 3, axis=-1)
-        labels[split] = labels[split].astype(np.int64)
+        labels[split] = check_labels(labels[split], len(spec.classes), f"{path} ({split} labels)")
     return Splits(images, labels, spec.classes, _source_md5s(path))
 
 

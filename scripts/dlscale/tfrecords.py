@@ -135,8 +135,11 @@ def make_dataset(data_dir: str | Path, split: str, batch_size: int, *, training:
     list shards, interleave readers, shuffle, batch, vectorised parse, prefetch.
 
     training=True shuffles (seeded), repeats and drops the last partial batch so every
-    step has the same global batch; num_shards/shard_index split the files between
-    input pipelines (one per worker under MultiWorkerMirroredStrategy).
+    step has the same global batch; num_shards/shard_index split the input between
+    input pipelines (one per worker under MultiWorkerMirroredStrategy or Horovod): by
+    file when there are at least as many files as pipelines, otherwise by record (each
+    pipeline reads every file and keeps every num_shards-th record), so any number of
+    workers can read any number of shards.
     """
     import tensorflow as tf
 
@@ -145,10 +148,8 @@ def make_dataset(data_dir: str | Path, split: str, batch_size: int, *, training:
         raise ValueError(f"split '{split}' not in {data_dir}: has {sorted(manifest['splits'])}")
     height, width, channels = manifest["image_shape"]
     files = [str(Path(data_dir) / s["file"]) for s in manifest["splits"][split]["shards"]]
-    if num_shards > 1:
-        if len(files) < num_shards:
-            raise ValueError(f"{len(files)} {split} shards cannot feed {num_shards} input "
-                             "pipelines: prepare the dataset with more shards")
+    by_record = num_shards > len(files)
+    if num_shards > 1 and not by_record:
         files = files[shard_index::num_shards]
     repeat = training if repeat is None else repeat
 
@@ -158,6 +159,8 @@ def make_dataset(data_dir: str | Path, split: str, batch_size: int, *, training:
     ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(len(files), 4),
                        block_length=16, num_parallel_calls=tf.data.AUTOTUNE,
                        deterministic=True)
+    if by_record:
+        ds = ds.shard(num_shards, shard_index)
     if repeat:
         ds = ds.repeat()
     if training:

@@ -113,5 +113,12 @@ def test_reader_splits_files_between_input_pipelines(prepared):
     parts = [np.concatenate([y.numpy() for _, y in make_dataset(
         prepared, "train", 10, training=False, num_shards=2, shard_index=i)]) for i in (0, 1)]
     assert len(parts[0]) + len(parts[1]) == 100
-    with pytest.raises(ValueError, match="4 train shards cannot feed 8 input pipelines"):
-        make_dataset(prepared, "train", 10, training=True, num_shards=8)
+
+
+def test_more_input_pipelines_than_files_split_the_records(prepared):
+    whole = np.concatenate([y.numpy() for _, y in make_dataset(prepared, "train", 1000,
+                                                               training=False)])
+    parts = [np.concatenate([y.numpy() for _, y in make_dataset(
+        prepared, "train", 1000, training=False, num_shards=8, shard_index=i)]) for i in range(8)]
+    assert all(len(p) for p in parts)  # 4 files, 8 readers: every reader gets records
+    assert sorted(np.concatenate(parts).tolist()) == sorted(whole.tolist())

@@ -1,0 +1,251 @@
+"""Failure handling below the workflow: attempt history, planning checks, data checks,
+tables that name what they lack, plots that draw labels literally."""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import json
+import struct
+
+import numpy as np
+import pandas as pd
+import pytest
+from snakemake.utils import validate
+
+import aggregate
+import make_synthetic_cifar
+import parse_logs
+import prepare_data
+from conftest import ROOT
+from dlscale import outcomes
+from dlscale.sources import (DATASETS, DatasetError, _cifar_python_batch, parse_idx,
+                             read_idx_dataset)
+from dlscale.sweep import SweepError, expand
+from dlscale.training import RunError, parse_slurm_duration, prepare_state
+
+SCHEMA = str(ROOT / "config" / "schema.yaml")
+
+
+def write_attempts(folder, *statuses):
+    for status in statuses:
+        outcomes.append_attempt(folder, {"status": status})
+
+
+@pytest.mark.parametrize("statuses, attempt, factor", [
+    ((), 1, 1),
+    (("completed",), 1, 1),
+    (("failed",), 2, 1),                          # failed: planned again
+    (("failed", "completed"), 2, 1),              # then stays done
+    (("failed", "completed", "completed"), 2, 1),  # a forced rerun that completes: still done
+    (("timeout",), 2, 2),                         # twice the runtime after one timeout
+    (("timeout", "timeout"), 3, 3),
+    (("timeout", "completed"), 2, 1),             # back to the configured runtime
+    (("completed", "killed"), 2, 1),
+])
+def test_attempt_and_runtime_factor_follow_the_history(tmp_path, statuses, attempt, factor):
+    write_attempts(tmp_path, *statuses)
+    assert outcomes.planned_attempt(tmp_path) == attempt
+    assert outcomes.runtime_factor(tmp_path) == factor
+
+
+def test_a_cut_attempt_line_does_not_hide_the_others(tmp_path):
+    write_attempts(tmp_path, "failed")
+    with open(tmp_path / outcomes.ATTEMPTS, "a") as handle:
+        handle.write('{"status": "tim')
+    assert outcomes.planned_attempt(tmp_path) == 2
+
+
+@pytest.mark.parametrize("text, seconds", [
+    ("0:45", 45), ("5:00", 300), ("1:05:00", 3900), ("2-01:00:00", 176400),
+    ("UNLIMITED", None), ("NOT_SET", None), ("", None)])
+def test_squeue_time_left(text, seconds):
+    assert parse_slurm_duration(text) == seconds
+
+
+SETTINGS = {"model": "SimpleCNN", "gpus": 1, "strategy": "mirrored", "batch_per_gpu": 16,
+            "base_lr": 0.01, "lr_scaling": "linear", "warmup_epochs": 0, "momentum": 0,
+            "precision": "float32", "seed": 42, "synthetic": False, "steps_per_epoch": None,
+            "image_shape": [32, 32, 3], "data_sha256": "ab"}
+
+
+def saved_state(tmp_path, epochs_done):
+    state = tmp_path / "state"
+    prepare_state(state, SETTINGS, epochs=6)
+    (state / "epochs.jsonl").write_text("".join(
+        json.dumps({"epoch": e, "seconds": 1}) + "\n" for e in range(1, epochs_done + 1)))
+    (state / "backup").mkdir()
+    return state
+
+
+def test_same_settings_keep_the_state_and_more_epochs_continue(tmp_path):
+    state = saved_state(tmp_path, 2)
+    assert prepare_state(state, SETTINGS, epochs=10) is None
+    assert (state / "backup").is_dir()
+
+
+def test_other_settings_move_the_state_aside_and_say_what_changed(tmp_path):
+    state = saved_state(tmp_path, 2)
+    note = prepare_state(state, {**SETTINGS, "batch_per_gpu": 32}, epochs=4)
+    assert "batch_per_gpu 16 -> 32" in note and "starting over" in note
+    aside = [p for p in tmp_path.iterdir() if p.name.startswith("superseded-")]
+    assert len(aside) == 1 and (aside[0] / "backup").is_dir()
+    assert not (state / "backup").exists()
+    assert json.loads((state / "settings.json").read_text())["batch_per_gpu"] == 32
+
+
+def test_fewer_epochs_than_finished_are_refused(tmp_path):
+    state = saved_state(tmp_path, 3)
+    with pytest.raises(RunError, match="3 epochs of this run are already finished .* "
+                                       "--epochs is 2"):
+        prepare_state(state, SETTINGS, epochs=2)
+
+
+def config(**sections):
+    config = copy.deepcopy(sections)
+    validate(config, SCHEMA)
+    return config
+
+
+def test_a_global_batch_larger_than_the_training_images_fails_at_planning():
+    with pytest.raises(SweepError, match=r"point SimpleCNN/gpus2/rep1: global batch 400 "
+                       r"\(batch_per_gpu 200 x 2 GPUs\) is larger than the 320 training images "
+                       r"of data.limit_train"):
+        expand(config(data={"limit_train": 320}, sweep={"models": ["SimpleCNN"], "gpus": [1, 2]},
+                      training={"batch_per_gpu": 200}))
+    # without a limit the dataset's own size counts
+    with pytest.raises(SweepError, match="60000 training images of fashion_mnist"):
+        expand(config(data={"dataset": "fashion_mnist"}, sweep={"models": ["SimpleCNN"],
+                      "gpus": [4]}, training={"batch_per_gpu": 20000}))
+
+
+def test_a_batch_search_on_cpus_and_a_limit_beyond_the_dataset_fail_at_planning():
+    with pytest.raises(SweepError, match="batch_per_gpu auto searches on a GPU"):
+        expand(config(sweep={"models": ["SimpleCNN"]},
+                      training={"batch_per_gpu": "auto", "device": "cpu"}))
+    with pytest.raises(SweepError, match="data.limit_train is 70000 but cifar10 has 50000"):
+        expand(config(data={"limit_train": 70000}, sweep={"models": ["SimpleCNN"]}))
+
+
+# --- data ---------------------------------------------------------------------------------
+
+def idx(array: np.ndarray) -> bytes:
+    return bytes([0, 0, 8, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape) + \
+        array.astype(np.uint8).tobytes()
+
+
+def idx_folder(tmp_path, train_labels):
+    for prefix, labels in (("train", train_labels), ("t10k", np.arange(4) % 10)):
+        images = np.zeros((len(labels), 28, 28), np.uint8)
+        (tmp_path / f"{prefix}-images-idx3-ubyte.gz").write_bytes(gzip.compress(idx(images)))
+        (tmp_path / f"{prefix}-labels-idx1-ubyte.gz").write_bytes(
+            gzip.compress(idx(np.asarray(labels))))
+    return tmp_path
+
+
+def test_idx_labels_outside_the_classes_are_refused(tmp_path):
+    folder = idx_folder(tmp_path, [1, 2, 12, 3])
+    with pytest.raises(DatasetError, match=r"\(train labels\) has label 12 at index 2: expected "
+                                           r"integers 0\.\.9"):
+        read_idx_dataset(folder, DATASETS["fashion_mnist"])
+
+
+def test_prepare_data_names_the_bad_label_in_one_line_and_writes_nothing(tmp_path, capsys):
+    (tmp_path / "src").mkdir()
+    folder = idx_folder(tmp_path / "src", [1, 12])
+    with pytest.raises(SystemExit) as exit_info:
+        prepare_data.main(["--dataset", "mnist", "--source", str(folder), "--image-size", "28",
+                           "--out", str(tmp_path / "out")])
+    assert exit_info.value.code == 1
+    error = capsys.readouterr().err.strip()
+    assert error.count("\n") == 0 and "has label 12 at index 1" in error
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_idx_header_whose_dimensions_overflow_is_a_corrupt_file():
+    header = bytes([0, 0, 8, 3]) + struct.pack(">3I", 2**32 - 1, 2**32 - 1, 2**32 - 1)
+    with pytest.raises(DatasetError, match="x.idx is truncated or corrupt: 0 payload bytes, "
+                                           "expected 79228162458924105385300197375"):
+        parse_idx(header, "x.idx")
+
+
+@pytest.mark.parametrize("bad, shown", [(3.5, "3.5 (float)"), (b"3", "b'3' (bytes)"),
+                                        (True, "True (bool)")])
+def test_cifar_labels_that_are_not_integers_are_refused(bad, shown):
+    rows = np.zeros((3, 3072), np.uint8)
+    batch = make_synthetic_cifar.py2_pickle({b"data": rows, b"labels": [1, bad, 2]})
+    with pytest.raises(DatasetError, match=f"CIFAR-10 batch 'data_batch_1' has label "
+                                           f"{shown.replace('(', '.').replace(')', '.')}"):
+        _cifar_python_batch(batch, "data_batch_1")
+
+
+# --- tables and plots -----------------------------------------------------------------------
+
+def test_aggregate_names_the_file_and_the_missing_columns(tmp_path, capsys):
+    table = tmp_path / "run1.csv"
+    pd.DataFrame({"model": ["M"], "gpus": [1], "epoch": [1], "seconds": [2.0], "loss": [1.0],
+                  "accuracy": [0.5]}).to_csv(table, index=False)
+    assert aggregate.main([str(table), "--out-dir", str(tmp_path / "t")]) == 1
+    assert f"{table} lacks the column(s) images_per_epoch" in capsys.readouterr().err
+    assert not (tmp_path / "t").exists()
+
+
+def test_parse_logs_names_a_run_json_without_status(tmp_path, capsys):
+    (tmp_path / "train.log").write_text("Epoch 1/1\n4/4 - 1s - loss: 2.0 - accuracy: 0.2\n")
+    (tmp_path / "run.json").write_text('{"model": "M"}')
+    assert parse_logs.main([str(tmp_path / "train.log"), "--run-json", str(tmp_path / "run.json"),
+                            "-o", str(tmp_path / "e.csv")]) == 1
+    assert f"{tmp_path / 'run.json'} lacks the key status" in capsys.readouterr().err
+
+
+def test_a_failed_run_without_epochs_is_one_row_and_listed_as_failed(tmp_path):
+    (tmp_path / "train.log").write_text("dlscale train: error before the first epoch\n")
+    (tmp_path / "run.json").write_text(json.dumps(
+        {"status": "failed", "failure": "2 GPU(s) asked for but TensorFlow sees 0"}))
+    out = tmp_path / "epochs.csv"
+    assert parse_logs.main([str(tmp_path / "train.log"), "--run-json", str(tmp_path / "run.json"),
+                            "--meta", "run=M/gpus2/rep1", "--meta", "model=M", "--meta", "gpus=2",
+                            "-o", str(out)]) == 0
+    ok = pd.DataFrame({"run": ["M/gpus1/rep1"] * 2, "model": "M", "gpus": 1, "epoch": [1, 2],
+                       "seconds": 3.0, "loss": 1.0, "accuracy": 0.5, "images_per_epoch": 300})
+    ok.to_csv(tmp_path / "ok.csv", index=False)
+    assert aggregate.main([str(tmp_path / "ok.csv"), str(out), "--out-dir",
+                           str(tmp_path / "t")]) == 0
+    failed = pd.read_csv(tmp_path / "t" / "failed.csv")
+    assert list(failed["run"]) == ["M/gpus2/rep1"] and list(failed["status"]) == ["failed"]
+    assert "TensorFlow sees 0" in failed["problem"][0]
+    assert list(pd.read_csv(tmp_path / "t" / "scaling.csv")["gpus"]) == [1]
+    assert len(pd.read_csv(tmp_path / "t" / "epochs.csv")) == 2
+
+
+def test_labels_are_drawn_literally_and_missing_points_are_named(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import plot_scaling
+    from dlscale.analysis import SCALING_COLUMNS
+
+    labels = ["Bob's $5 & $6 study", "_under_score", "100% {braces}"]
+    table = pd.DataFrame([{c: 1.0 for c in SCALING_COLUMNS} | {"series": label, "gpus": 1,
+                                                                  "nodes": 1}
+                          for label in labels])
+    runs = pd.DataFrame({"run": ["a", "b"], "counted": [True, False],
+                         "problem": ["", "timeout: stopped after epoch 3"]})
+    captured = {}
+    original = plot_scaling.save
+
+    def keep(fig, stem):
+        captured.setdefault(stem.name, [t.get_text() for ax in fig.axes if ax.get_legend()
+                                        for t in ax.get_legend().get_texts()]
+                            + [t.get_text() for t in fig.texts])
+        return original(fig, stem)
+
+    plot_scaling.save = keep
+    try:
+        plot_scaling.plot_all(table, tmp_path, "subtitle", runs)
+    finally:
+        plot_scaling.save = original
+    texts = captured["epoch_time"]
+    assert [t.replace("\u200b", "") for t in texts[:3]] == sorted(labels)
+    assert "1 of 2 run(s) failed or do not count and are not drawn: b (timeout)" in texts[-1]
+    assert (tmp_path / "epoch_time.png").stat().st_size > 10_000
