@@ -36,10 +36,10 @@ def cifar_binary(tmp_path_factory) -> Path:
         tmp_path_factory.mktemp("cifarbin") / "cifar-10-binary.tar.gz", "binary", 100, 40, seed=1)
 
 
-def run_snakemake(workdir: Path, *args: str, check: bool = True,
-                  timeout: float = 900) -> subprocess.CompletedProcess:
+def run_snakemake(workdir: Path, *args: str, check: bool = True, timeout: float = 900,
+                  snakefile: Path = ROOT / "Snakefile") -> subprocess.CompletedProcess:
     """Run the project's workflow from the command line (the stable interface) in workdir."""
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"),
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(snakefile),
            "--directory", str(workdir), *args]
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -84,7 +84,9 @@ def test_more_gpus_than_visible_fails_before_building_the_model(small_data, tmp_
     assert proc.returncode == 3
     assert "2 GPU(s) asked for but TensorFlow sees 0 (CUDA_VISIBLE_DEVICES=0,1)" in proc.stderr
     assert "dlscale train:" not in proc.stdout  # nothing was built or trained
-    assert not (tmp_path / "run.json").exists()
+    run = json.loads((tmp_path / "run.json").read_text())  # the failure is recorded
+    assert run["status"] == "failed" and "TensorFlow sees 0" in run["failure"]
+    assert [a["status"] for a in records(tmp_path / "attempts.jsonl")] == ["failed"]
 
 
 def test_unknown_model_and_bad_flags_exit_2(small_data, tmp_path):
@@ -170,3 +172,85 @@ def test_out_of_memory_in_fit_ends_with_status_and_hint(small_data, tmp_path, mo
     assert run["status"] == "out_of_memory" and run["test_accuracy"] is None
     assert "out of memory with 8 images per GPU" in run["failure"]
     assert "set batch_per_gpu: auto" in run["failure"]
+
+
+def kill_after(args, live, epochs_done, timeout=300):
+    """Start a run, SIGKILL it once `live` holds `epochs_done` records; return the count."""
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + timeout
+    while time.time() < deadline and proc.poll() is None:
+        if live.exists() and live.read_text().count("\n") >= epochs_done:
+            break
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    return len(records(live))
+
+
+def test_a_restart_with_other_settings_starts_over_and_says_so(small_data, tmp_path):
+    base = [sys.executable, str(SCRIPTS / "train.py"), "--data-dir", str(small_data), "--out",
+            str(tmp_path), "--model", "SimpleCNN", "--device", "cpu"]
+    done = kill_after(base + ["--batch-per-gpu", "4", "--epochs", "6"],
+                      tmp_path / "state" / "epochs.jsonl", 2)
+    assert 2 <= done < 6
+    again = subprocess.run(base + ["--batch-per-gpu", "8", "--epochs", "3"], capture_output=True,
+                           text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["resumed_at_epoch"] is None and run["global_batch"] == 8
+    assert [(e["epoch"], e["steps"]) for e in records(tmp_path / "epochs.jsonl")] == [
+        (1, 50), (2, 50), (3, 50)]  # 400 images / 8: every epoch at the new batch
+    log = (tmp_path / "train.log").read_text()
+    assert "other settings (batch_per_gpu 4 -> 8): starting over" in log
+    assert "Epoch 1/6" not in log  # the old attempt's lines stayed with the old state
+    aside = list(tmp_path.glob("superseded-*"))
+    assert len(aside) == 1 and len(records(aside[0] / "epochs.jsonl")) == done
+
+
+def test_fewer_epochs_than_a_killed_run_finished_are_refused(small_data, tmp_path):
+    base = [sys.executable, str(SCRIPTS / "train.py"), "--data-dir", str(small_data), "--out",
+            str(tmp_path), *COMMON]
+    done = kill_after(base + ["--batch-per-gpu", "2", "--epochs", "8"],
+                      tmp_path / "state" / "epochs.jsonl", 3)
+    proc = subprocess.run(base + ["--batch-per-gpu", "2", "--epochs", "2"], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 2
+    assert f"{done} epochs of this run are already finished" in proc.stderr
+    assert json.loads((tmp_path / "run.json").read_text())["status"] == "failed"
+    assert len(records(tmp_path / "state" / "epochs.jsonl")) == done  # nothing was dropped
+
+
+def test_a_time_limit_stops_at_an_epoch_boundary_and_the_rerun_continues(small_data, tmp_path):
+    # 6 s in all, 10 s kept for the records: whatever the machine's speed, the run stops
+    # after its first epoch, before the limit, with its backup in place
+    proc = train(small_data, tmp_path, "--epochs", "30", "--time-limit-min", "0.1")
+    assert proc.returncode == 7, proc.stderr[-3000:]
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["status"] == "timeout" and run["epochs_completed"] == 1
+    assert "stopped after epoch 1 of 30" in run["failure"]
+    assert (tmp_path / "state" / "backup").is_dir()
+    proc = train(small_data, tmp_path, "--epochs", "3")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert (run["status"], run["resumed_at_epoch"]) == ("completed", 2)
+    assert [a["status"] for a in records(tmp_path / "attempts.jsonl")] == ["timeout", "completed"]
+
+
+def test_launch_records_a_training_process_killed_by_a_signal(small_data, tmp_path):
+    log = tmp_path / "job.log"
+    args = [sys.executable, str(SCRIPTS / "launch.py"), "--record", str(tmp_path), "--log",
+            str(log), "--", sys.executable, str(SCRIPTS / "train.py"), "--data-dir",
+            str(small_data), "--out", str(tmp_path), *COMMON, "--batch-per-gpu", "2",
+            "--epochs", "50"]
+    launcher = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    live = tmp_path / "state" / "epochs.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and not (live.exists() and live.read_text().count("\n") >= 1):
+        time.sleep(0.05)
+    child = subprocess.run(["pgrep", "-P", str(launcher.pid)], capture_output=True, text=True)
+    os.kill(int(child.stdout.split()[0]), signal.SIGKILL)  # as the OOM killer would
+    assert launcher.wait(timeout=120) == 0  # recorded: the job succeeds
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["status"] == "killed" and "killed by SIGKILL" in run["failure"]
+    assert str(log) in run["failure"] and run["epochs_completed"] >= 1
+    assert records(tmp_path / "attempts.jsonl")[-1]["status"] == "killed"
