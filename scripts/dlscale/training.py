@@ -311,9 +311,9 @@ def versions() -> dict:
 # --- time limit ---------------------------------------------------------------------------
 
 class DeadlineReached(Exception):
-    """Raised from the last callback of an epoch (after the backup is saved) when the next
-    epoch would not end before the job's time limit. An exception, not stop_training: a
-    normal end of `fit` makes BackupAndRestore delete the backup the rerun resumes from."""
+    """Raised as an epoch begins when it would not end before the job's time limit. An
+    exception, not stop_training: a normal end of `fit` makes BackupAndRestore delete the
+    backup that the rerun resumes from."""
 
     def __init__(self, epoch: int, longest: float, deadline: float):
         super().__init__(f"epoch {epoch}")
@@ -358,18 +358,22 @@ def deadline_stop(deadline: float, agree, reserve: float = 10.0):
     keras = K.keras()
 
     class DeadlineStop(keras.callbacks.Callback):
+        # decided at the end of an epoch, raised as the next begins: by then Keras has
+        # printed the finished epoch's line and BackupAndRestore has saved it
         def __init__(self):
             super().__init__()
-            self.longest, self._start = 0.0, 0.0
+            self.longest, self._start, self.stop = 0.0, 0.0, None
 
         def on_epoch_begin(self, epoch, logs=None):
+            if self.stop is not None:
+                raise self.stop
             self._start = time.time()
 
         def on_epoch_end(self, epoch, logs=None):
             self.longest = max(self.longest, time.time() - self._start)
             late = time.time() + 1.5 * self.longest + reserve > deadline
-            if agree(late) and epoch + 1 < self.params.get("epochs", epoch + 2):
-                raise DeadlineReached(epoch + 1, self.longest, deadline)
+            if agree(late):
+                self.stop = DeadlineReached(epoch + 1, self.longest, deadline)
 
     return DeadlineStop()
 

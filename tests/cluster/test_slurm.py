@@ -151,25 +151,37 @@ def test_horovod_and_mirrored_points_through_slurm(tmp_path, archive):
     assert set(table["series"]) == {"SimpleCNN horovod", "SimpleCNN mirrored"}
 
 
-def test_job_over_its_time_limit_is_reported_and_resumes_with_more_time(tmp_path, archive):
-    target = "results/runs/SimpleCNN/gpus1/rep1/run.json"
-    training = "{epochs: 300, batch_per_gpu: 2, device: cpu}"  # ~0.5 s an epoch
-    short = sweep_config(tmp_path / "short.yaml", archive, sweep="{models: [SimpleCNN], gpus: [1]}",
-                         training=training,
-                         resources="{cpus_per_gpu: 1, mem_mb_per_gpu: 1000, runtime_min: 1}")
-    first = run_snakemake(tmp_path, *PROFILE, f"--configfile={short}", target, check=False)
+def test_a_sweep_with_a_timeout_and_a_failure_reports_both_and_reruns_only_them(tmp_path):
+    config = f"--configfile={ROOT / 'tests' / 'configs' / 'slurm-failures.yaml'}"
+    first = run_snakemake(tmp_path, *PROFILE, config, check=False)
     assert first.returncode != 0
-    assert "Error in rule train" in first.stdout and "TIMEOUT" in first.stdout
-    live = tmp_path / "results/runs/SimpleCNN/gpus1/rep1/state/epochs.jsonl"
-    done = len(live.read_text().splitlines())
-    assert 2 <= done < 300, "SLURM must have stopped the run part-way"
-    assert not (tmp_path / target).exists()
+    runs = pd.read_csv(tmp_path / "results/tables/runs.csv").set_index("run")
+    assert runs["status"].to_dict() == {"MobileNet/gpus1/rep1": "completed",
+                                        "MobileNetV3Small/gpus1/rep1": "failed",
+                                        "SimpleCNN/gpus1/rep1": "timeout"}
+    failed = pd.read_csv(tmp_path / "results/tables/failed.csv").set_index("run")
+    assert "loss became NaN" in failed.loc["MobileNetV3Small/gpus1/rep1", "problem"]
+    assert "before the time limit" in failed.loc["SimpleCNN/gpus1/rep1", "problem"]
+    assert list(pd.read_csv(tmp_path / "results/tables/scaling.csv")["series"]) == ["MobileNet"]
+    assert (tmp_path / "results/plots/overview.png").stat().st_size > 10_000
+    timed = json.loads((tmp_path / "results/runs/SimpleCNN/gpus1/rep1/run.json").read_text())
+    assert "SLURM_JOB_ID" in timed["env"] and timed["epochs_completed"] >= 1
+    run_snakemake(tmp_path, *PROFILE, config, "--report", str(tmp_path / "report.html"))
+    assert "failed.csv" in (tmp_path / "report.html").read_text(errors="replace")
 
-    longer = sweep_config(tmp_path / "long.yaml", archive, sweep="{models: [SimpleCNN], gpus: [1]}",
-                          training=training,
-                          resources="{cpus_per_gpu: 1, mem_mb_per_gpu: 1000, runtime_min: 10}")
-    run_snakemake(tmp_path, *PROFILE, f"--configfile={longer}", target)
-    run = json.loads((tmp_path / target).read_text())
-    assert run["status"] == "completed" and run["resumed_at_epoch"] >= 2
-    records = (tmp_path / target).with_name("epochs.jsonl").read_text().splitlines()
-    assert [json.loads(r)["epoch"] for r in records] == list(range(1, 301))
+    done = tmp_path / "results/runs/MobileNet/gpus1/rep1/run.json"
+    kept = done.stat().st_mtime_ns
+    second = run_snakemake(tmp_path, *PROFILE, config, check=False)
+    assert second.returncode != 0
+    stats = second.stdout.split("Job stats:")[1].split("total")[0]
+    assert [line.split() for line in stats.splitlines() if line.startswith("train")] == [
+        ["train", "2"]]
+    assert done.stat().st_mtime_ns == kept
+    again = json.loads((tmp_path / "results/runs/SimpleCNN/gpus1/rep1/run.json").read_text())
+    assert again["status"] == "timeout" and again["attempt"] == 2
+    assert again["resumed_at_epoch"] == timed["epochs_completed"] + 1  # continued
+    assert again["epochs_completed"] > timed["epochs_completed"]
+    # the second attempt had twice the time: the job was submitted with 2 minutes
+    blocks = [b for b in second.stdout.split("rule train:")[1:]
+              if "point=SimpleCNN/gpus1/rep1" in b.split("\n\n")[0]]
+    assert len(blocks) == 1 and "runtime=2," in blocks[0].split("\n\n")[0]
