@@ -1,4 +1,5 @@
 # Config loading and validation, sweep expansion and the small helpers the rules call.
+import json
 import re
 import shlex
 import sys
@@ -10,11 +11,8 @@ from snakemake.utils import validate
 
 SCRIPTS = Path(workflow.basedir) / "scripts"
 sys.path.insert(0, str(SCRIPTS))
-from dlscale.outcomes import (
-    failed_record,
-    planned_attempt,
-    runtime_factor,
-)  # noqa: E402
+from dlscale import outcomes  # noqa: E402
+from dlscale.external import entry_key, resolve as resolve_external  # noqa: E402
 from dlscale.sources import DATASETS, find_cached  # noqa: E402
 from dlscale.sweep import SweepError, expand  # noqa: E402
 
@@ -151,12 +149,12 @@ def point(wildcards):
 
 def point_attempt(wildcards):
     """Grows when an attempt at the point fails, so the next run plans it again."""
-    return planned_attempt(run_dir(wildcards.point))
+    return outcomes.planned_attempt(run_dir(wildcards.point))
 
 
 def point_runtime(wildcards):
     """Minutes: runtime_min, times 1 + the timeouts since the point last completed."""
-    return point(wildcards).runtime * runtime_factor(run_dir(wildcards.point))
+    return point(wildcards).runtime * outcomes.runtime_factor(run_dir(wildcards.point))
 
 
 def run_folder(wildcards, output):
@@ -262,27 +260,33 @@ PLOT_NAMES = [
 
 
 def _external_runs():
+    """{key: (entry, per-run values)}, each log read now: what it lacks fails here."""
     runs = {}
-    for item in config["external_runs"]:
-        levels = [item["model"]] + (
-            [f"nodes{item['nodes']}"] if item["nodes"] > 1 else []
-        )
-        key = str(PurePosixPath(*levels, f"gpus{item['gpus']}", f"rep{item['repeat']}"))
+    for index, item in enumerate(config["external_runs"]):
+        where = f"external_runs[{index}]"
+        for name in ("log", "err_log"):
+            if item.get(name) and not Path(item[name]).is_file():
+                raise WorkflowError(f"{where}: {name} '{item[name]}' does not exist")
+        key = entry_key(item)
         if key in runs:
             raise WorkflowError(
-                f"external_runs: two entries for {key} (model, nodes, gpus "
-                "and repeat must differ; set repeat for repeated runs)"
+                f"{where}: a second entry for model {item['model']} and log "
+                f"{Path(item['log']).name} (set repeat for a repeated study)"
             )
-        if not Path(item["log"]).is_file():
-            raise WorkflowError(f"external_runs: log '{item['log']}' does not exist")
-        runs[key] = item
+        try:
+            per_run, warnings = resolve_external(item, where)
+        except ValueError as exc:
+            raise WorkflowError(str(exc))
+        for warning in warnings:
+            print(f"dlscale: warning: {warning}", file=sys.stderr)
+        runs[key] = (item, per_run)
     return runs
 
 
 EXTERNAL = _external_runs()
 
 for _key in POINTS:
-    _failed = failed_record(run_dir(_key))
+    _failed = outcomes.failed_record(run_dir(_key))
     if _failed:
         print(
             f"dlscale: point {_key} ended {_failed['status']} ({_failed.get('failure')}): "
@@ -315,25 +319,29 @@ def meta_flags(meta):
 
 
 def external_log(wildcards):
-    return EXTERNAL[wildcards.ext]["log"]
+    return EXTERNAL[wildcards.ext][0]["log"]
 
 
 def external_meta(wildcards):
-    item = EXTERNAL[wildcards.ext]
+    """--meta for the entry, --per-run for each run's values, --pattern for its patterns."""
+    item, per_run = EXTERNAL[wildcards.ext]
     meta = {
         "run": f"external/{wildcards.ext}",
         "source": "external",
         "series": item.get("label", f"{item['model']} (external)"),
         "model": item["model"],
-        "gpus": item["gpus"],
         "nodes": item["nodes"],
         "repeat": item["repeat"],
-        "global_batch": item["global_batch"],
         "images_per_epoch": item["train_images"],
         "precision": item["precision"],
         "strategy": item["strategy"],
     }
-    return meta_flags(meta)
+    patterns = " ".join(
+        f"--pattern {shlex.quote(f'{k}={v}')}"
+        for k, v in item.get("patterns", {}).items()
+    )
+    per_run_flag = f"--per-run {shlex.quote(json.dumps(per_run))}"
+    return f"{meta_flags(meta)} {per_run_flag} {patterns}".strip()
 
 
 def run_tables():

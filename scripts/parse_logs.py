@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Turn Keras training output into a table with one row per epoch.
 
-  parse_logs.py ResNet50_1gpu.out ResNet50_2gpu.out -o epochs.csv
+  parse_logs.py ResNet50_all.out -o epochs.csv \
+      --per-run '[{"gpus": 1, "global_batch": 256}, {"gpus": 2, "global_batch": 512}, ...]'
 
 Reads any Keras version's verbose=2 lines and verbose=1 progress bars (see
-dlscale/keraslog.py); other output is ignored. A log that ends inside an epoch gives
-its finished epochs and a warning; a file without any finished epoch is an error.
+dlscale/keraslog.py); other output is ignored. A file may hold several runs (a job that
+ran the script once per GPU count): each gets its `log_run` number (1, 2, ...) and the
+settings the log states (gpus, global batch), and the script says how many runs each
+file held. A run that ends inside an epoch gives its finished epochs and a warning; a
+file without any finished epoch is an error.
 
 For a dlscale run folder, --records cross-checks the log against epochs.jsonl (same
 epochs, seconds within the log's rounding) and takes the precise seconds from it;
@@ -23,12 +27,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dlscale.files import atomic  # noqa: E402
-from dlscale.keraslog import LogError, ParsedLog, parse_file  # noqa: E402
+from dlscale.keraslog import (LogError, ParsedLog, compile_patterns, parse_file,  # noqa: E402
+                              parse_file_runs)
 from dlscale.training import read_records  # noqa: E402
 from dlscale.vocabulary import EPOCH_COLUMNS  # noqa: E402
 
 FIRST_COLUMNS = ["run", "source", "series", "model", "gpus", "nodes", "strategy", "precision",
-                 "repeat", "global_batch", "images_per_epoch", "status", "file", "epoch",
+                 "repeat", "global_batch", "images_per_epoch", "status", "file", "log_run",
+                 "epoch",
                  "epochs_total", "steps", "samples", "seconds", "seconds_log", "loss",
                  "accuracy", "lr", "cut"]
 
@@ -123,6 +129,62 @@ def parse_meta(items: list[str]) -> dict:
     return meta
 
 
+def dlscale_run(path, meta: dict, records_path: Path | None) -> list[dict]:
+    """The rows of a dlscale run folder's train.log: one run, cross-checked with its
+    records; a failed run before any epoch is one row with empty epoch columns."""
+    failed = meta.get("status", "completed") != "completed"
+    if failed and not has_epoch(path):
+        return [{**dict.fromkeys(EPOCH_COLUMNS), **meta, "file": path}]
+    parsed = parse_file(path)
+    warn_cut(parsed)
+    records = None
+    if records_path:
+        records = check_records(read_records(records_path), records_path)
+        try:
+            cross_check(parsed, records)
+        except CrossCheckError as exc:
+            if not failed:
+                raise
+            # a run that failed anyway: list it, with the epochs both agree on
+            print(f"warning: {exc}; keeping the epochs both have", file=sys.stderr)
+            both = set(parsed.epochs) & {r["epoch"] for r in records}
+            parsed.epochs = {k: v for k, v in parsed.epochs.items() if k in both}
+    return table(parsed, meta, records)
+
+
+def log_runs(path, meta: dict, per_run: list[dict] | None, patterns: dict) -> list[dict]:
+    """The rows of a log holding one or more runs, each with its `log_run` number, the
+    settings the log states and, over them, the values given per run."""
+    runs = parse_file_runs(path, patterns)
+    if per_run is not None and len(per_run) != len(runs):
+        raise ValueError(f"{path} holds {len(runs)} run(s) but {len(per_run)} were planned: "
+                         "the file changed since; run the workflow again")
+    print(f"{path}: {len(runs)} run(s)" + "".join(
+        f"\n  run {i}: line {r.line}, {len(r.epochs)} epoch(s)"
+        + (f", states {r.settings}" if r.settings else "") for i, r in enumerate(runs, 1)))
+    rows = []
+    for index, run in enumerate(runs):
+        for warning in run.warnings:
+            print(f"warning: {warning}", file=sys.stderr)
+        warn_cut(run)
+        stated = {k: v for k, v in run.settings.items() if k in ("gpus", "global_batch")}
+        if "global_batch" not in stated and {"gpus", "batch_per_gpu"} <= set(run.settings):
+            stated["global_batch"] = run.settings["gpus"] * run.settings["batch_per_gpu"]
+        given = {k: v for k, v in (per_run[index] if per_run else {}).items() if k != "line"}
+        run_meta = {**meta, **stated, **given, "log_run": index + 1}
+        if len(runs) > 1:
+            run_meta["run"] = f"{meta.get('run', path)}/run{index + 1}"
+        rows += table(run, run_meta)
+    return rows
+
+
+def warn_cut(parsed: ParsedLog) -> None:
+    if parsed.cut:
+        print(f"warning: {parsed.path} (run from line {parsed.line}) was cut inside epoch "
+              f"{parsed.cut_epoch}: keeping the {len(parsed.epochs)} finished epoch(s)",
+              file=sys.stderr)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -132,41 +194,30 @@ def main(argv=None) -> int:
     parser.add_argument("--run-json", type=Path, help="run.json whose settings become columns")
     parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
                         help="a column with a constant value (repeatable)")
+    parser.add_argument("--per-run", metavar="JSON",
+                        help="a JSON list with one object of column values per run of the log")
+    parser.add_argument("--pattern", action="append", default=[], metavar="KEY=REGEX",
+                        help="a setting stated in the log, as a regex with one group "
+                             "(repeatable): e.g. gpus='Running on (\\d+) GPUs'")
     args = parser.parse_args(argv)
-    if (args.records or args.run_json) and len(args.logs) != 1:
-        parser.error("--records and --run-json go with exactly one log")
+    if (args.records or args.run_json or args.per_run) and len(args.logs) != 1:
+        parser.error("--records, --run-json and --per-run go with exactly one log")
     try:
         meta = parse_meta(args.meta)
+        patterns = compile_patterns(parse_meta(args.pattern), "--pattern")
+        per_run = json.loads(args.per_run) if args.per_run else None
+        rows = []
         if args.run_json:
             meta = {**meta, **run_metadata(json.loads(args.run_json.read_text()), args.run_json)}
-        rows = []
-        for path in args.logs:
-            if meta.get("status", "completed") != "completed" and not has_epoch(path):
-                # a run that failed before any epoch: one row, its epoch columns empty
-                rows.append({**dict.fromkeys(EPOCH_COLUMNS), **meta, "file": path})
-                continue
-            parsed = parse_file(path)
-            if parsed.cut:
-                print(f"warning: {path} was cut inside epoch {parsed.cut_epoch}: "
-                      f"keeping the {len(parsed.epochs)} finished epoch(s)", file=sys.stderr)
-            records = None
-            if args.records:
-                records = check_records(read_records(args.records), args.records)
-                try:
-                    cross_check(parsed, records)
-                except CrossCheckError as exc:
-                    if meta.get("status", "completed") == "completed":
-                        raise
-                    # a run that failed anyway: list it, with the epochs both agree on
-                    print(f"warning: {exc}; keeping the epochs both have", file=sys.stderr)
-                    both = set(parsed.epochs) & {r["epoch"] for r in records}
-                    parsed.epochs = {k: v for k, v in parsed.epochs.items() if k in both}
-            rows += table(parsed, meta, records)
+            rows = dlscale_run(args.logs[0], meta, args.records)
+        else:
+            for path in args.logs:
+                rows += log_runs(path, meta, per_run, patterns)
     except (LogError, CrossCheckError, ValueError, OSError, json.JSONDecodeError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     write_csv(rows, args.out)
-    print(f"wrote {args.out}: {len(rows)} epoch(s) from {len(args.logs)} log(s)")
+    print(f"wrote {args.out}: {len(rows)} row(s) from {len(args.logs)} log(s)")
     return 0
 
 

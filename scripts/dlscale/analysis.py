@@ -67,8 +67,10 @@ def _defaults(epochs: pd.DataFrame) -> pd.DataFrame:
     if "series" not in epochs:
         epochs["series"] = epochs["model"]
     epochs["series"] = epochs["series"].fillna(epochs["model"])
-    if "run" not in epochs:
-        epochs["run"] = epochs["file"]
+    if "run" not in epochs:  # one run per file, or per log_run of a file
+        epochs["run"] = epochs["file"].astype(str)
+        if "log_run" in epochs:
+            epochs["run"] += "#" + epochs["log_run"].astype(str)
     for column in ("gpus_asked", "epochs_expected", "test_accuracy", "images_per_epoch",
                    "failure"):
         if column not in epochs:

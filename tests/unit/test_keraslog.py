@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from dlscale.keraslog import LogError, parse_text
+from conftest import ROOT
+from dlscale.keraslog import (LogError, compile_patterns, parse_runs, parse_text, read_text,
+                              settings_sequence)
+
+DATA = ROOT / "tests" / "data"
+STUDY = DATA / "reference-study"
 
 
 def one(text):
@@ -52,12 +57,6 @@ def test_tf1_samples_and_overwritten_updates():
     assert row["seconds_per_sample"] == pytest.approx(131e-6)
 
 
-def test_keras3_verbose1_bar():
-    row = one("Epoch 1/1\n\x1b[1m8/8\x1b[0m ━━━━━━━━━━━━━━━━━━━━ 9s 1s/step - accuracy: 0.09 "
-              "- loss: 2.63\n".replace("\x1b[1m", "").replace("\x1b[0m", ""))[0]
-    assert (row["seconds"], row["steps"], row["accuracy"]) == (9.0, 8, 0.09)
-
-
 def test_other_output_is_ignored_and_a_cut_log_keeps_finished_epochs():
     text = ("2026-01-01 I tensorflow/core: something 3/4 done\n"
             "python ResNet50.py --epochs 5\n"
@@ -85,3 +84,89 @@ def test_a_file_without_epochs_is_an_error_naming_it():
 def test_nan_loss_is_kept_as_nan():
     row = one("Epoch 1/1\n4/4 - 1s - loss: nan - accuracy: 0.1\n")[0]
     assert row["loss"] != row["loss"]
+
+
+# --- real captured logs, read as they are stored ------------------------------------------
+
+def test_keras3_logs_as_keras_writes_them_ansi_codes_and_all():
+    verbose1 = read_text(DATA / "keras3" / "fit_verbose1.log")
+    assert "\x1b[1m" in verbose1 and "\x08" in verbose1  # the stored bytes are untouched
+    bar = parse_text(verbose1, "fit_verbose1.log")
+    line = parse_text(read_text(DATA / "keras3" / "fit_verbose2.log"), "fit_verbose2.log")
+    assert [(r["epoch"], r["steps"], r["accuracy"], r["loss"]) for r in bar.rows()] == [
+        (1, 8, 0.0859, 2.4853), (2, 8, 0.1016, 2.4064), (3, 8, 0.1016, 2.3666)]
+    assert [(r["accuracy"], r["loss"]) for r in line.rows()] == [
+        (r["accuracy"], r["loss"]) for r in bar.rows()]  # the same training, both formats
+    assert not bar.cut and not line.cut
+
+
+def test_the_studys_job_output_holds_three_runs_kept_apart():
+    runs = parse_runs(read_text(STUDY / "ResNet50_all.out"), "ResNet50_all.out")
+    assert [r.line for r in runs] == [1, 11, 21]
+    assert [[e["seconds"] for e in r.rows()] for r in runs] == [
+        [49, 45, 45, 45, 45], [26, 24, 24, 24, 24], [14, 12, 12, 12, 12]]
+    assert [r.rows()[-1]["accuracy"] for r in runs] == [0.507, 0.5049, 0.501]
+    assert not any(r.warnings or r.cut for r in runs)
+
+
+def test_a_shorter_second_run_is_not_spliced_onto_the_first():
+    lines = read_text(STUDY / "ResNet50_all.out").splitlines(keepends=True)
+    text = "".join(lines[:10] + lines[10:16] + lines[20:])  # run 2 stops after epoch 3
+    runs = parse_runs(text)
+    assert [len(r.epochs) for r in runs] == [5, 3, 5]
+    assert runs[1].rows()[-1]["accuracy"] == 0.4207 and runs[0].rows()[-1]["accuracy"] == 0.507
+
+
+def test_a_run_header_begins_a_run_and_states_its_settings():
+    runs = parse_runs(read_text(DATA / "course-headers" / "ResNet50_headers.out"))
+    assert [r.settings for r in runs] == [{"gpus": g, "global_batch": 64 * g} for g in (1, 2, 4)]
+    assert [len(r.epochs) for r in runs] == [3, 3, 3]
+    err = settings_sequence(read_text(DATA / "course-headers" / "ResNet50_headers.err"))
+    assert err == [{"gpus": 1}, {"gpus": 2}, {"gpus": 4}]  # TensorFlow's device lists
+
+
+def test_settings_from_command_lines_and_keras2_epoch_lines():
+    text = ("python ResNet50.py --epochs 2 --batch_size 512 --n_gpus 2\n"
+            "Epoch 1/2\n25/25 - 14s - loss: 2.1255 - accuracy: 0.2195 - 14s/epoch - 544ms/step\n"
+            "Epoch 2/2\n25/25 - 13s - loss: 2.0 - accuracy: 0.3 - 13s/epoch - 520ms/step\n"
+            "python ResNet50.py --epochs=2 --batch-size=512 --num_gpus=4\n"
+            "Epoch 1/2\n13/13 - 8s - loss: 2.2 - accuracy: 0.2 - 8s/epoch - 600ms/step\n"
+            "Epoch 2/2\n13/13 - 7s - loss: 2.1 - accuracy: 0.25 - 7s/epoch - 550ms/step\n")
+    runs = parse_runs(text)
+    assert [r.settings for r in runs] == [{"epochs": 2, "batch_per_gpu": 512, "gpus": g}
+                                          for g in (2, 4)]
+    assert [r.rows()[0]["seconds"] for r in runs] == [14, 8]
+
+
+def test_user_patterns_are_checked_and_used():
+    patterns = compile_patterns({"gpus": r"running on (\d+) devices"})
+    runs = parse_runs("running on 4 devices\nEpoch 1/1\n2/2 - 1s - loss: 1.0 - accuracy: 0.5\n",
+                      patterns=patterns)
+    assert runs[0].settings == {"gpus": 4}
+    with pytest.raises(ValueError, match=r"external_runs\[0\].patterns.gpus: 'GPUs: \\d\+' "
+                                         "has no group"):
+        compile_patterns({"gpus": r"GPUs: \d+"}, "external_runs[0].patterns")
+    with pytest.raises(ValueError, match="patterns.gpus: '\\(' is not a regular expression"):
+        compile_patterns({"gpus": "("})
+
+
+def test_an_earlier_epoch_inside_a_run_is_a_warning_naming_the_line():
+    text = ("Epoch 1/3\n4/4 - 1s - loss: 2.0 - accuracy: 0.2\nEpoch 2/3\n"
+            "4/4 - 1s - loss: 1.5 - accuracy: 0.4\nEpoch 2/3\n4/4 - 1s - loss: 1.4 - accuracy: 0.4\n"
+            "Epoch 3/3\n4/4 - 1s - loss: 1.2 - accuracy: 0.5\n")
+    runs = parse_runs(text, "job.out")
+    assert len(runs) == 1 and [r["loss"] for r in runs[0].rows()] == [2.0, 1.4, 1.2]
+    assert runs[0].warnings == ["job.out:5: epoch 2 comes again after epoch 2: taken as a resume "
+                                "from an older backup, the later result replaces the earlier"]
+
+
+@pytest.mark.parametrize("ending", [
+    "196/196 - 45s - loss: 1.3539 - accur",         # no newline, inside a pair
+    "196/196 - 45s - loss: 1.3539 - accuracy: 0.50",  # no newline, inside a number
+    "196/196 - 45s - loss: 1.3539 - accur\n",       # a newline, but inside a pair
+])
+def test_a_last_line_without_its_end_leaves_the_epoch_unfinished(ending):
+    lines = read_text(STUDY / "ResNet50_1gpu.out").splitlines(keepends=True)
+    text = "".join(lines[:-1]) + ending
+    log = parse_text(text, "cut.out")
+    assert sorted(log.epochs) == [1, 2, 3, 4] and log.cut and log.cut_epoch == 5

@@ -36,7 +36,7 @@ def test_missing_external_log_fails_before_any_job(tmp_path):
                           "  - {log: /no/such.out, model: M, gpus: 1, global_batch: 8, "
                           "train_images: 80}\n")
     proc = run_snakemake(tmp_path, "-n", f"--configfile={config}", check=False)
-    assert proc.returncode != 0 and "external_runs: log '/no/such.out' does not exist" in proc.stdout
+    assert proc.returncode != 0 and "external_runs[0]: log '/no/such.out' does not exist" in proc.stdout
 
 
 def test_whole_sweep_ends_with_tables_plots_and_report(tmp_path, cifar_python):
@@ -75,3 +75,66 @@ def test_dag_and_rulegraph_pictures_from_a_dry_run(tmp_path):
                              check=True).stdout
         assert "<svg" in svg and "train" in svg and "plot_scaling" in svg
     assert not (tmp_path / "results").exists()  # nothing ran
+
+
+def test_the_studys_one_job_output_with_per_run_values_reproduces_it(tmp_path):
+    config = write_config(tmp_path / "c.yaml", f"""
+sweep: {{models: []}}
+external_runs:
+  - {{log: {STUDY}/ResNet50_all.out, model: ResNet50V2, train_images: 50000,
+     gpus: [1, 2, 4], global_batch: [256, 512, 1024], label: V100 study}}
+""")
+    proc = run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
+    log = (tmp_path / "logs/parse_external_log/ResNet50V2/ResNet50_all.log").read_text()
+    assert "ResNet50_all.out: 3 run(s)" in log
+    runs = pd.read_csv(tmp_path / "results/tables/runs.csv")
+    assert len(runs) == 3 and runs["counted"].all()
+    table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
+    assert list(table["gpus"]) == [1, 2, 4]
+    assert list(table["epoch_time_s"]) == [45, 24, 12]
+    assert [round(v) for v in table["images_per_s"]] == [1111, 2083, 4167]
+    assert list(table["speedup"]) == [1, 1.875, 3.75]
+    epochs = pd.read_csv(tmp_path / "results/tables/epochs.csv")
+    assert sorted(epochs["log_run"].unique()) == [1, 2, 3] and len(epochs) == 15
+    assert "warning" not in proc.stdout.lower().split("parse_external_log")[0]
+
+
+def test_a_log_with_run_headers_needs_no_per_run_values(tmp_path):
+    headers = ROOT / "tests" / "data" / "course-headers"
+    config = write_config(tmp_path / "c.yaml", f"""
+sweep: {{models: []}}
+external_runs:
+  - {{log: {headers}/ResNet50_headers.out, err_log: {headers}/ResNet50_headers.err,
+     model: ResNet50, train_images: 512}}
+analysis: {{accuracy_tolerance: 1.0}}
+""")
+    run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
+    table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
+    assert list(table["gpus"]) == [1, 2, 4] and list(table["global_batch"]) == [64, 128, 256]
+
+
+@pytest.mark.parametrize("entry, words", [
+    ("gpus: [1, 2], global_batch: 256",
+     "external_runs[0].gpus lists 2 value(s) but {log} holds 3 run(s) (starting at lines 1, 11, 21)"),
+    ("global_batch: [256, 512, 1024]",
+     "external_runs[0]: run 1 of {log} (line 1) states no gpus: give gpus in the entry"),
+    ("gpus: [1, 2, 4], global_batch: 256, patterns: {global_batch: 'Batch \\d+'}",
+     "external_runs[0].patterns.global_batch: 'Batch \\d+' has no group"),
+])
+def test_external_runs_that_do_not_fit_their_log_fail_before_any_job(tmp_path, entry, words):
+    log = STUDY / "ResNet50_all.out"
+    config = write_config(tmp_path / "c.yaml", f"sweep: {{models: []}}\nexternal_runs:\n"
+                          f"  - {{log: {log}, model: ResNet50V2, train_images: 50000, {entry}}}\n")
+    proc = run_snakemake(tmp_path, "-n", f"--configfile={config}", check=False)
+    assert proc.returncode != 0 and words.format(log=log) in proc.stdout
+    assert not (tmp_path / "results").exists()
+
+
+def test_config_and_log_disagreeing_is_a_warning_naming_both(tmp_path):
+    headers = ROOT / "tests" / "data" / "course-headers" / "ResNet50_headers.out"
+    config = write_config(tmp_path / "c.yaml", f"sweep: {{models: []}}\nexternal_runs:\n"
+                          f"  - {{log: {headers}, model: ResNet50, train_images: 512, "
+                          f"gpus: [1, 2, 8]}}\n")
+    proc = run_snakemake(tmp_path, "-n", f"--configfile={config}")
+    assert (f"run 3 of {headers} (line 19): the config says gpus 8, the log says 4; using 8"
+            in proc.stdout)
