@@ -19,10 +19,11 @@ help:
 	@echo "make bench  - run the benchmarks in bench/ (results: docs/benchmarks.md)"
 	@echo "make lint   - snakemake --lint and snakefmt --check"
 
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -r requirements.txt
+	$(VENV)/bin/pip install -q --no-deps -e .
 	touch $@
 
 setup: $(VENV)/.installed
@@ -30,7 +31,7 @@ setup: $(VENV)/.installed
 # The Horovod environment (strategy: horovod). Building Horovod takes about 8 minutes on
 # 2 cores the first time; pip caches the wheel, so later builds take seconds.
 HOROVOD_VENV ?= .venv-horovod
-$(HOROVOD_VENV)/.installed: requirements-horovod.txt
+$(HOROVOD_VENV)/.installed: requirements-horovod.txt pyproject.toml
 	$(PYTHON) -m venv $(HOROVOD_VENV)
 	$(HOROVOD_VENV)/bin/pip install -q --upgrade pip wheel
 	$(HOROVOD_VENV)/bin/pip install -q -r requirements-horovod.txt
@@ -38,6 +39,7 @@ $(HOROVOD_VENV)/.installed: requirements-horovod.txt
 	HOROVOD_WITH_GLOO=1 $(if $(HOROVOD_MPI),HOROVOD_WITH_MPI=1,HOROVOD_WITHOUT_MPI=1) \
 	CXXFLAGS="-idirafter /usr/include" \
 	$(HOROVOD_VENV)/bin/pip install -q --no-build-isolation horovod==0.28.1
+	$(HOROVOD_VENV)/bin/pip install -q --no-deps -e .
 	$(HOROVOD_VENV)/bin/python -c "import horovod.tensorflow.keras as hvd; hvd.init(); print('horovod', hvd.__version__ if hasattr(hvd, '__version__') else '', 'gloo', hvd.gloo_built())"
 	touch $@
 

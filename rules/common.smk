@@ -11,7 +11,7 @@ from snakemake.utils import validate
 
 SCRIPTS = Path(workflow.basedir) / "scripts"
 sys.path.insert(0, str(SCRIPTS))
-from dlscale import outcomes  # noqa: E402
+from dlscale import outcomes, vocabulary  # noqa: E402
 from dlscale.external import entry_key, resolve as resolve_external  # noqa: E402
 from dlscale.sources import DATASETS, find_cached  # noqa: E402
 from dlscale.sweep import SweepError, expand  # noqa: E402
@@ -249,14 +249,7 @@ def run_dir(key):
 
 # --- analysis ---------------------------------------------------------------------
 
-PLOT_NAMES = [
-    "epoch_time",
-    "throughput",
-    "speedup",
-    "efficiency",
-    "accuracy",
-    "overview",
-]
+PLOT_NAMES = vocabulary.PLOT_NAMES
 
 
 def _external_runs():

@@ -13,7 +13,7 @@ rule find_batch_size:
         "benchmarks/find_batch_size/{model}/{precision}.tsv"
     wildcard_constraints:
         model="|".join(sorted({p.model for p in POINTS.values()})) or "(?!)",
-        precision="float32|mixed_float16|mixed_bfloat16|mixed_auto",
+        precision="|".join(vocabulary.PRECISIONS),
     conda:
         "../envs/dlscale.yaml"
     threads: config["resources"]["cpus_per_gpu"]

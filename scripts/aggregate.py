@@ -17,7 +17,8 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from dlscale.vocabulary import DEFAULTS
+
 
 
 def write(table, path: Path) -> None:
@@ -32,10 +33,12 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("tables", nargs="+", type=Path, help="per-run epochs.csv files")
     parser.add_argument("--out-dir", required=True, type=Path)
-    parser.add_argument("--skip-epochs", type=int, default=1,
-                        help="first epochs left out of the means (default: 1)")
-    parser.add_argument("--accuracy-tolerance", type=float, default=0.05,
-                        help="flag |accuracy - 1-GPU accuracy| above this (default: 0.05)")
+    defaults = DEFAULTS["analysis"]
+    parser.add_argument("--skip-epochs", type=int, default=defaults["skip_epochs"],
+                        help="first epochs left out of the means (default: %(default)s)")
+    parser.add_argument("--accuracy-tolerance", type=float,
+                        default=defaults["accuracy_tolerance"],
+                        help="flag |accuracy - 1-GPU accuracy| above this (default: %(default)s)")
     args = parser.parse_args(argv)
 
     import pandas as pd

@@ -16,9 +16,8 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dlscale.analysis import read_table  # noqa: E402
-from dlscale.files import atomic  # noqa: E402
+from dlscale.analysis import read_table
+from dlscale.files import atomic
 
 
 def main(argv=None) -> int:

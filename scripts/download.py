@@ -19,10 +19,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dlscale.cli import fail  # noqa: E402
-from dlscale.files import atomic  # noqa: E402
-from dlscale.sources import DatasetError, md5sum, verify_md5  # noqa: E402
+from dlscale.cli import fail
+from dlscale.files import atomic
+from dlscale.sources import DatasetError, md5sum, verify_md5
 
 
 def download(url: str, out: Path, md5: str | None, timeout: float = 60.0) -> str:

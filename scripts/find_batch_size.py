@@ -23,10 +23,10 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dlscale.batchsearch import search  # noqa: E402
-from dlscale import cli as K  # noqa: E402
-from dlscale.cli import quiet_tensorflow  # noqa: E402
+from dlscale.batchsearch import search
+from dlscale import cli as K
+from dlscale.cli import quiet_tensorflow
+from dlscale.vocabulary import DEFAULTS, PRECISIONS
 
 OOM, NO_GPU = 10, 5
 OOM_WORDS = ("ResourceExhaustedError", "out of memory", "OOM when allocating",
@@ -99,8 +99,8 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True)
     parser.add_argument("--data-dir", required=True, type=Path, help="prepared dataset (shape)")
-    parser.add_argument("--precision", default="float32",
-                        choices=["float32", "mixed_float16", "mixed_bfloat16", "mixed_auto"])
+    parser.add_argument("--precision", default=DEFAULTS["training"]["precision"],
+                        choices=PRECISIONS)
     parser.add_argument("--xla", action=argparse.BooleanOptionalAction, default=False)
     parser.add_argument("--out", type=Path, help="JSON with the chosen batch and the trials")
     parser.add_argument("--start", type=int, default=16)

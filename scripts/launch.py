@@ -98,7 +98,6 @@ def run_local(tasks: int, command: list[str], poll: float = 0.2) -> int:
 def record_end(out: Path, returncode: int, log: str | None, started: datetime,
                terminated: bool = False) -> None:
     """run.json for a training that ended without writing one (see --record)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from dlscale.outcomes import STATE, write_outcome
     from dlscale.training import environment_facts, read_records, slurm_time_left
 

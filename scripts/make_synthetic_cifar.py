@@ -26,8 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-CLASSES = ["airplane", "automobile", "bird", "cat", "deer",
-           "dog", "frog", "horse", "ship", "truck"]
+from dlscale.vocabulary import CIFAR10_CLASSES
+
+CLASSES = CIFAR10_CLASSES
 
 
 def generate(count: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

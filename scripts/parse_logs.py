@@ -25,12 +25,11 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dlscale.files import atomic  # noqa: E402
-from dlscale.keraslog import (LogError, ParsedLog, compile_patterns, parse_file,  # noqa: E402
+from dlscale.files import atomic
+from dlscale.keraslog import (LogError, ParsedLog, compile_patterns, parse_file,
                               parse_file_runs)
-from dlscale.training import read_records  # noqa: E402
-from dlscale.vocabulary import EPOCH_COLUMNS  # noqa: E402
+from dlscale.training import read_records
+from dlscale.vocabulary import EPOCH_COLUMNS
 
 FIRST_COLUMNS = ["run", "source", "series", "model", "gpus", "nodes", "strategy", "precision",
                  "repeat", "global_batch", "images_per_epoch", "status", "file", "log_run",
@@ -207,8 +206,10 @@ def main(argv=None) -> int:
         patterns = compile_patterns(parse_meta(args.pattern), "--pattern")
         per_run = json.loads(args.per_run) if args.per_run else None
         rows = []
-        if args.run_json:
-            meta = {**meta, **run_metadata(json.loads(args.run_json.read_text()), args.run_json)}
+        if args.run_json or args.records:  # a dlscale run folder: one run, checked
+            if args.run_json:
+                meta = {**meta, **run_metadata(json.loads(args.run_json.read_text()),
+                                               args.run_json)}
             rows = dlscale_run(args.logs[0], meta, args.records)
         else:
             for path in args.logs:

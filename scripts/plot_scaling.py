@@ -19,14 +19,7 @@ import argparse
 import sys
 from pathlib import Path
 
-PLOTS = {
-    # name: (column, y label, error column or None)
-    "epoch_time": ("epoch_time_s", "epoch time [s]", "epoch_time_ci95"),
-    "throughput": ("images_per_s", "throughput [images/s]", "images_per_s_ci95"),
-    "speedup": ("speedup", "speedup over 1 GPU [x]", "speedup_ci95"),
-    "efficiency": ("efficiency", "parallel efficiency [speedup / GPUs]", None),
-    "accuracy": ("final_accuracy", "final training accuracy", None),
-}
+from dlscale.vocabulary import OVERVIEW, PLOTS
 
 
 def with_errors(table):
@@ -59,7 +52,7 @@ def missing_note(runs) -> str:
 
 
 def draw(ax, table, name: str) -> None:
-    column, ylabel, error = PLOTS[name]
+    column, _, ylabel, error = PLOTS[name]
     many_nodes = table["nodes"].nunique() > 1
     gpus = sorted(table["gpus"].unique()) or [1]
     for (series, nodes), group in table.groupby(["series", "nodes"], sort=True):
@@ -120,9 +113,7 @@ def plot_all(table, out_dir: Path, subtitle: str = "", runs=None) -> list[Path]:
     table = with_errors(table)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
-    titles = {"epoch_time": "Epoch time", "throughput": "Training throughput",
-              "speedup": "Speedup", "efficiency": "Parallel efficiency",
-              "accuracy": "Accuracy after training"}
+    titles = {name: spec[1] for name, spec in PLOTS.items()}
     for name in PLOTS:
         fig, ax = plt.subplots(figsize=(6, 4.2))
         draw(ax, table, name)
@@ -142,7 +133,7 @@ def plot_all(table, out_dir: Path, subtitle: str = "", runs=None) -> list[Path]:
         fig.suptitle(subtitle)
     if note:
         fig.text(0.01, 0.01, note, fontsize="medium", color="firebrick", wrap=True)
-    written += save(fig, out_dir / "overview")
+    written += save(fig, out_dir / OVERVIEW)
     plt.close(fig)
     return written
 
@@ -157,7 +148,6 @@ def main(argv=None) -> int:
                         help="runs.csv: the figures name the runs that are not drawn")
     args = parser.parse_args(argv)
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
     from dlscale.analysis import SCALING_COLUMNS, read_table
 
     try:

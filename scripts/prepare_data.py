@@ -22,11 +22,11 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dlscale.cli import fail, quiet_tensorflow  # noqa: E402
-from dlscale.sources import DATASETS, DatasetError, Splits, read_dataset  # noqa: E402
-from dlscale.files import write_json_atomic  # noqa: E402
-from dlscale.tfrecords import MANIFEST, write_split  # noqa: E402
+from dlscale.cli import fail, quiet_tensorflow
+from dlscale.sources import DATASETS, DatasetError, Splits, read_dataset
+from dlscale.files import write_json_atomic
+from dlscale.tfrecords import MANIFEST, write_split
+from dlscale.vocabulary import DEFAULTS
 
 
 def limit(splits: Splits, limit_train: int | None, limit_test: int | None) -> Splits:
@@ -102,10 +102,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--source", required=True, type=Path,
                         help="archive, folder or .npz holding the dataset")
     parser.add_argument("--md5", help="expected md5 of the source archive (checked first)")
-    parser.add_argument("--image-size", type=int, default=128,
-                        help="output height and width in pixels (default: 128)")
-    parser.add_argument("--shards", type=int, default=16,
-                        help="TFRecord files per split; small splits get fewer (default: 16)")
+    parser.add_argument("--image-size", type=int, default=DEFAULTS["data"]["image_size"],
+                        help="output height and width in pixels (default: %(default)s)")
+    parser.add_argument("--shards", type=int, default=DEFAULTS["data"]["shards"],
+                        help="TFRecord files per split; small splits get fewer (default: %(default)s)")
     parser.add_argument("--limit-train", type=int, help="keep only the first N training images")
     parser.add_argument("--limit-test", type=int, help="keep only the first N test images")
     parser.add_argument("--out", required=True, type=Path, help="output folder")

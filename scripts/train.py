@@ -35,12 +35,11 @@ import traceback
 from datetime import datetime, timezone
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dlscale import cli as K  # noqa: E402
-from dlscale.cli import quiet_tensorflow  # noqa: E402
-from dlscale.tfrecords import DEFAULT_SHUFFLE_BUFFER  # noqa: E402
-from dlscale.outcomes import EXIT_STATUS, STATE, write_outcome  # noqa: E402
-from dlscale.training import RunError, read_records  # noqa: E402
+from dlscale import cli as K
+from dlscale.cli import quiet_tensorflow
+from dlscale.vocabulary import DEFAULTS, DEVICES, LR_SCALINGS, PRECISIONS, STRATEGIES
+from dlscale.outcomes import EXIT_STATUS, STATE, write_outcome
+from dlscale.training import RunError, read_records
 
 
 
@@ -64,6 +63,7 @@ class Tee:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
+    train, data = DEFAULTS["training"], DEFAULTS["data"]
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add = parser.add_argument
@@ -73,32 +73,32 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="keras.applications name (weights=None) or SimpleCNN (default: ResNet50V2)")
     add("--gpus", type=int, default=1, help="replicas in total, over all workers (default: 1)")
     add("--nodes", type=int, default=1, help="nodes the run spans (default: 1)")
-    add("--strategy", choices=["auto", "mirrored", "multiworker", "horovod"], default="auto",
+    add("--strategy", choices=["auto", *STRATEGIES], default="auto",
         help="auto: mirrored in one process, multiworker when there are several workers; "
              "horovod: one process per GPU, started by horovodrun (see launch.py)")
-    add("--epochs", type=int, default=5)
-    add("--batch-per-gpu", type=int, default=256, help="images per replica per step")
+    add("--epochs", type=int, default=train["epochs"])
+    add("--batch-per-gpu", type=int, default=train["batch_per_gpu"],
+        help="images per replica per step")
     add("--batch-per-gpu-file", type=Path,
         help="take the batch per replica from find_batch_size.py's JSON (batch_per_gpu: auto)")
     add("--synthetic", action="store_true",
         help="train on one repeated random batch (no input pipeline): the model's own speed")
-    add("--base-lr", type=float, default=0.01, help="learning rate of one replica")
-    add("--lr-scaling", choices=["linear", "none"], default="linear",
+    add("--base-lr", type=float, default=train["base_lr"], help="learning rate of one replica")
+    add("--lr-scaling", choices=LR_SCALINGS, default=train["lr_scaling"],
         help="linear: lr = base x replicas (default); none: lr = base")
-    add("--warmup-epochs", type=float, default=0.0,
+    add("--warmup-epochs", type=float, default=train["warmup_epochs"],
         help="ramp the rate linearly from base to scaled over this many epochs")
-    add("--momentum", type=float, default=0.0, help="SGD momentum (default: 0)")
-    add("--precision", choices=["float32", "mixed_float16", "mixed_bfloat16", "mixed_auto"],
-        default="float32",
+    add("--momentum", type=float, default=train["momentum"], help="SGD momentum")
+    add("--precision", choices=PRECISIONS, default=train["precision"],
         help="mixed_auto: bfloat16 where the hardware has it, else float16 with loss scaling")
     add("--xla", action=argparse.BooleanOptionalAction, default=False, help="jit_compile the step")
-    add("--device", choices=["gpu", "cpu"], default="gpu",
+    add("--device", choices=DEVICES, default=train["device"],
         help="cpu: replicas on logical CPU devices (no GPU needed)")
-    add("--seed", type=int, default=42)
+    add("--seed", type=int, default=train["seed"])
     add("--steps-per-epoch", type=int,
         help="cap the steps of an epoch (default: all training images once)")
-    add("--shuffle-buffer", type=int, default=DEFAULT_SHUFFLE_BUFFER,
-        help=f"training reader's shuffle buffer (default: {DEFAULT_SHUFFLE_BUFFER} records)")
+    add("--shuffle-buffer", type=int, default=data["shuffle_buffer"],
+        help="training reader's shuffle buffer, in records (default: %(default)s)")
     add("--attempt", type=int, default=1,
         help="which attempt at this point this is (the workflow counts failed ones)")
     add("--time-limit-min", type=float,

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from dlscale.vocabulary import CIFAR10_CLASSES
+
 
 class DatasetError(Exception):
     """A dataset source is missing, corrupt or hostile; the message says which and why."""
@@ -55,8 +57,7 @@ _IDX_NAMES = (
 DATASETS: dict[str, DatasetSpec] = {
     "cifar10": DatasetSpec(
         name="cifar10",
-        classes=("airplane", "automobile", "bird", "cat", "deer",
-                 "dog", "frog", "horse", "ship", "truck"),
+        classes=CIFAR10_CLASSES,
         native_shape=(32, 32, 3),
         train_images=50000,
         files=(RemoteFile("cifar-10-python.tar.gz",

@@ -17,10 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
+from dlscale.vocabulary import SHUFFLE_BUFFER
+
 MANIFEST = "manifest.json"
-# Records held for shuffling: 4096 x 49 KB = 200 MB at 128 px, which keeps the reader
-# under 1.5 GB of RSS (docs/benchmarks.md). config/schema.yaml has the same default.
-DEFAULT_SHUFFLE_BUFFER = 4096
 
 
 def _varint(value: int) -> bytes:
@@ -129,7 +128,7 @@ def load_manifest(data_dir: str | Path) -> dict:
 
 
 def make_dataset(data_dir: str | Path, split: str, batch_size: int, *, training: bool,
-                 seed: int = 0, shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER, num_shards: int = 1,
+                 seed: int = 0, shuffle_buffer: int = SHUFFLE_BUFFER, num_shards: int = 1,
                  shard_index: int = 0, repeat: bool | None = None):
     """Batched (uint8 image, int64 label) dataset, in the tf.data guide's order:
     list shards, interleave readers, shuffle, batch, vectorised parse, prefetch.

@@ -1,11 +1,45 @@
-"""Names and defaults that several parts of dlscale share, written once.
+"""Names, choices and defaults that several parts of dlscale share, written once.
 
-Importing this module is cheap (no pandas, no TensorFlow): argparse, the rules, the
-analysis and the plots read from here.
+argparse in the scripts, the rules, the analysis and the plots read them from here, and
+tests/unit/test_vocabulary.py checks that config/schema.yaml says the same. Importing
+this module is cheap: no pandas, no TensorFlow.
 """
 
 from __future__ import annotations
 
+PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16", "mixed_auto")
+STRATEGIES = ("mirrored", "multiworker", "horovod")
+DEVICES = ("gpu", "cpu")
+LR_SCALINGS = ("linear", "none")
+
+# the schema's defaults for the keys the scripts take as flags
+DEFAULTS = {
+    "data": {"image_size": 128, "shards": 16, "shuffle_buffer": 4096},
+    "training": {"epochs": 5, "batch_per_gpu": 256, "base_lr": 0.01, "lr_scaling": "linear",
+                 "warmup_epochs": 0, "momentum": 0.0, "precision": "float32",
+                 "device": "gpu", "seed": 42},
+    "analysis": {"skip_epochs": 1, "accuracy_tolerance": 0.05},
+}
+# Records held for shuffling: 4096 x 49 KB = 200 MB at 128 px, which keeps the reader
+# under 1.5 GB of RSS (docs/benchmarks.md).
+SHUFFLE_BUFFER = DEFAULTS["data"]["shuffle_buffer"]
+
+CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer",
+                   "dog", "frog", "horse", "ship", "truck")
+
 # every per-run table has these columns (parse_logs.py writes them; a run that failed
 # before its first epoch has one row with them empty); aggregation needs them
 EPOCH_COLUMNS = ("model", "gpus", "epoch", "seconds", "loss", "accuracy", "images_per_epoch")
+
+# the plots: name -> (scaling.csv column, title, axis label with its unit, error column)
+PLOTS = {
+    "epoch_time": ("epoch_time_s", "Epoch time", "epoch time [s]", "epoch_time_ci95"),
+    "throughput": ("images_per_s", "Training throughput", "throughput [images/s]",
+                   "images_per_s_ci95"),
+    "speedup": ("speedup", "Speedup", "speedup over 1 GPU [x]", "speedup_ci95"),
+    "efficiency": ("efficiency", "Parallel efficiency", "parallel efficiency [speedup / GPUs]",
+                   None),
+    "accuracy": ("final_accuracy", "Accuracy after training", "final training accuracy", None),
+}
+OVERVIEW = "overview"  # all of the above in one figure
+PLOT_NAMES = (*PLOTS, OVERVIEW)
