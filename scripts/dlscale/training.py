@@ -43,15 +43,36 @@ def expand_slurm_hostlist(hostlist: str) -> list[str]:
             return out
     except (OSError, subprocess.SubprocessError):
         pass
+    return parse_hostlist(hostlist)
+
+
+def parse_hostlist(hostlist: str) -> list[str]:
+    """SLURM's hostlist grammar without scontrol: comma-separated names, each with any
+    number of [ranges] anywhere in it ('n[1-2]-ib', 'r[1-2]n[01-02]')."""
+    items, depth, start = [], 0, 0
+    for i, char in enumerate(hostlist + ","):
+        depth += (char == "[") - (char == "]")
+        if char == "," and depth == 0:
+            if hostlist[start:i]:
+                items.append(hostlist[start:i])
+            start = i + 1
+    if depth:
+        raise RunError(f"cannot read the hostlist '{hostlist}': unbalanced brackets")
+    return [host for item in items for host in _expand_item(item)]
+
+
+def _expand_item(item: str) -> list[str]:
+    match = re.search(r"\[([^\]]*)\]", item)
+    if match is None:
+        return [item]
+    head, tail = item[:match.start()], _expand_item(item[match.end():])
     hosts = []
-    for prefix, ranges, plain in re.findall(r"([^,\[]+)\[([^\]]+)\]|([^,\[\]]+)", hostlist):
-        if plain:
-            hosts.append(plain)
-            continue
-        for part in ranges.split(","):
-            lo, _, hi = part.partition("-")
-            for number in range(int(lo), int(hi or lo) + 1):
-                hosts.append(f"{prefix}{number:0{len(lo)}d}")
+    for part in match.group(1).split(","):
+        lo, _, hi = part.partition("-")
+        if not lo.isdigit() or (hi and not hi.isdigit()):
+            raise RunError(f"cannot read the range '{part}' in the hostlist item '{item}'")
+        for number in range(int(lo), int(hi or lo) + 1):
+            hosts += [f"{head}{number:0{len(lo)}d}{rest}" for rest in tail]
     return hosts
 
 

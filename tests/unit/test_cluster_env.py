@@ -1,11 +1,52 @@
 """SLURM variables to TF_CONFIG, without a cluster (the cluster tests run it for real)."""
 
-from dlscale.training import expand_slurm_hostlist, expand_tasks_per_node, slurm_tf_config
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import IN_CI
+
+from dlscale.training import (RunError, expand_slurm_hostlist, expand_tasks_per_node,
+                              parse_hostlist, slurm_tf_config)
+
+HOSTLISTS = {
+    "gpu[01-02,05],login1": ["gpu01", "gpu02", "gpu05", "login1"],
+    "n1": ["n1"],
+    "n[1-2]-ib": ["n1-ib", "n2-ib"],
+    "r[1-2]n[01-02]": ["r1n01", "r1n02", "r2n01", "r2n02"],
+    "a[8-10],b-[1,3]-x": ["a8", "a9", "a10", "b-1-x", "b-3-x"],
+}
 
 
-def test_hostlists_and_tasks_per_node():
-    assert expand_slurm_hostlist("gpu[01-02,05],login1") == ["gpu01", "gpu02", "gpu05", "login1"]
-    assert expand_slurm_hostlist("n1") == ["n1"]
+@pytest.mark.parametrize("hostlist, hosts", HOSTLISTS.items())
+def test_hostlists_without_scontrol(hostlist, hosts, monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no scontrol: the fallback parser answers
+    assert expand_slurm_hostlist(hostlist) == hosts
+
+
+def scontrol_answers() -> bool:
+    return bool(shutil.which("scontrol")) and subprocess.run(
+        ["scontrol", "show", "hostnames", "n1"], capture_output=True).returncode == 0
+
+
+@pytest.mark.skipif(not scontrol_answers() and not IN_CI,
+                    reason="no working scontrol (slurm-wlm and a slurm.conf)")
+# SLURM 22.05's scontrol answers "Invalid hostlist" (exit status 0, no names) for text
+# after a range, such as n[1-2]-ib; the fallback expands those as names with a suffix
+@pytest.mark.parametrize("hostlist", ["gpu[01-02,05],login1", "n1", "r[1-2]n[01-02]"])
+def test_the_fallback_agrees_with_scontrol(hostlist):
+    real = subprocess.run(["scontrol", "show", "hostnames", hostlist], capture_output=True,
+                          text=True, check=True)
+    assert parse_hostlist(hostlist) == real.stdout.split()
+
+
+def test_a_broken_hostlist_is_named():
+    with pytest.raises(RunError, match=r"unbalanced brackets"):
+        parse_hostlist("n[1-2")
+
+
+def test_tasks_per_node():
     assert expand_tasks_per_node("2(x3),1") == [2, 2, 2, 1]
 
 
