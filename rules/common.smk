@@ -11,7 +11,7 @@ from snakemake.utils import validate
 
 SCRIPTS = Path(workflow.basedir) / "scripts"
 sys.path.insert(0, str(SCRIPTS))
-from dlscale import outcomes, vocabulary  # noqa: E402
+from dlscale import outcomes, sweep, vocabulary  # noqa: E402
 from dlscale.external import entry_key, resolve as resolve_external  # noqa: E402
 from dlscale.sources import DATASETS, find_cached  # noqa: E402
 from dlscale.sweep import SweepError, expand  # noqa: E402
@@ -216,15 +216,9 @@ def train_input(wildcards):
     return inputs
 
 
-def finder_resources(name):
-    """One GPU's worth of the configured resources, for a batch-size search."""
-    res = config["resources"]
-    return {
-        "gres": res["gres"].format(gpus=1) if res["gres"] else "",
-        "cpus_per_task": res["cpus_per_gpu"],
-        "mem_mb": res["mem_mb_per_gpu"],
-        "runtime": res["runtime_min"],
-    }[name]
+def finder_resource(name):
+    """A batch-size search's resource: one GPU's worth of its model's (overrides applied)."""
+    return lambda wildcards: sweep.finder_resources(config, wildcards.model)[name]
 
 
 def point_resource(name):

@@ -16,12 +16,12 @@ rule find_batch_size:
         precision="|".join(vocabulary.PRECISIONS),
     conda:
         "../envs/dlscale.yaml"
-    threads: config["resources"]["cpus_per_gpu"]
+    threads: finder_resource("cpus_per_task")
     resources:
-        gres=finder_resources("gres"),
-        cpus_per_task=finder_resources("cpus_per_task"),
-        mem_mb=finder_resources("mem_mb"),
-        runtime=finder_resources("runtime"),
+        gres=finder_resource("gres"),
+        cpus_per_task=finder_resource("cpus_per_task"),
+        mem_mb=finder_resource("mem_mb"),
+        runtime=finder_resource("runtime"),
     params:
         script=script("find_batch_size.py"),
         data=data_dir,

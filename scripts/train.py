@@ -32,6 +32,7 @@ import os
 import sys
 import time
 import traceback
+from contextlib import ExitStack, contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -44,10 +45,10 @@ from dlscale.training import RunError, read_records
 
 
 class Tee:
-    """Copies what Keras prints to stdout into train.log as well."""
+    """Copies what Keras prints to stdout into train.log as well (see tee_stdout)."""
 
-    def __init__(self, stream, path: Path):
-        self.stream, self.file = stream, open(path, "a", buffering=1)
+    def __init__(self, stream, file):
+        self.stream, self.file = stream, file
 
     def write(self, text):
         self.stream.write(text)
@@ -60,6 +61,20 @@ class Tee:
 
     def __getattr__(self, name):
         return getattr(self.stream, name)
+
+
+@contextmanager
+def tee_stdout(path: Path):
+    """stdout goes to `path` too while the block runs; then the file is closed and
+    sys.stdout is what it was."""
+    original = sys.stdout
+    with open(path, "a", buffering=1) as file:
+        sys.stdout = Tee(original, file)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stdout = original
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -116,7 +131,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def run(args: argparse.Namespace, started: datetime) -> dict:
+def run(args: argparse.Namespace, started: datetime, stack: ExitStack) -> dict:
     """Train and evaluate; return the run record (status completed, failed, out_of_memory
     or timeout). Raises RunError when the run cannot start or go on."""
     quiet_tensorflow()
@@ -156,7 +171,7 @@ def run(args: argparse.Namespace, started: datetime) -> dict:
         if not resuming:  # from epoch 1: an earlier attempt's lines do not belong here
             for name in ("train.log", "epochs.jsonl"):
                 (state / name).unlink(missing_ok=True)
-        sys.stdout = Tee(sys.stdout, state / "train.log")
+        stack.enter_context(tee_stdout(state / "train.log"))
     say = print if chief else (lambda *a, **k: None)
     if state_note:
         say(f"dlscale train: {state_note}")
@@ -164,7 +179,7 @@ def run(args: argparse.Namespace, started: datetime) -> dict:
     import tensorflow as tf
     keras = K.keras()
 
-    from dlscale.tfrecords import make_dataset
+    from dlscale.tfrecords import make_dataset, shard_records
 
     devices = T.setup_devices(args.device, args.gpus // workers,
                               strategy_kind in ("multiworker", "horovod"), local)
@@ -291,8 +306,10 @@ def run(args: argparse.Namespace, started: datetime) -> dict:
         say(f"dlscale train: {reason}")
     if status == "completed" and not args.synthetic:
         test = model.evaluate(test_ds, verbose=0, return_dict=True)
-        if horovod:  # each rank saw its shard of the test set
-            test = {k: float(hvd.allreduce(tf.constant(v), op=hvd.Average))
+        if horovod:  # each rank saw its shard of the test set: weigh by its records
+            seen = float(shard_records(manifest, "test", workers, index))
+            total = hvd.allreduce(tf.constant(seen), op=hvd.Sum)
+            test = {k: float(hvd.allreduce(tf.constant(v * seen), op=hvd.Sum) / total)
                     for k, v in test.items()}
         say(f"dlscale train: test loss {test['loss']:.4f}, test accuracy {test['accuracy']:.4f}")
 
@@ -406,7 +423,8 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     started = datetime.now(timezone.utc)
     try:
-        info = run(args, started)
+        with ExitStack() as stack:  # what run() opens is closed before a failure is recorded
+            info = run(args, started, stack)
     except RunError as exc:
         print(f"error: {exc}", file=sys.stderr)
         record_failure(args, str(exc), started)

@@ -9,7 +9,7 @@ the sweep varies them.
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 # Smallest input each family accepts (keras.applications checks this at build time;
 # checking here fails before any job is submitted).
@@ -50,8 +50,17 @@ class Point:
     runtime: int         # minutes
     gres: str | None     # per node
 
-    def as_dict(self) -> dict:
-        return asdict(self)
+
+def model_settings(config: dict, model: str) -> dict:
+    """training and resources settings of a model, its per-model overrides applied."""
+    return {**config["training"], **config["resources"], **config.get("models", {}).get(model, {})}
+
+
+def finder_resources(config: dict, model: str) -> dict:
+    """One GPU's worth of a model's resources, for its batch-size search."""
+    over, gres = model_settings(config, model), config["resources"]["gres"]
+    return {"gres": gres.format(gpus=1) if gres else "", "cpus_per_task": over["cpus_per_gpu"],
+            "mem_mb": over["mem_mb_per_gpu"], "runtime": over["runtime_min"]}
 
 
 def check_batches(points: list[Point], config: dict) -> None:
@@ -99,7 +108,7 @@ def expand(config: dict) -> list[Point]:
             raise SweepError(
                 f"point {model} with {gpus} GPUs on {nodes} node(s) needs {per_node} GPUs "
                 f"per node, but resources.max_gpus_per_node is {res['max_gpus_per_node']}")
-        over = {**training, **res, **config.get("models", {}).get(model, {})}
+        over = model_settings(config, model)
         chosen = strategy or ("multiworker" if nodes > 1 else "mirrored")
         if chosen == "mirrored" and nodes > 1:
             raise SweepError(f"strategy mirrored runs on one node, but the sweep asks for "

@@ -127,6 +127,16 @@ def load_manifest(data_dir: str | Path) -> dict:
     return json.loads(path.read_text())
 
 
+def shard_records(manifest: dict, split: str, num_shards: int = 1, shard_index: int = 0) -> int:
+    """How many records input pipeline `shard_index` of `num_shards` reads in one pass
+    over `split` (as make_dataset shards: by file, or by record when files are fewer)."""
+    shards = manifest["splits"][split]["shards"]
+    if num_shards <= len(shards):
+        return sum(s["records"] for s in shards[shard_index::num_shards])
+    total = sum(s["records"] for s in shards)
+    return len(range(shard_index, total, num_shards))
+
+
 def make_dataset(data_dir: str | Path, split: str, batch_size: int, *, training: bool,
                  seed: int = 0, shuffle_buffer: int = SHUFFLE_BUFFER, num_shards: int = 1,
                  shard_index: int = 0, repeat: bool | None = None):

@@ -78,11 +78,12 @@ def test_nan_loss_stops_the_run_as_failed(small_data, tmp_path):
 
 
 def test_more_gpus_than_visible_fails_before_building_the_model(small_data, tmp_path):
+    # no GPU visible on any machine, with or without GPUs: CUDA_VISIBLE_DEVICES is empty
     proc = run_script("train.py", "--data-dir", str(small_data), "--out", str(tmp_path),
                       "--model", "ResNet152V2", "--device", "gpu", "--gpus", "2",
-                      env={"CUDA_VISIBLE_DEVICES": "0,1"})
+                      env={"CUDA_VISIBLE_DEVICES": ""})
     assert proc.returncode == 3
-    assert "2 GPU(s) asked for but TensorFlow sees 0 (CUDA_VISIBLE_DEVICES=0,1)" in proc.stderr
+    assert "2 GPU(s) asked for but TensorFlow sees 0 (CUDA_VISIBLE_DEVICES=)" in proc.stderr
     assert "dlscale train:" not in proc.stdout  # nothing was built or trained
     run = json.loads((tmp_path / "run.json").read_text())  # the failure is recorded
     assert run["status"] == "failed" and "TensorFlow sees 0" in run["failure"]
@@ -145,7 +146,7 @@ def test_batch_from_the_finders_json(small_data, tmp_path):
 
 def test_batch_finder_refuses_to_run_without_a_gpu(small_data, tmp_path):
     proc = run_script("find_batch_size.py", "--model", "SimpleCNN", "--data-dir", str(small_data),
-                      "--out", str(tmp_path / "b.json"))
+                      "--out", str(tmp_path / "b.json"), env={"CUDA_VISIBLE_DEVICES": ""})
     assert proc.returncode == 5
     assert "batch_per_gpu: auto needs a GPU: no GPU visible" in proc.stderr
     assert "set batch_per_gpu to a number to train on CPUs" in proc.stderr
@@ -254,3 +255,17 @@ def test_launch_records_a_training_process_killed_by_a_signal(small_data, tmp_pa
     assert run["status"] == "killed" and "killed by SIGKILL" in run["failure"]
     assert str(log) in run["failure"] and run["epochs_completed"] >= 1
     assert records(tmp_path / "attempts.jsonl")[-1]["status"] == "killed"
+
+
+def test_train_log_is_closed_and_stdout_restored_after_a_run(small_data, tmp_path, monkeypatch):
+    import train as train_script
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # device gpu fails after the log is open
+    before = sys.stdout
+    code = train_script.main(["--data-dir", str(small_data), "--out", str(tmp_path),
+                              "--model", "SimpleCNN", "--device", "gpu", "--epochs", "1"])
+    assert code == 3 and sys.stdout is before
+    open_files = [os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+                  if os.path.exists(f"/proc/self/fd/{fd}")]
+    assert not [f for f in open_files if f.endswith("train.log")]
+    assert "TensorFlow sees 0" in json.loads((tmp_path / "run.json").read_text())["failure"]

@@ -46,6 +46,7 @@ def test_snakemake_lint_is_clean():
                           capture_output=True, text=True, timeout=120)
     lints = [line for line in (proc.stdout + proc.stderr).splitlines()
              if line.startswith("Lints for") or line.startswith("    * ")]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]  # a crash is no pass
     assert lints == []
 
 

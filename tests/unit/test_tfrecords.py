@@ -122,3 +122,14 @@ def test_more_input_pipelines_than_files_split_the_records(prepared):
         prepared, "train", 1000, training=False, num_shards=8, shard_index=i)]) for i in range(8)]
     assert all(len(p) for p in parts)  # 4 files, 8 readers: every reader gets records
     assert sorted(np.concatenate(parts).tolist()) == sorted(whole.tolist())
+
+
+@pytest.mark.parametrize("num_shards", [1, 2, 3, 8])
+def test_each_readers_share_is_known_from_the_manifest(prepared, num_shards):
+    from dlscale.tfrecords import load_manifest, shard_records
+
+    manifest = load_manifest(prepared)
+    for index in range(num_shards):
+        read = sum(len(y) for _, y in make_dataset(prepared, "test", 7, training=False,
+                                                  num_shards=num_shards, shard_index=index))
+        assert shard_records(manifest, "test", num_shards, index) == read

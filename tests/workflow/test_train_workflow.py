@@ -71,3 +71,16 @@ training: {{batch_per_gpu: auto, device: gpu}}
     proc = run_snakemake(tmp_path, "-n", f"--configfile={config}")
     stats = proc.stdout.split("Job stats:")[1].split("total")[0]
     assert "find_batch_size        1" in stats and "train                  2" in stats
+
+
+def test_the_batch_search_asks_for_its_models_own_resources(tmp_path, cifar_python):
+    config = write_config(tmp_path / "auto.yaml", f"""
+data: {{source: {cifar_python}, image_size: 32}}
+sweep: {{models: [SimpleCNN], gpus: [1]}}
+training: {{batch_per_gpu: auto, device: gpu}}
+models: {{SimpleCNN: {{cpus_per_gpu: 3, mem_mb_per_gpu: 1234, runtime_min: 7}}}}
+""")
+    proc = run_snakemake(tmp_path, "-n", f"--configfile={config}")
+    job = proc.stdout.split("rule find_batch_size:")[1].split("\n\n")[0]
+    assert all(f"{k}={v}," in job for k, v in (("mem_mb", 1234), ("runtime", 7),
+                                               ("cpus_per_task", 3)))
