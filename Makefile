@@ -9,7 +9,7 @@ SNAKEMAKE := $(VENV)/bin/snakemake
 # SLURM and munge (the test cluster).
 SYSTEM_PACKAGES := graphviz dataset-fashion-mnist slurm-wlm munge
 
-.PHONY: help setup horovod sysdeps demo test test-fast cluster-start cluster-stop dag bench lint clean
+.PHONY: help setup horovod sysdeps demo test test-fast cluster-start cluster-stop dag bench lint docs clean
 
 help:
 	@echo "make demo   - set up and run the whole pipeline locally on config/demo.yaml"
@@ -18,6 +18,7 @@ help:
 	@echo "make dag    - draw results/dag.svg and results/rulegraph.svg from a dry run"
 	@echo "make bench  - run the benchmarks in bench/ (results: docs/benchmarks.md)"
 	@echo "make lint   - snakemake --lint and snakefmt --check"
+	@echo "make docs   - regenerate docs/configuration.md from config/schema.yaml"
 
 $(VENV)/.installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -90,6 +91,10 @@ bench: setup
 lint: setup
 	$(SNAKEMAKE) --lint -n
 	$(VENV)/bin/snakefmt --check Snakefile rules/
+
+docs: setup
+	$(VENV)/bin/python -m dlscale.schema_docs config/schema.yaml > docs/configuration.md.tmp
+	mv docs/configuration.md.tmp docs/configuration.md
 
 clean:
 	rm -rf results logs benchmarks .snakemake

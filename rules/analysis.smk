@@ -11,13 +11,13 @@ rule parse_log:
     log:
         "logs/parse_log/{point}.log",
     wildcard_constraints:
-        point="|".join(re.escape(k) for k in POINTS) or "(?!)",
+        point=one_of(POINTS),
     localrule: True
     conda:
         "../envs/dlscale.yaml"
     params:
         script=script("parse_logs.py"),
-        meta=point_meta,
+        meta=of_point(STUDY.point_meta),
     shell:
         "python {params.script:q} {input.log:q} --records {input.records:q} "
         "--run-json {input.run:q} {params.meta} -o {output:q} > {log:q} 2>&1"
@@ -25,26 +25,26 @@ rule parse_log:
 
 rule parse_external_log:
     input:
-        external_log,
+        of_external(lambda key: EXTERNAL[key][0]["log"]),
     output:
         "results/external/{ext}/epochs.csv",
     log:
         "logs/parse_external_log/{ext}.log",
     wildcard_constraints:
-        ext="|".join(re.escape(k) for k in EXTERNAL) or "(?!)",
+        ext=one_of(EXTERNAL),
     localrule: True
     conda:
         "../envs/dlscale.yaml"
     params:
         script=script("parse_logs.py"),
-        meta=external_meta,
+        meta=of_external(STUDY.external_flags),
     shell:
         "python {params.script:q} {input:q} {params.meta} -o {output:q} > {log:q} 2>&1"
 
 
 rule aggregate_runs:
     input:
-        run_tables(),
+        STUDY.run_tables(),
     output:
         epochs="results/tables/epochs.csv",
         runs=report(
@@ -101,7 +101,7 @@ rule plot_scaling:
         "../envs/dlscale.yaml"
     params:
         script=script("plot_scaling.py"),
-        subtitle=plot_subtitle(),
+        subtitle=STUDY.plot_subtitle(),
     shell:
         "python {params.script:q} {input.scaling:q} --runs {input.runs:q} "
         "--out-dir results/plots --subtitle {params.subtitle:q} > {log:q} 2>&1"

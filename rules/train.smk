@@ -51,17 +51,17 @@ rule train:
         gres=point_resource("gres"),
         cpus_per_task=point_resource("cpus_per_task"),
         mem_mb=point_resource("mem_mb"),
-        runtime=point_runtime,
+        runtime=of_point(STUDY.runtime),
         nodes=point_resource("nodes"),
     params:
         launcher=script("launch.py"),
         script=script("train.py"),
-        flags=train_flags,
+        flags=of_point(STUDY.train_flags),
         data=data_dir,
-        launch=launch_flags,
-        python=train_python,
+        launch=of_point(STUDY.launch_flags),
+        python=of_point(STUDY.python),
         out=run_folder,
-        attempt=point_attempt,
+        attempt=of_point(STUDY.attempt),
     # launch.py --record: whatever becomes of the point, run.json says so and the job
     # succeeds, so the tables are built with it; check_points fails the workflow after.
     shell:
@@ -81,8 +81,8 @@ use rule train as train_workers with:
         gres=point_resource("gres"),
         cpus_per_task=point_resource("cpus_per_task"),
         mem_mb=point_resource("mem_mb"),
-        runtime=point_runtime,
+        runtime=of_point(STUDY.runtime),
         nodes=point_resource("nodes"),
         tasks=point_resource("tasks"),
-        tasks_per_gpu=tasks_per_gpu,
+        tasks_per_gpu=point_resource("tasks_per_gpu"),
         mpi="srun",

@@ -50,6 +50,11 @@ class Point:
     runtime: int         # minutes
     gres: str | None     # per node
 
+    @property
+    def tasks_per_gpu(self) -> int:
+        """1 when every worker owns one GPU (SLURM's --ntasks-per-gpu=1), else 0 (unset)."""
+        return 1 if self.tasks_per_node == self.gpus_per_node else 0
+
 
 def model_settings(config: dict, model: str) -> dict:
     """training and resources settings of a model, its per-model overrides applied."""

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from cluster.conftest import queue
 from conftest import HOROVOD_READY, IN_CI, ROOT, run_snakemake, write_config
@@ -20,12 +21,11 @@ PROFILE = ["--profile", str(ROOT / "profiles" / "slurm")]
 
 
 def sweep_config(path: Path, archive: Path, **sections: str) -> Path:
-    text = {"data": f"{{source: {archive}, image_size: 32, shards: 4}}",
-            "sweep": "{models: [SimpleCNN], gpus: [1, 2, 4]}",
-            "training": "{epochs: 2, batch_per_gpu: 8, device: cpu}",
-            "resources": "{cpus_per_gpu: 2, mem_mb_per_gpu: 1000, runtime_min: 10}"}
-    text.update(sections)
-    return write_config(path, "".join(f"{k}: {v}\n" for k, v in text.items()))
+    """tests/configs/sweep.yaml on the generated archive, with `sections` (YAML) replaced."""
+    config = yaml.safe_load((ROOT / "tests" / "configs" / "sweep.yaml").read_text())
+    config["data"]["source"] = str(archive)
+    config.update({k: yaml.safe_load(v) for k, v in sections.items()})
+    return write_config(path, yaml.safe_dump(config))
 
 
 @pytest.fixture(scope="module")

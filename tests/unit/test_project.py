@@ -30,10 +30,7 @@ def conda_pip_pins(path: Path) -> dict[str, str]:
     return pins(pip)
 
 
-@pytest.mark.parametrize("env, requirements", [
-    ("envs/dlscale.yaml", "requirements.txt"),
-    ("envs/horovod.yaml", "requirements-horovod.txt"),
-])
+@pytest.mark.parametrize("env, requirements", [("envs/dlscale.yaml", "requirements.txt")])
 def test_conda_envs_pin_what_pip_pins(env, requirements):
     wanted = {k: v for k, v in pins((ROOT / requirements).read_text().splitlines()).items()
               if k not in DEV_ONLY}

@@ -29,3 +29,11 @@ def test_each_plot_has_its_units_and_a_report_caption():
         assert "[" in label or name == "accuracy", f"{name}: the axis label names no unit"
         assert (ROOT / "report" / f"{name}.rst").is_file()
     assert (ROOT / "report" / f"{V.OVERVIEW}.rst").is_file()
+
+
+def test_every_config_key_is_documented_and_the_reference_is_current():
+    from dlscale.schema_docs import render, undocumented
+
+    assert undocumented(SCHEMA) == []
+    current = (ROOT / "docs" / "configuration.md").read_text()
+    assert current == render(SCHEMA), "docs/configuration.md is stale: run make docs"

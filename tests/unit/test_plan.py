@@ -1,0 +1,77 @@
+"""dlscale/plan.py: what the workflow plans, checked without Snakemake."""
+
+from __future__ import annotations
+
+import copy
+import shlex
+
+import pytest
+from snakemake.utils import validate
+
+from conftest import ROOT
+from dlscale.plan import PlanError, Study, check_raw_config, resolve_source
+
+SCHEMA = str(ROOT / "config" / "schema.yaml")
+
+
+def study(tmp_path, **sections) -> Study:
+    config = copy.deepcopy(sections)
+    validate(config, SCHEMA)
+    return Study(config, tmp_path)
+
+
+def data(**keys) -> dict:
+    config = {"data": keys}
+    validate(config, SCHEMA)
+    return config["data"]
+
+
+def test_a_local_archive_is_read_in_place_with_its_md5(tmp_path):
+    archive = tmp_path / "my data" / "c.tar.gz"
+    archive.parent.mkdir()
+    archive.write_bytes(b"x")
+    source = resolve_source(data(source=str(archive), md5="0" * 32, limit_train=10), "cifar10")
+    assert (source.path, source.md5, source.downloads) == (str(archive), "0" * 32, {})
+    flags = shlex.split(source.prepare_flags(data(limit_train=10), 32))
+    assert flags[flags.index("--source") + 1] == str(archive)  # one word, space and all
+    assert flags[flags.index("--limit-train") + 1] == "10"
+
+
+def test_an_url_becomes_a_download_checked_against_the_official_md5():
+    source = resolve_source(data(source="https://mirror.example/x/cifar-10-python.tar.gz"),
+                            "cifar10")
+    target = "resources/downloads/cifar10/cifar-10-python.tar.gz"
+    assert source.path == target
+    assert source.downloads == {target: ("https://mirror.example/x/cifar-10-python.tar.gz",
+                                         "c58f30108f718f92721af3b95e74349a")}
+
+
+@pytest.mark.parametrize("keys, words", [
+    ({"source": "https://h/a b.tar.gz"}, "the file name 'a b.tar.gz' may hold only letters"),
+    ({"source": "/no/such.tar.gz"}, "data.source '/no/such.tar.gz' does not exist"),
+])
+def test_bad_sources_are_named(keys, words):
+    with pytest.raises(PlanError, match=words):
+        resolve_source(data(**keys), "cifar10")
+
+
+def test_an_md5_read_as_a_number_is_explained():
+    with pytest.raises(PlanError, match="data.md5 was read as the number 0: put the checksum"):
+        check_raw_config({"data": {"md5": 0}})
+
+
+def test_flags_of_a_point_and_its_launcher(tmp_path):
+    s = study(tmp_path, sweep={"models": ["SimpleCNN"], "gpus": [2], "strategy": ["horovod"]},
+              horovod={"mpi_launcher": "srun --mpi=pmix"}, training={"device": "cpu"})
+    p = s.points["SimpleCNN/gpus2/rep1"]
+    flags = shlex.split(s.train_flags(p))
+    assert flags[flags.index("--gpus") + 1] == "2" and "--no-xla" in flags
+    assert s.launch_flags(p) == "--tasks 2 --tasks-per-node 2 --nodes 1 --horovod " \
+                                "--mpi-launcher 'srun --mpi=pmix'"
+    assert s.python(p) == str(tmp_path / ".venv-horovod" / "bin" / "python")
+    assert p.tasks_per_gpu == 1
+
+
+def test_a_study_with_nothing_to_run_is_refused(tmp_path):
+    with pytest.raises(PlanError, match="nothing to run"):
+        study(tmp_path, sweep={"models": []})
