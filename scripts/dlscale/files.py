@@ -25,3 +25,28 @@ def atomic(path: str | Path):
 def write_json_atomic(path: str | Path, data) -> None:
     with atomic(path) as tmp:
         tmp.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def read_jsonl(path: str | Path, after_a_bad_line: str = "stop") -> list:
+    """The objects of a JSON-lines file ([] if it is missing). A line that does not
+    parse (cut by a kill) ends the reading ("stop": what follows is not trusted) or is
+    passed over ("skip": each line stands alone)."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    items = []
+    for line in path.read_text().splitlines():
+        try:
+            items.append(json.loads(line))
+        except json.JSONDecodeError:
+            if after_a_bad_line == "stop":
+                break
+    return items
+
+
+def append_jsonl(path: str | Path, item) -> None:
+    """One JSON line, on disk before this returns (a kill right after keeps it)."""
+    with open(path, "a") as handle:
+        handle.write(json.dumps(item) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())

@@ -18,12 +18,11 @@ How failures flow (docs: README "When a point fails"):
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sys
 from pathlib import Path
 
-from dlscale.files import atomic, write_json_atomic
+from dlscale.files import append_jsonl, atomic, read_jsonl, write_json_atomic
 
 ATTEMPTS = "attempts.jsonl"
 STATE = "state"  # the run's working state: live records, backup, settings
@@ -42,16 +41,7 @@ EXIT_STATUS = {COMPLETED: 0, "failed": 4, "out_of_memory": 6, "timeout": 7, "kil
 
 
 def read_attempts(run_dir: str | Path) -> list[dict]:
-    path = Path(run_dir) / ATTEMPTS
-    if not path.is_file():
-        return []
-    attempts = []
-    for line in path.read_text().splitlines():
-        try:
-            attempts.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue  # a line cut by a kill: the others still count
-    return attempts
+    return read_jsonl(Path(run_dir) / ATTEMPTS, after_a_bad_line="skip")  # each stands alone
 
 
 def append_attempt(run_dir: str | Path, info: dict) -> None:
@@ -61,10 +51,7 @@ def append_attempt(run_dir: str | Path, info: dict) -> None:
     line = {k: info.get(k) for k in keys}
     line["slurm_job_id"] = line["slurm_job_id"] or env.get("SLURM_JOB_ID")
     Path(run_dir).mkdir(parents=True, exist_ok=True)
-    with open(Path(run_dir) / ATTEMPTS, "a") as handle:
-        handle.write(json.dumps(line) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+    append_jsonl(Path(run_dir) / ATTEMPTS, line)
 
 
 def planned_attempt(run_dir: str | Path) -> int:

@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from dlscale import cli as K
+from dlscale.files import append_jsonl, read_jsonl
 
 SMALL_CNN = "SimpleCNN"
 
@@ -256,15 +257,7 @@ def warmup_schedule(base_lr: float, target_lr: float, warmup_steps: int):
 # --- records ----------------------------------------------------------------------------
 
 def read_records(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    records = []
-    for line in path.read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            break  # a line cut by a kill: everything after it is not trusted
-    return records
+    return read_jsonl(path)  # a line cut by a kill ends them: what follows is not trusted
 
 
 def epoch_recorder(path: Path, steps: int, global_batch: int, lr_of, write: bool):
@@ -301,10 +294,7 @@ def epoch_recorder(path: Path, steps: int, global_batch: int, lr_of, write: bool
             if not all(math.isfinite(v) for k, v in record.items() if k in logs):
                 self.saw_nan = True
             if write:
-                with open(path, "a") as handle:
-                    handle.write(json.dumps(record) + "\n")
-                    handle.flush()
-                    os.fsync(handle.fileno())
+                append_jsonl(path, record)
 
     return EpochRecorder()
 
