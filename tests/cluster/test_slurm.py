@@ -141,7 +141,7 @@ def test_horovod_and_mirrored_points_through_slurm(tmp_path, archive):
     if not HOROVOD_READY and not IN_CI:
         pytest.skip("the Horovod environment is not built (make horovod)")
     config = sweep_config(tmp_path / "c.yaml", archive,
-                          sweep="{models: [SimpleCNN], gpus: [1, 2], strategy: [mirrored, horovod]}",
+                          sweep="{models: [SimpleCNN], gpus: [2], strategy: [mirrored, horovod]}",
                           analysis="{accuracy_tolerance: 1.0}")
     run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
     run = json.loads((tmp_path / "results/runs/SimpleCNN/horovod/gpus2/rep1/run.json").read_text())

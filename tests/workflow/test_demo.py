@@ -1,0 +1,30 @@
+"""The demo as `make demo` runs it: config/demo.yaml through the local profile, then its
+report, on Debian's real Fashion-MNIST."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from conftest import IN_CI, ROOT, run_snakemake
+
+pytestmark = [pytest.mark.workflow, pytest.mark.slow]
+FASHION = Path("/usr/share/datasets/fashion-mnist")
+
+
+@pytest.mark.skipif(not FASHION.is_dir() and not IN_CI,
+                    reason="Debian's dataset-fashion-mnist is missing (make sysdeps)")
+def test_the_demo_ends_with_tables_plots_and_a_report(tmp_path):
+    demo = [f"--configfile={ROOT / 'config' / 'demo.yaml'}", "--profile",
+            str(ROOT / "profiles" / "local")]
+    run_snakemake(tmp_path, *demo, timeout=1200)
+    runs = pd.read_csv(tmp_path / "results/tables/runs.csv")
+    assert len(runs) == 6 and runs["counted"].all()  # 2 models x 1, 2, 4 replicas
+    assert (tmp_path / "results/checks/points.txt").read_text().count("completed") == 6
+    run_snakemake(tmp_path, *demo, "--report", str(tmp_path / "report.html"))
+    html = (tmp_path / "report.html").read_text(errors="replace")
+    for name in ("scaling.csv", "runs.csv", "failed.csv", "speedup.png", "overview.png"):
+        assert re.search(re.escape(name), html), name
