@@ -14,7 +14,7 @@ SYSTEM_PACKAGES := graphviz dataset-fashion-mnist slurm-wlm munge
 help:
 	@echo "make demo   - set up and run the whole pipeline locally on config/demo.yaml"
 	@echo "make test   - set up and run all tests (builds .venv-horovod, starts a throw-away SLURM test cluster)"
-	@echo "make horovod - build the Horovod environment (.venv-horovod; ~8 min the first time)"
+	@echo "make horovod - build the Horovod environment (.venv-horovod; ~3 min the first time)"
 	@echo "make dag    - draw results/dag.svg and results/rulegraph.svg from a dry run"
 	@echo "make bench  - run the benchmarks in bench/ (results: docs/benchmarks.md)"
 	@echo "make lint   - snakemake --lint and snakefmt --check"
@@ -29,8 +29,8 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 
 setup: $(VENV)/.installed
 
-# The Horovod environment (strategy: horovod). Building Horovod takes about 8 minutes on
-# 2 cores the first time; pip caches the wheel, so later builds take seconds.
+# The Horovod environment (strategy: horovod). Compiling Horovod took 2 min 32 s on 2 cores
+# (docs/horovod.md); pip caches the wheel, so later builds take seconds.
 HOROVOD_VENV ?= .venv-horovod
 $(HOROVOD_VENV)/.installed: requirements-horovod.txt pyproject.toml
 	$(PYTHON) -m venv $(HOROVOD_VENV)

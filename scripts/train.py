@@ -38,7 +38,8 @@ from pathlib import Path
 
 from dlscale import cli as K
 from dlscale.cli import quiet_tensorflow
-from dlscale.vocabulary import DEFAULTS, DEVICES, LR_SCALINGS, PRECISIONS, STRATEGIES
+from dlscale.vocabulary import (DEFAULTS, DEVICES, LR_SCALINGS, OPTIMIZERS, PRECISIONS,
+                                STRATEGIES)
 from dlscale.outcomes import EXIT_STATUS, STATE, write_outcome
 from dlscale.training import RunError, read_records
 
@@ -103,6 +104,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="linear: lr = base x replicas (default); none: lr = base")
     add("--warmup-epochs", type=float, default=train["warmup_epochs"],
         help="ramp the rate linearly from base to scaled over this many epochs")
+    add("--optimizer", choices=OPTIMIZERS, default=train["optimizer"],
+        help="sgd (with --momentum) or adam; the rate's scaling and warm-up apply to both")
     add("--momentum", type=float, default=train["momentum"], help="SGD momentum")
     add("--precision", choices=PRECISIONS, default=train["precision"],
         help="mixed_auto: bfloat16 where the hardware has it, else float16 with loss scaling")
@@ -136,219 +139,164 @@ def run(args: argparse.Namespace, started: datetime, stack: ExitStack) -> dict:
     or timeout). Raises RunError when the run cannot start or go on."""
     quiet_tensorflow()
     from dlscale import training as T
+    from dlscale.backends import make_backend
     from dlscale.tfrecords import load_manifest
 
-    strategy_kind = resolve_strategy(args)
-    horovod = strategy_kind == "horovod"
-    if strategy_kind == "multiworker" and not os.environ.get("TF_CONFIG") \
-            and "SLURM_PROCID" in os.environ:
-        os.environ["TF_CONFIG"] = json.dumps(T.slurm_tf_config(dict(os.environ)))
-    if horovod:
-        try:
-            import horovod.tensorflow.keras as hvd
-        except ImportError as exc:
-            raise RunError(f"strategy horovod needs Horovod: {exc} (make horovod builds "
-                           ".venv-horovod; run train.py with its python)", 2) from exc
-        hvd.init()
-        index, workers, local = hvd.rank(), hvd.size(), hvd.local_rank()
-    else:
-        index, workers, local = T.worker_identity()
-    if strategy_kind == "mirrored" and workers > 1:
-        raise RunError(f"strategy mirrored runs in one process, but {workers} workers were "
-                       "started: use multiworker", 2)
-    if args.gpus % workers:
-        raise RunError(f"{args.gpus} replicas cannot be shared by {workers} workers", 2)
-    chief = index == 0
+    backend = make_backend(resolve_strategy(args), args)
     manifest = load_manifest(args.data_dir)
+    state, note, resuming = open_state(args, backend, manifest, stack)
+    say = print if backend.chief else (lambda *a, **k: None)
+    backend.setup()
+    plan = T.plan_run(batch_per_gpu=args.batch_per_gpu, replicas=backend.replicas,
+                      train_images=manifest["splits"]["train"]["count"],
+                      steps_per_epoch=args.steps_per_epoch, base_lr=args.base_lr,
+                      lr_scaling=args.lr_scaling, warmup_epochs=args.warmup_epochs,
+                      xla=args.xla, device=args.device, devices_in_process=len(backend.devices))
+    keras = K.keras()
+    keras.utils.set_random_seed(args.seed)
+    precision = T.resolve_precision(args.precision, args.device)
+    keras.mixed_precision.set_global_policy(precision)
+    schedule = T.warmup_schedule(args.base_lr, plan.lr, plan.warmup_steps)
+    recorder = T.epoch_recorder(state / "epochs.jsonl", plan.steps, plan.global_batch,
+                                backend.lr_of(schedule), backend.chief)
+    with backend.scope():
+        model = T.build_model(args.model, tuple(manifest["image_shape"]), manifest["num_classes"])
+        callbacks = backend.callbacks(recorder, keras.callbacks.TerminateOnNaN(),
+                                      str(state / "backup"), plan)
+        deadline = T.job_deadline(args.time_limit_min, started.timestamp())
+        if deadline is not None:  # last: it stops training after the backup is saved
+            callbacks.append(T.deadline_stop(deadline, backend.agree))
+        model.compile(optimizer=backend.optimizer(plan, schedule), metrics=["accuracy"],
+                      loss="sparse_categorical_crossentropy", jit_compile=plan.xla)
+    train_ds, test_ds = backend.datasets(*inputs(args, manifest, plan), plan.global_batch)
+    for line in filter(None, [summary(args, backend, plan, manifest, precision), note,
+                              plan.xla_note, resuming and f"resuming from the backup in "
+                              f"{state / 'backup'}"]):
+        say(f"dlscale train: {line}")
+    t0 = time.perf_counter()
+    status, reason = fit(model, train_ds, args, plan, callbacks, backend.chief, precision)
+    fit_seconds = time.perf_counter() - t0
+    if status == "completed" and recorder.saw_nan:
+        status, reason = "failed", "loss became NaN or infinite; training was stopped"
+    test = {}
+    if status == "completed" and not args.synthetic:
+        test = backend.reduce_test(model.evaluate(test_ds, verbose=0, return_dict=True),
+                                   manifest)
+        say(f"dlscale train: test loss {test['loss']:.4f}, test accuracy {test['accuracy']:.4f}")
+    elif reason:
+        say(f"dlscale train: {reason}")
+    info = record(args, backend, plan, manifest, precision, started, status, reason, test,
+                  fit_seconds, T.read_records(state / "epochs.jsonl"),
+                  resumed_at=(recorder.first_epoch + 1) if resuming else None, note=note)
+    if backend.chief:
+        write_outcome(args.out, info)
+    return info
+
+
+def open_state(args, backend, manifest: dict, stack: ExitStack):
+    """The chief readies the run's state (resume only with the same settings) and tees
+    stdout into its train.log; returns (state folder, note for the log, resuming)."""
+    from dlscale.training import prepare_state
+
     state = args.out / STATE
-    state_note = None
     backup = state / "backup"
-    resuming = not horovod and backup.is_dir() and any(backup.iterdir())
-    if chief:  # before any worker can restore: the others wait for the chief to connect
-        state_note = T.prepare_state(state, run_settings(args, strategy_kind, manifest),
-                                     args.epochs)
+    resuming = backend.can_resume and backup.is_dir() and any(backup.iterdir())
+    note = None
+    if backend.chief:  # before any worker can restore: the others wait for the chief
+        note = prepare_state(state, run_settings(args, backend.kind, manifest), args.epochs)
         resuming = resuming and backup.is_dir()
         if not resuming:  # from epoch 1: an earlier attempt's lines do not belong here
             for name in ("train.log", "epochs.jsonl"):
                 (state / name).unlink(missing_ok=True)
         stack.enter_context(tee_stdout(state / "train.log"))
-    say = print if chief else (lambda *a, **k: None)
-    if state_note:
-        say(f"dlscale train: {state_note}")
+    return state, note, resuming
 
-    import tensorflow as tf
-    keras = K.keras()
 
-    from dlscale.tfrecords import make_dataset, shard_records
-
-    devices = T.setup_devices(args.device, args.gpus // workers,
-                              strategy_kind in ("multiworker", "horovod"), local)
-    if horovod:  # Horovod averages the gradients itself: no tf.distribute strategy
-        strategy = tf.distribute.get_strategy()
-        replicas = workers
-    else:
-        strategy = T.make_strategy(strategy_kind, devices, args.device)
-        replicas = strategy.num_replicas_in_sync
-    if replicas != args.gpus:
-        raise RunError(
-            f"{args.gpus} replicas asked for but TensorFlow uses {replicas} "
-            f"({workers} worker(s), devices {devices}, "
-            f"CUDA_VISIBLE_DEVICES={T.cuda_visible_devices()})")
-
-    train_images = manifest["splits"]["train"]["count"]
-    global_batch = args.batch_per_gpu * replicas
-    steps = train_images // global_batch
-    if args.steps_per_epoch:
-        steps = min(steps, args.steps_per_epoch)
-    if steps < 1:
-        raise RunError(f"global batch {global_batch} ({args.batch_per_gpu} x {replicas}) is "
-                       f"larger than the {train_images} training images", 2)
-    lr = args.base_lr * (replicas if args.lr_scaling == "linear" else 1)
-    schedule = T.warmup_schedule(args.base_lr, lr, round(args.warmup_epochs * steps))
-
-    xla, xla_note = args.xla, None
-    if xla and args.device == "cpu" and len(devices) > 1:
-        # XLA compiles the step for one device; with several logical CPU devices the
-        # replicas' variables live elsewhere (an XLA known issue). Real GPUs are fine.
-        xla, xla_note = False, "XLA is off: it does not run over several logical CPU devices"
-    keras.utils.set_random_seed(args.seed)
-    precision = T.resolve_precision(args.precision, args.device)
-    keras.mixed_precision.set_global_policy(precision)
-    shape = tuple(manifest["image_shape"])
+def inputs(args, manifest: dict, plan):
+    """(train input function of an InputContext, test input of (batch, shards, index))."""
+    from dlscale import training as T
+    from dlscale.tfrecords import make_dataset
 
     def train_input(context):
+        batch = context.get_per_replica_batch_size(plan.global_batch)
+        seed = args.seed + context.input_pipeline_id
         if args.synthetic:
-            return T.synthetic_dataset(shape, manifest["num_classes"],
-                                       context.get_per_replica_batch_size(global_batch),
-                                       args.seed + context.input_pipeline_id)
-        return make_dataset(args.data_dir, "train",
-                            context.get_per_replica_batch_size(global_batch), training=True,
-                            seed=args.seed + context.input_pipeline_id,
+            return T.synthetic_dataset(tuple(manifest["image_shape"]), manifest["num_classes"],
+                                       batch, seed)
+        return make_dataset(args.data_dir, "train", batch, training=True, seed=seed,
                             shuffle_buffer=args.shuffle_buffer,
                             num_shards=context.num_input_pipelines,
                             shard_index=context.input_pipeline_id)
 
-    if horovod:
-        lr_of = lambda m: keras.backend.get_value(m.optimizer.learning_rate)  # noqa: E731
-    else:
-        lr_of = lambda m: schedule(m.optimizer.iterations)  # noqa: E731
-    recorder = T.epoch_recorder(state / "epochs.jsonl", steps, global_batch, lr_of, chief)
-    stop_on_nan = keras.callbacks.TerminateOnNaN()
-    with strategy.scope():
-        model = T.build_model(args.model, shape, manifest["num_classes"])
-        if horovod:
-            # the course's recipe: lr x size, reached by Horovod's warm-up callback;
-            # weights broadcast from rank 0; metrics averaged over the ranks
-            # Horovod 0.28 works with Keras' legacy optimizers (its warm-up callback sets
-            # the momentum variable that the newer optimizers no longer have)
-            sgd = getattr(keras.optimizers, "legacy", keras.optimizers).SGD
-            optimizer = hvd.DistributedOptimizer(sgd(lr, momentum=args.momentum))
-            # metrics are averaged before the recorder writes them; no backup: every
-            # rank would have to restore the same epoch (not yet)
-            callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0),
-                         hvd.callbacks.MetricAverageCallback(), recorder, stop_on_nan]
-            if args.warmup_epochs > 0:
-                callbacks.append(hvd.callbacks.LearningRateWarmupCallback(
-                    initial_lr=lr, warmup_epochs=args.warmup_epochs, steps_per_epoch=steps))
-        else:
-            optimizer = keras.optimizers.SGD(schedule, momentum=args.momentum)
-            # the recorder first, so an epoch is recorded before its backup is saved
-            callbacks = [recorder, stop_on_nan, keras.callbacks.BackupAndRestore(str(backup))]
-        deadline = T.job_deadline(args.time_limit_min, started.timestamp())
-        if deadline is not None:  # last: it stops training after the backup is saved
-            callbacks.append(T.deadline_stop(deadline, agreement(strategy_kind, strategy)))
-        model.compile(optimizer=optimizer, loss="sparse_categorical_crossentropy",
-                      metrics=["accuracy"], jit_compile=xla)
-    if horovod:
-        context = tf.distribute.InputContext(num_input_pipelines=workers,
-                                             input_pipeline_id=index, num_replicas_in_sync=workers)
-        train_ds = train_input(context)
-        test_ds = make_dataset(args.data_dir, "test", args.batch_per_gpu, training=False,
-                               num_shards=workers, shard_index=index)
-    else:
-        train_ds = strategy.distribute_datasets_from_function(train_input)
-        test_ds = make_dataset(args.data_dir, "test", global_batch, training=False)
-        options = tf.data.Options()
-        options.experimental_distribute.auto_shard_policy = \
-            tf.data.experimental.AutoShardPolicy.DATA
-        test_ds = test_ds.with_options(options)
+    def test_input(batch, shards, index):
+        return make_dataset(args.data_dir, "test", batch, training=False, num_shards=shards,
+                            shard_index=index)
 
-    say(f"dlscale train: {args.model} on {replicas} replica(s) [{strategy_kind}: "
-        f"{', '.join(devices)} x {workers} worker(s)], global batch {global_batch}, "
-        f"lr {lr:g}, {steps} steps/epoch of {train_images} images, {precision}, "
-        f"xla {'on' if xla else 'off'}{', synthetic input' if args.synthetic else ''}")
-    if xla_note:
-        say(f"dlscale train: {xla_note}")
-    if resuming:
-        say(f"dlscale train: resuming from the backup in {backup}")
-    t0 = time.perf_counter()
-    status, reason, test = "completed", None, {}
+    return train_input, test_input
+
+
+def summary(args, backend, plan, manifest: dict, precision: str) -> str:
+    return (f"{args.model} on {backend.replicas} replica(s) [{backend.kind}: "
+            f"{', '.join(backend.devices)} x {backend.size} worker(s)], global batch "
+            f"{plan.global_batch}, lr {plan.lr:g}, {plan.steps} steps/epoch of "
+            f"{manifest['splits']['train']['count']} images, {precision}, "
+            f"xla {'on' if plan.xla else 'off'}{', synthetic input' if args.synthetic else ''}")
+
+
+def fit(model, train_ds, args, plan, callbacks, chief: bool, precision: str):
+    """Keras' fit; (status, reason) of how it ended."""
+    import tensorflow as tf
+
+    from dlscale.training import DeadlineReached
+
     try:
-        model.fit(train_ds, epochs=args.epochs, steps_per_epoch=steps,
+        model.fit(train_ds, epochs=args.epochs, steps_per_epoch=plan.steps,
                   verbose=2 if chief else 0, callbacks=callbacks)
-    except T.DeadlineReached as stop:
+    except DeadlineReached as stop:
         left = max(0.0, stop.deadline - time.time())
-        status = "timeout"
-        reason = (f"stopped after epoch {stop.epoch} of {args.epochs}: the next epoch (up to "
-                  f"{1.5 * stop.longest:.0f} s) would not end within the {left:.0f} s left "
-                  "before the time limit; a rerun continues from the last epoch, with more time")
-        say(f"dlscale train: {reason}")
+        return "timeout", (
+            f"stopped after epoch {stop.epoch} of {args.epochs}: the next epoch (up to "
+            f"{1.5 * stop.longest:.0f} s) would not end within the {left:.0f} s left before "
+            "the time limit; a rerun continues from the last epoch, with more time")
     except tf.errors.ResourceExhaustedError as exc:
-        status = "out_of_memory"
-        reason = (f"out of memory with {args.batch_per_gpu} images per GPU ({precision}, "
-                  f"{args.model}): lower batch_per_gpu, or set batch_per_gpu: auto to find "
-                  f"the largest that fits ({str(exc).strip().splitlines()[0][:200]})")
-        say(f"dlscale train: {reason}")
-    fit_seconds = time.perf_counter() - t0
+        return "out_of_memory", (
+            f"out of memory with {args.batch_per_gpu} images per GPU ({precision}, "
+            f"{args.model}): lower batch_per_gpu, or set batch_per_gpu: auto to find the "
+            f"largest that fits ({str(exc).strip().splitlines()[0][:200]})")
+    return "completed", None
 
-    if status == "completed" and recorder.saw_nan:
-        status, reason = "failed", "loss became NaN or infinite; training was stopped"
-        say(f"dlscale train: {reason}")
-    if status == "completed" and not args.synthetic:
-        test = model.evaluate(test_ds, verbose=0, return_dict=True)
-        if horovod:  # each rank saw its shard of the test set: weigh by its records
-            seen = float(shard_records(manifest, "test", workers, index))
-            total = hvd.allreduce(tf.constant(seen), op=hvd.Sum)
-            test = {k: float(hvd.allreduce(tf.constant(v * seen), op=hvd.Sum) / total)
-                    for k, v in test.items()}
-        say(f"dlscale train: test loss {test['loss']:.4f}, test accuracy {test['accuracy']:.4f}")
 
-    records = T.read_records(state / "epochs.jsonl")
-    info = {
-        "status": status, "failure": reason,
-        "model": args.model, "strategy": strategy_kind, "replicas": replicas,
-        "gpus_asked": args.gpus, "nodes": args.nodes, "workers": workers,
-        "devices": devices if horovod else list(strategy.extended.worker_devices),
-        "device_kind": args.device,
-        "cluster": json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"]
-        if strategy_kind == "multiworker" else None,
-        "horovod": {"size": hvd.size(), "local_size": hvd.local_size(),
-                    "gloo": bool(hvd.gloo_built()), "mpi": bool(hvd.mpi_built())}
-        if horovod else None,
-        "batch_per_gpu": args.batch_per_gpu, "global_batch": global_batch,
-        "base_lr": args.base_lr, "lr_scaling": args.lr_scaling, "lr": lr,
+def record(args, backend, plan, manifest: dict, precision: str, started: datetime,
+           status: str, reason, test: dict, fit_seconds: float, records: list[dict], *,
+           resumed_at, note) -> dict:
+    """The run.json of a run."""
+    from dlscale import training as T
+
+    return {
+        "status": status, "failure": reason, "model": args.model, **backend.facts(),
+        "replicas": backend.replicas, "gpus_asked": args.gpus, "nodes": args.nodes,
+        "device_kind": args.device, "batch_per_gpu": args.batch_per_gpu,
+        "global_batch": plan.global_batch, "optimizer": args.optimizer,
+        "base_lr": args.base_lr, "lr_scaling": args.lr_scaling, "lr": plan.lr,
         "warmup_epochs": args.warmup_epochs, "momentum": args.momentum,
-        "precision": precision, "precision_asked": args.precision, "xla": xla,
-        "xla_asked": args.xla, "xla_note": xla_note,
+        "precision": precision, "precision_asked": args.precision, "xla": plan.xla,
+        "xla_asked": args.xla, "xla_note": plan.xla_note,
         "seed": args.seed, "synthetic_input": args.synthetic,
         "epochs": args.epochs, "epochs_completed": len(records),
-        "resumed_at_epoch": (recorder.first_epoch + 1) if resuming else None,
-        "steps_per_epoch": steps, "train_images": train_images,
-        "images_per_epoch": steps * global_batch,
+        "resumed_at_epoch": resumed_at, "steps_per_epoch": plan.steps,
+        "train_images": manifest["splits"]["train"]["count"],
+        "images_per_epoch": plan.steps * plan.global_batch,
         "test_images": manifest["splits"]["test"]["count"],
         "test_loss": test.get("loss"), "test_accuracy": test.get("accuracy"),
         "fit_seconds": round(fit_seconds, 3),
         "dataset": {"dir": str(args.data_dir), "name": manifest["dataset"],
                     "image_shape": manifest["image_shape"]},
         **T.environment_facts(), "versions": T.versions(),
-        "attempt": args.attempt, "state_note": state_note,
+        "attempt": args.attempt, "state_note": note,
         "started": started.isoformat(timespec="seconds"),
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
     }
-    if chief:
-        write_outcome(args.out, info)
-    return info
 
 
 def resolve_strategy(args: argparse.Namespace) -> str:
@@ -372,22 +320,6 @@ def run_settings(args: argparse.Namespace, strategy_kind: str, manifest: dict) -
             "synthetic": args.synthetic, "steps_per_epoch": args.steps_per_epoch,
             "image_shape": manifest["image_shape"], "data_sha256": digest,
             "epochs": args.epochs}
-
-
-def agreement(strategy_kind: str, strategy):
-    """flag -> whether any worker says True, so that every worker stops together."""
-    import tensorflow as tf
-
-    if strategy_kind == "horovod":
-        import horovod.tensorflow.keras as hvd
-
-        return lambda flag: bool(hvd.allreduce(tf.constant(float(flag)), op=hvd.Sum) > 0)
-    if strategy_kind == "multiworker":
-        def any_worker(flag):
-            values = strategy.run(lambda: tf.constant(float(flag)))
-            return bool(strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None) > 0)
-        return any_worker
-    return bool
 
 
 def chief_process() -> bool:

@@ -154,7 +154,8 @@ class Study:
 
     def train_flags(self, p: Point) -> str:
         flags = {"model": p.model, "gpus": p.gpus, "nodes": p.nodes, "strategy": p.strategy,
-                 "epochs": p.epochs, "base-lr": p.base_lr, "lr-scaling": p.lr_scaling,
+                 "epochs": p.epochs, "base-lr": p.base_lr, "optimizer": p.optimizer,
+                 "lr-scaling": p.lr_scaling,
                  "warmup-epochs": p.warmup_epochs, "momentum": p.momentum,
                  "precision": p.precision, "device": p.device, "seed": p.seed,
                  "shuffle-buffer": self.data["shuffle_buffer"]}

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 # Smallest input each family accepts (keras.applications checks this at build time;
 # checking here fails before any job is submitted).
-MIN_IMAGE_SIZE = {"SimpleCNN": 8, "InceptionV3": 75, "InceptionResNetV2": 75,
+MIN_IMAGE_SIZE = {"SimpleCNN": 8, "MLP": 8, "InceptionV3": 75, "InceptionResNetV2": 75,
                   "Xception": 71, "NASNetLarge": 32, "NASNetMobile": 32}
 DEFAULT_MIN_IMAGE_SIZE = 32
 
@@ -37,6 +37,7 @@ class Point:
     batch_per_gpu: int | str   # "auto": results/batch/{model}/{precision}.json decides
     global_batch: int | None
     base_lr: float
+    optimizer: str
     lr_scaling: str
     warmup_epochs: float
     momentum: float
@@ -145,7 +146,7 @@ def expand(config: dict) -> list[Point]:
             epochs=over["epochs"], batch_per_gpu=over["batch_per_gpu"],
             global_batch=(over["batch_per_gpu"] * gpus
                           if over["batch_per_gpu"] != "auto" else None),
-            base_lr=over["base_lr"],
+            base_lr=over["base_lr"], optimizer=over["optimizer"],
             lr_scaling=over["lr_scaling"], warmup_epochs=over["warmup_epochs"],
             momentum=training["momentum"], xla=training["xla"], device=training["device"],
             seed=training["seed"] + rep - 1, tasks=tasks_per_node * nodes,

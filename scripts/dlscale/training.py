@@ -16,6 +16,7 @@ import re
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from dlscale import cli as K
@@ -206,17 +207,68 @@ def make_strategy(kind: str, devices: list[str], device: str):
     raise RunError(f"unknown strategy '{kind}': expected mirrored or multiworker", 2)
 
 
+# --- the plan of a run -------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RunPlan:
+    global_batch: int
+    steps: int            # per epoch
+    lr: float             # after scaling
+    warmup_steps: int
+    xla: bool
+    xla_note: str | None
+
+
+def plan_run(*, batch_per_gpu: int, replicas: int, train_images: int,
+             steps_per_epoch: int | None, base_lr: float, lr_scaling: str,
+             warmup_epochs: float, xla: bool, device: str, devices_in_process: int) -> RunPlan:
+    """Global batch = batch per GPU x replicas; steps = the training images once (capped);
+    lr = base x replicas (linear) or base; XLA off over several logical CPU devices."""
+    global_batch = batch_per_gpu * replicas
+    steps = train_images // global_batch
+    if steps_per_epoch:
+        steps = min(steps, steps_per_epoch)
+    if steps < 1:
+        raise RunError(f"global batch {global_batch} ({batch_per_gpu} x {replicas}) is "
+                       f"larger than the {train_images} training images", 2)
+    lr = base_lr * (replicas if lr_scaling == "linear" else 1)
+    note = None
+    if xla and device == "cpu" and devices_in_process > 1:
+        # XLA compiles the step for one device; with several logical CPU devices the
+        # replicas' variables live elsewhere (an XLA known issue). Real GPUs are fine.
+        xla, note = False, "XLA is off: it does not run over several logical CPU devices"
+    return RunPlan(global_batch, steps, lr, round(warmup_epochs * steps), xla, note)
+
+
+def make_optimizer(name: str, rate, momentum: float = 0.0, legacy: bool = False):
+    """sgd (with momentum) or adam, at `rate` (a number or a schedule); legacy: Keras'
+    legacy optimizer classes, which Horovod 0.28's callbacks need."""
+    keras = K.keras()
+    optimizers = getattr(keras.optimizers, "legacy", keras.optimizers) if legacy else \
+        keras.optimizers
+    if name == "sgd":
+        return optimizers.SGD(rate, momentum=momentum)
+    if name == "adam":
+        return optimizers.Adam(rate)
+    raise RunError(f"unknown optimizer '{name}': expected sgd or adam", 2)
+
+
 # --- model ------------------------------------------------------------------------------
 
 def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int):
     """uint8 images in, normalised on the device, softmax in float32 (also under mixed
-    precision). `name` is a keras.applications model (weights=None) or SimpleCNN, the
-    course's warm-up CNN (two 5x5 convolution + max-pool blocks and a dense softmax)."""
+    precision). `name` is a keras.applications model (weights=None), SimpleCNN, the
+    course's warm-up CNN (two 5x5 convolution + max-pool blocks and a dense softmax), or
+    MLP, the network JSC trains on MNIST (Flatten, Dense(512), Dense(classes))."""
     keras = K.keras()
 
     inputs = keras.Input(shape=input_shape, dtype="uint8", name="image")
     x = keras.layers.Rescaling(1.0 / 255)(inputs)
-    if name == SMALL_CNN:
+    if name == "MLP":  # JSC's MNIST network: Flatten, Dense(512, relu), Dense(classes)
+        x = keras.layers.Flatten()(x)
+        x = keras.layers.Dense(512, activation="relu")(x)
+        logits = keras.layers.Dense(num_classes)(x)
+    elif name == SMALL_CNN:
         for filters in (32, 64):
             x = keras.layers.Conv2D(filters, 5, padding="same", activation="relu")(x)
             x = keras.layers.MaxPooling2D()(x)

@@ -11,12 +11,16 @@ PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16", "mixed_auto")
 STRATEGIES = ("mirrored", "multiworker", "horovod")
 DEVICES = ("gpu", "cpu")
 LR_SCALINGS = ("linear", "none")
+OPTIMIZERS = ("sgd", "adam")
+# models beside keras.applications: the course's small CNN and JSC's MNIST network
+SMALL_MODELS = ("SimpleCNN", "MLP")
 
 # the schema's defaults for the keys the scripts take as flags
 DEFAULTS = {
     "data": {"image_size": 128, "shards": 16, "shuffle_buffer": 4096},
     "training": {"epochs": 5, "batch_per_gpu": 256, "base_lr": 0.01, "lr_scaling": "linear",
-                 "warmup_epochs": 0, "momentum": 0.0, "precision": "float32",
+                 "warmup_epochs": 0, "optimizer": "sgd", "momentum": 0.0,
+                 "precision": "float32",
                  "device": "gpu", "seed": 42},
     "analysis": {"skip_epochs": 1, "accuracy_tolerance": 0.05},
 }

@@ -11,6 +11,7 @@ from snakemake.utils import validate
 
 from conftest import ROOT
 from dlscale.sweep import SweepError, expand
+from dlscale.vocabulary import SMALL_MODELS
 
 SCHEMA = str(ROOT / "config" / "schema.yaml")
 
@@ -66,7 +67,7 @@ def test_model_names_are_exactly_keras_applications_plus_the_small_cnn():
     schema = yaml.safe_load(open(SCHEMA))
     names = set(schema["$defs"]["model"]["enum"])
     applications = {n for n in dir(keras.applications) if n[0].isupper()}
-    assert names == applications | {"SimpleCNN"}
+    assert names == applications | set(SMALL_MODELS)
 
 
 def _config(**sections) -> dict:

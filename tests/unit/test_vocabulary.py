@@ -16,6 +16,8 @@ def test_choices_are_the_vocabularys():
     assert tuple(SCHEMA["$defs"]["strategy"]["enum"]) == V.STRATEGIES
     assert tuple(PROPS["training"]["properties"]["device"]["enum"]) == V.DEVICES
     assert tuple(PROPS["training"]["properties"]["lr_scaling"]["enum"]) == V.LR_SCALINGS
+    assert tuple(PROPS["training"]["properties"]["optimizer"]["enum"]) == V.OPTIMIZERS
+    assert set(V.SMALL_MODELS) <= set(SCHEMA["$defs"]["model"]["enum"])
 
 
 def test_defaults_are_the_vocabularys():

@@ -1,0 +1,52 @@
+"""The run plan (a pure function) and the backend and optimizer factories."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from dlscale.backends import BACKENDS, make_backend
+from dlscale.training import RunError, make_optimizer, plan_run
+
+PLAN = dict(batch_per_gpu=256, replicas=4, train_images=50000, steps_per_epoch=None,
+            base_lr=0.01, lr_scaling="linear", warmup_epochs=0, xla=False, device="gpu",
+            devices_in_process=4)
+
+
+def test_the_studys_plan_on_four_gpus():
+    plan = plan_run(**PLAN)
+    assert (plan.global_batch, plan.steps, plan.lr, plan.warmup_steps) == (1024, 48, 0.04, 0)
+
+
+@pytest.mark.parametrize("changes, expected", [
+    ({"lr_scaling": "none"}, {"lr": 0.01}),
+    ({"warmup_epochs": 2.5}, {"warmup_steps": 120}),
+    ({"steps_per_epoch": 10}, {"steps": 10}),
+    ({"xla": True}, {"xla": True, "xla_note": None}),  # GPUs: XLA as asked
+    ({"xla": True, "device": "cpu"}, {"xla": False}),  # several logical CPUs: off, noted
+    ({"xla": True, "device": "cpu", "devices_in_process": 1}, {"xla": True}),
+])
+def test_plan_choices(changes, expected):
+    plan = plan_run(**{**PLAN, **changes})
+    assert {k: getattr(plan, k) for k in expected} == expected
+    if changes.get("device") == "cpu" and not plan.xla:
+        assert "several logical CPU devices" in plan.xla_note
+
+
+def test_a_global_batch_beyond_the_images_is_refused():
+    with pytest.raises(RunError, match=r"global batch 1024 \(256 x 4\) is larger than the 1000"):
+        plan_run(**{**PLAN, "train_images": 1000})
+
+
+def test_an_unknown_strategy_lists_the_backends():
+    with pytest.raises(RunError, match="unknown strategy 'ring': expected one of "
+                                       + ", ".join(BACKENDS)):
+        make_backend("ring", argparse.Namespace(gpus=1))
+
+
+def test_optimizers():
+    assert type(make_optimizer("sgd", 0.1, 0.9)).__name__ == "SGD"
+    assert type(make_optimizer("adam", 0.001)).__name__ == "Adam"
+    with pytest.raises(RunError, match="unknown optimizer 'rmsprop': expected sgd or adam"):
+        make_optimizer("rmsprop", 0.1)
