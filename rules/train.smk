@@ -65,7 +65,8 @@ rule train:
     # launch.py --record: whatever becomes of the point, run.json says so and the job
     # succeeds, so the tables are built with it; check_points fails the workflow after.
     shell:
-        "python {params.launcher:q} {params.launch} --record {params.out:q} --log {log:q} -- "
+        "python {params.launcher:q} {params.launch} --record {params.out:q} --log {log:q} "
+        "--attempt {params.attempt} -- "
         "{params.python:q} {params.script:q} {params.flags} --attempt {params.attempt} "
         "--data-dir {params.data:q} --out {params.out:q} > {log:q} 2>&1"
 

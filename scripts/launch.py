@@ -96,7 +96,7 @@ def run_local(tasks: int, command: list[str], poll: float = 0.2) -> int:
 
 
 def record_end(out: Path, returncode: int, log: str | None, started: datetime,
-               terminated: bool = False) -> None:
+               terminated: bool = False, attempt: int | None = None) -> None:
     """run.json for a training that ended without writing one (see --record)."""
     from dlscale.outcomes import STATE, write_outcome
     from dlscale.training import environment_facts, read_records, slurm_time_left
@@ -121,6 +121,7 @@ def record_end(out: Path, returncode: int, log: str | None, started: datetime,
         reason = f"the training process exited with status {returncode} without a record{see}"
     records = read_records(out / STATE / "epochs.jsonl")
     write_outcome(out, {"status": status, "failure": reason, "epochs_completed": len(records),
+                        "attempt": attempt,
                         **environment_facts(),
                         "started": started.isoformat(timespec="seconds"),
                         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})
@@ -137,6 +138,10 @@ def main(argv=None) -> int:
     parser.add_argument("--record", type=Path, metavar="DIR",
                         help="run folder: record the outcome whatever happens, then exit 0")
     parser.add_argument("--log", help="the job's log, named in a recorded failure")
+    parser.add_argument("--attempt", type=int, help="the attempt's number, for its record")
+    parser.add_argument("--timeline", action="store_true",
+                        help="with --horovod: rank 0 writes Horovod's timeline to "
+                             "DIR/timeline.json (--record DIR)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the worker command")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -145,6 +150,10 @@ def main(argv=None) -> int:
     if args.tasks < 1:
         parser.error(f"--tasks must be at least 1, got {args.tasks}")
     sys.stdout.flush()
+    if args.timeline:
+        if not (args.horovod and args.record):
+            parser.error("--timeline goes with --horovod and --record DIR")
+        os.environ["HOROVOD_TIMELINE"] = str((args.record / "timeline.json").resolve())
     if not args.record:
         return start(args, command)
     started = datetime.now(timezone.utc)
@@ -161,7 +170,8 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         returncode = -signal.SIGTERM
     if not (args.record / "run.json").exists():
-        record_end(args.record, returncode, args.log, started, terminated=bool(terminated))
+        record_end(args.record, returncode, args.log, started, terminated=bool(terminated),
+                   attempt=args.attempt)
     return 128 + signal.SIGTERM if terminated else 0
 
 

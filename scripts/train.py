@@ -38,8 +38,8 @@ from pathlib import Path
 
 from dlscale import cli as K
 from dlscale.cli import quiet_tensorflow
-from dlscale.vocabulary import (DEFAULTS, DEVICES, LR_SCALINGS, OPTIMIZERS, PRECISIONS,
-                                STRATEGIES)
+from dlscale.vocabulary import (COMMUNICATIONS, DEFAULTS, DEVICES, LOOPS, LR_SCALINGS,
+                                OPTIMIZERS, PRECISIONS, STRATEGIES)
 from dlscale.outcomes import EXIT_STATUS, STATE, write_outcome
 from dlscale.training import RunError, read_records
 
@@ -78,6 +78,13 @@ def tee_stdout(path: Path):
             sys.stdout = original
 
 
+def steps_range(text: str) -> tuple[int, int]:
+    first, _, last = text.partition(",")
+    if not (first.isdigit() and last.isdigit() and 1 <= int(first) <= int(last)):
+        raise argparse.ArgumentTypeError(f"expected FIRST,LAST steps such as 2,4, got '{text}'")
+    return int(first), int(last)
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     train, data = DEFAULTS["training"], DEFAULTS["data"]
     parser = argparse.ArgumentParser(description=__doc__,
@@ -104,6 +111,9 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="linear: lr = base x replicas (default); none: lr = base")
     add("--warmup-epochs", type=float, default=train["warmup_epochs"],
         help="ramp the rate linearly from base to scaled over this many epochs")
+    add("--loop", choices=LOOPS, default=train["loop"],
+        help="fit: Keras' Model.fit; custom: a tf.function step under strategy.run, the loss "
+             "averaged over the global batch (mirrored and multiworker)")
     add("--optimizer", choices=OPTIMIZERS, default=train["optimizer"],
         help="sgd (with --momentum) or adam; the rate's scaling and warm-up apply to both")
     add("--momentum", type=float, default=train["momentum"], help="SGD momentum")
@@ -117,6 +127,14 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="cap the steps of an epoch (default: all training images once)")
     add("--shuffle-buffer", type=int, default=data["shuffle_buffer"],
         help="training reader's shuffle buffer, in records (default: %(default)s)")
+    add("--communication", choices=COMMUNICATIONS, default=train["communication"],
+        help="multiworker collectives: auto (NCCL on GPUs, ring on CPUs), nccl or ring")
+    add("--save-model", action=argparse.BooleanOptionalAction, default=False,
+        help="save the final model as model.keras in --out (chief only)")
+    add("--tensorboard", action=argparse.BooleanOptionalAction, default=False,
+        help="write TensorBoard event files to --out/tensorboard (chief only)")
+    add("--profile-steps", type=steps_range, metavar="FIRST,LAST",
+        help="profile these training steps into --out/tensorboard (chief only)")
     add("--attempt", type=int, default=1,
         help="which attempt at this point this is (the workflow counts failed ones)")
     add("--time-limit-min", type=float,
@@ -161,8 +179,9 @@ def run(args: argparse.Namespace, started: datetime, stack: ExitStack) -> dict:
                                 backend.lr_of(schedule), backend.chief)
     with backend.scope():
         model = T.build_model(args.model, tuple(manifest["image_shape"]), manifest["num_classes"])
-        callbacks = backend.callbacks(recorder, keras.callbacks.TerminateOnNaN(),
-                                      str(state / "backup"), plan)
+        callbacks = (backend.callbacks(recorder, keras.callbacks.TerminateOnNaN(),
+                                       str(state / "backup"), plan) if args.loop == "fit"
+                     else [recorder]) + chief_callbacks(args, backend)
         deadline = T.job_deadline(args.time_limit_min, started.timestamp())
         if deadline is not None:  # last: it stops training after the backup is saved
             callbacks.append(T.deadline_stop(deadline, backend.agree))
@@ -170,11 +189,19 @@ def run(args: argparse.Namespace, started: datetime, stack: ExitStack) -> dict:
                       loss="sparse_categorical_crossentropy", jit_compile=plan.xla)
     train_ds, test_ds = backend.datasets(*inputs(args, manifest, plan), plan.global_batch)
     for line in filter(None, [summary(args, backend, plan, manifest, precision), note,
-                              plan.xla_note, resuming and f"resuming from the backup in "
-                              f"{state / 'backup'}"]):
+                              plan.xla_note, resuming and "resuming from the backup in "
+                              f"{state / ('ckpt' if args.loop == 'custom' else 'backup')}"]):
         say(f"dlscale train: {line}")
+    if args.loop == "custom":
+        from dlscale.customloop import CustomLoop
+
+        loop = CustomLoop(backend, model, plan, state / "ckpt")
+        train = lambda: loop.train(train_ds, args.epochs, callbacks, backend.chief)  # noqa: E731
+    else:
+        train = lambda: model.fit(train_ds, epochs=args.epochs, steps_per_epoch=plan.steps,  # noqa: E731
+                                  verbose=2 if backend.chief else 0, callbacks=callbacks)
     t0 = time.perf_counter()
-    status, reason = fit(model, train_ds, args, plan, callbacks, backend.chief, precision)
+    status, reason = fit(train, args, precision)
     fit_seconds = time.perf_counter() - t0
     if status == "completed" and recorder.saw_nan:
         status, reason = "failed", "loss became NaN or infinite; training was stopped"
@@ -185,6 +212,8 @@ def run(args: argparse.Namespace, started: datetime, stack: ExitStack) -> dict:
         say(f"dlscale train: test loss {test['loss']:.4f}, test accuracy {test['accuracy']:.4f}")
     elif reason:
         say(f"dlscale train: {reason}")
+    if status == "completed" and args.save_model:
+        backend.save_model(model, args.out / "model.keras")
     info = record(args, backend, plan, manifest, precision, started, status, reason, test,
                   fit_seconds, T.read_records(state / "epochs.jsonl"),
                   resumed_at=(recorder.first_epoch + 1) if resuming else None, note=note)
@@ -193,13 +222,22 @@ def run(args: argparse.Namespace, started: datetime, stack: ExitStack) -> dict:
     return info
 
 
+def chief_callbacks(args, backend) -> list:
+    """TensorBoard event files and a profiler trace of --profile-steps, from the chief."""
+    if not backend.chief or not (args.tensorboard or args.profile_steps):
+        return []
+    keras = K.keras()
+    return [keras.callbacks.TensorBoard(log_dir=str(args.out / "tensorboard"),
+                                        profile_batch=args.profile_steps or 0)]
+
+
 def open_state(args, backend, manifest: dict, stack: ExitStack):
     """The chief readies the run's state (resume only with the same settings) and tees
     stdout into its train.log; returns (state folder, note for the log, resuming)."""
     from dlscale.training import prepare_state
 
     state = args.out / STATE
-    backup = state / "backup"
+    backup = state / ("ckpt" if args.loop == "custom" else "backup")  # what a rerun resumes
     resuming = backend.can_resume and backup.is_dir() and any(backup.iterdir())
     note = None
     if backend.chief:  # before any worker can restore: the others wait for the chief
@@ -236,22 +274,21 @@ def inputs(args, manifest: dict, plan):
 
 
 def summary(args, backend, plan, manifest: dict, precision: str) -> str:
-    return (f"{args.model} on {backend.replicas} replica(s) [{backend.kind}: "
+    return (f"{args.model} on {backend.replicas} replica(s) [{backend.kind}, {args.loop}: "
             f"{', '.join(backend.devices)} x {backend.size} worker(s)], global batch "
             f"{plan.global_batch}, lr {plan.lr:g}, {plan.steps} steps/epoch of "
             f"{manifest['splits']['train']['count']} images, {precision}, "
             f"xla {'on' if plan.xla else 'off'}{', synthetic input' if args.synthetic else ''}")
 
 
-def fit(model, train_ds, args, plan, callbacks, chief: bool, precision: str):
-    """Keras' fit; (status, reason) of how it ended."""
+def fit(train, args, precision: str):
+    """Run the training loop; (status, reason) of how it ended."""
     import tensorflow as tf
 
     from dlscale.training import DeadlineReached
 
     try:
-        model.fit(train_ds, epochs=args.epochs, steps_per_epoch=plan.steps,
-                  verbose=2 if chief else 0, callbacks=callbacks)
+        train()
     except DeadlineReached as stop:
         left = max(0.0, stop.deadline - time.time())
         return "timeout", (
@@ -276,7 +313,10 @@ def record(args, backend, plan, manifest: dict, precision: str, started: datetim
         "status": status, "failure": reason, "model": args.model, **backend.facts(),
         "replicas": backend.replicas, "gpus_asked": args.gpus, "nodes": args.nodes,
         "device_kind": args.device, "batch_per_gpu": args.batch_per_gpu,
-        "global_batch": plan.global_batch, "optimizer": args.optimizer,
+        "global_batch": plan.global_batch, "optimizer": args.optimizer, "loop": args.loop,
+        "model_file": "model.keras" if args.save_model and status == "completed" else None,
+        "tensorboard": "tensorboard" if args.tensorboard or args.profile_steps else None,
+        "profile_steps": list(args.profile_steps) if args.profile_steps else None,
         "base_lr": args.base_lr, "lr_scaling": args.lr_scaling, "lr": plan.lr,
         "warmup_epochs": args.warmup_epochs, "momentum": args.momentum,
         "precision": precision, "precision_asked": args.precision, "xla": plan.xla,
@@ -318,6 +358,7 @@ def run_settings(args: argparse.Namespace, strategy_kind: str, manifest: dict) -
             "lr_scaling": args.lr_scaling, "warmup_epochs": args.warmup_epochs,
             "momentum": args.momentum, "precision": args.precision, "seed": args.seed,
             "synthetic": args.synthetic, "steps_per_epoch": args.steps_per_epoch,
+            "loop": args.loop, "optimizer": args.optimizer,
             "image_shape": manifest["image_shape"], "data_sha256": digest,
             "epochs": args.epochs}
 

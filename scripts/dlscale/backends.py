@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
+from pathlib import Path
 
 from dlscale import cli as K
 from dlscale.training import (RunError, cuda_visible_devices, make_optimizer, make_strategy,
@@ -45,7 +47,8 @@ class Backend:
         """Make the devices visible, build the strategy, check the replicas are as asked."""
         self.devices = setup_devices(self.args.device, self.args.gpus // self.size,
                                      self.several_processes, self.local_rank)
-        self.strategy = make_strategy(self.kind, self.devices, self.args.device)
+        self.strategy = make_strategy(self.kind, self.devices, self.args.device,
+                                      self.args.communication)
         self.replicas = self.strategy.num_replicas_in_sync
         if self.replicas != self.args.gpus:
             raise RunError(
@@ -81,6 +84,17 @@ class Backend:
     def reduce_test(self, test: dict, manifest: dict) -> dict:
         return test  # the strategy evaluated over every replica already
 
+    saves_on_every_worker = False  # whether saving a model takes every worker
+
+    def save_model(self, model, path: Path) -> None:
+        """The chief writes `path`; where saving takes every worker, the others write to
+        a folder of their own that is removed at once (TensorFlow's multi-worker recipe)."""
+        if self.chief:
+            model.save(str(path))
+        elif self.saves_on_every_worker:
+            with tempfile.TemporaryDirectory(prefix=f"worker{self.rank}-") as scratch:
+                model.save(str(Path(scratch) / path.name))
+
     def agree(self, flag: bool) -> bool:
         """Whether any worker says so: every worker takes the same decision."""
         return bool(flag)
@@ -88,7 +102,7 @@ class Backend:
     def facts(self) -> dict:
         return {"strategy": self.kind, "workers": self.size,
                 "devices": list(self.strategy.extended.worker_devices), "cluster": None,
-                "horovod": None}
+                "communication": None, "horovod": None}
 
 
 class Mirrored(Backend):
@@ -104,6 +118,7 @@ class Mirrored(Backend):
 class MultiWorker(Backend):
     kind = "multiworker"
     several_processes = True
+    saves_on_every_worker = True
 
     def identity(self) -> tuple[int, int, int]:
         if not os.environ.get("TF_CONFIG") and "SLURM_PROCID" in os.environ:
@@ -117,8 +132,12 @@ class MultiWorker(Backend):
         return bool(self.strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None) > 0)
 
     def facts(self) -> dict:
+        from dlscale.training import resolve_communication
+
         return {**super().facts(),
-                "cluster": json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"]}
+                "cluster": json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"],
+                "communication": resolve_communication(self.args.communication,
+                                                       self.args.device)}
 
 
 class Horovod(Backend):
@@ -196,7 +215,7 @@ class Horovod(Backend):
     def facts(self) -> dict:
         hvd = self.hvd
         return {"strategy": self.kind, "workers": self.size, "devices": self.devices,
-                "cluster": None,
+                "cluster": None, "communication": "horovod",
                 "horovod": {"size": hvd.size(), "local_size": hvd.local_size(),
                             "gloo": bool(hvd.gloo_built()), "mpi": bool(hvd.mpi_built())}}
 

@@ -155,16 +155,21 @@ class Study:
     def train_flags(self, p: Point) -> str:
         flags = {"model": p.model, "gpus": p.gpus, "nodes": p.nodes, "strategy": p.strategy,
                  "epochs": p.epochs, "base-lr": p.base_lr, "optimizer": p.optimizer,
+                 "loop": p.loop,
                  "lr-scaling": p.lr_scaling,
                  "warmup-epochs": p.warmup_epochs, "momentum": p.momentum,
                  "precision": p.precision, "device": p.device, "seed": p.seed,
-                 "shuffle-buffer": self.data["shuffle_buffer"]}
+                 "shuffle-buffer": self.data["shuffle_buffer"],
+                 "communication": p.communication}
+        if p.profile_steps:
+            flags["profile-steps"] = ",".join(map(str, p.profile_steps))
         if p.batch_per_gpu == "auto":
             flags["batch-per-gpu-file"] = batch_file(p)
         else:
             flags["batch-per-gpu"] = p.batch_per_gpu
         text = " ".join(f"--{k} {shlex.quote(str(v))}" for k, v in flags.items())
-        return text + (" --xla" if p.xla else " --no-xla")
+        switches = {"xla": p.xla, "save-model": p.save_model, "tensorboard": p.tensorboard}
+        return text + "".join(f" --{k}" if on else f" --no-{k}" for k, on in switches.items())
 
     def launch_flags(self, p: Point) -> str:
         flags = f"--tasks {p.tasks} --tasks-per-node {p.tasks_per_node} --nodes {p.nodes}"
@@ -172,6 +177,7 @@ class Study:
         if p.strategy == "horovod":
             flags += " --horovod" + (f" --mpi-launcher {shlex.quote(launcher)}" if launcher
                                      else "")
+            flags += " --timeline" if self.config["horovod"]["timeline"] else ""
         return flags
 
     @cached_property

@@ -38,12 +38,17 @@ class Point:
     global_batch: int | None
     base_lr: float
     optimizer: str
+    loop: str
     lr_scaling: str
     warmup_epochs: float
     momentum: float
     xla: bool
     device: str
     seed: int
+    communication: str
+    save_model: bool
+    tensorboard: bool
+    profile_steps: tuple[int, int] | None
     tasks: int           # worker processes (1 for mirrored)
     tasks_per_node: int
     cpus_per_task: int
@@ -82,6 +87,9 @@ def check_batches(points: list[Point], config: dict) -> None:
                          f"{known} training images")
     images, where = ((data["limit_train"], "data.limit_train") if data["limit_train"] else
                      (known, f"{data['dataset']}'s training set"))
+    if config["training"]["communication"] == "nccl" and config["training"]["device"] == "cpu":
+        raise SweepError("training.communication nccl needs GPUs, but training.device is cpu: "
+                         "use auto or ring")
     for p in points:
         if p.batch_per_gpu == "auto" and p.device == "cpu":
             raise SweepError(f"point {p.key}: batch_per_gpu auto searches on a GPU, but "
@@ -98,10 +106,11 @@ def expand(config: dict) -> list[Point]:
     sweep, training, res = config["sweep"], config["training"], config["resources"]
     precisions = sweep.get("precision") or [training["precision"]]
     strategies = sweep.get("strategy") or [None]
+    loops = sweep.get("loop") or [training["loop"]]
     image_size = config["data"]["image_size"]
     points = []
-    for model, nodes, strategy, precision, gpus, rep in itertools.product(
-            sweep["models"], sweep["nodes"], strategies, precisions, sweep["gpus"],
+    for model, nodes, strategy, loop, precision, gpus, rep in itertools.product(
+            sweep["models"], sweep["nodes"], strategies, loops, precisions, sweep["gpus"],
             range(1, sweep["repeats"] + 1)):
         if gpus < nodes or gpus % nodes:
             continue  # e.g. 1 GPU over 2 nodes: not a point of a nodes x gpus grid
@@ -119,6 +128,9 @@ def expand(config: dict) -> list[Point]:
         if chosen == "mirrored" and nodes > 1:
             raise SweepError(f"strategy mirrored runs on one node, but the sweep asks for "
                              f"{nodes} nodes: use multiworker for multi-node points")
+        if chosen == "horovod" and loop == "custom":
+            raise SweepError("the custom training loop runs mirrored and multiworker points; "
+                             "horovod points train with fit (training.loop or sweep.loop)")
         if chosen == "horovod" and nodes > 1 and not config["horovod"]["mpi_launcher"]:
             raise SweepError(f"strategy horovod across {nodes} nodes needs Horovod built with "
                              "MPI and horovod.mpi_launcher (e.g. 'srun --mpi=pmix')")
@@ -134,10 +146,13 @@ def expand(config: dict) -> list[Point]:
             levels.append(f"nodes{nodes}")
         if len(strategies) > 1:
             levels.append(chosen)
+        if len(loops) > 1:
+            levels.append(loop)
         if len(precisions) > 1:
             levels.append(precision)
         levels += [f"gpus{gpus}", f"rep{rep}"]
         series = " ".join([model] + [v for v, varied in ((chosen, len(strategies) > 1),
+                                                          (loop, len(loops) > 1),
                                                           (precision, len(precisions) > 1))
                                      if varied])
         points.append(Point(
@@ -146,10 +161,13 @@ def expand(config: dict) -> list[Point]:
             epochs=over["epochs"], batch_per_gpu=over["batch_per_gpu"],
             global_batch=(over["batch_per_gpu"] * gpus
                           if over["batch_per_gpu"] != "auto" else None),
-            base_lr=over["base_lr"], optimizer=over["optimizer"],
+            base_lr=over["base_lr"], optimizer=over["optimizer"], loop=loop,
             lr_scaling=over["lr_scaling"], warmup_epochs=over["warmup_epochs"],
             momentum=training["momentum"], xla=training["xla"], device=training["device"],
-            seed=training["seed"] + rep - 1, tasks=tasks_per_node * nodes,
+            seed=training["seed"] + rep - 1, communication=training["communication"],
+            save_model=training["save_model"], tensorboard=training["tensorboard"],
+            profile_steps=tuple(training["profile_steps"]) if training["profile_steps"] else None,
+            tasks=tasks_per_node * nodes,
             tasks_per_node=tasks_per_node,
             cpus_per_task=over["cpus_per_gpu"] * gpus_per_task,
             mem_mb=over["mem_mb_per_gpu"] * per_node, runtime=over["runtime_min"],

@@ -193,15 +193,23 @@ def synthetic_dataset(shape: tuple[int, int, int], num_classes: int, batch: int,
     return tf.data.Dataset.from_tensors((images, labels)).repeat()
 
 
-def make_strategy(kind: str, devices: list[str], device: str):
+def resolve_communication(communication: str, device: str) -> str:
+    """auto: NCCL on GPUs, ring on CPUs (NCCL needs GPUs)."""
+    if communication == "auto":
+        return "nccl" if device == "gpu" else "ring"
+    if communication == "nccl" and device == "cpu":
+        raise RunError("communication nccl needs GPUs, but the device is cpu: use ring", 2)
+    return communication
+
+
+def make_strategy(kind: str, devices: list[str], device: str, communication: str = "auto"):
     import tensorflow as tf
 
     if kind == "mirrored":
         return tf.distribute.MirroredStrategy(devices=devices)
     if kind == "multiworker":
-        implementation = (tf.distribute.experimental.CommunicationImplementation.NCCL
-                          if device == "gpu" else
-                          tf.distribute.experimental.CommunicationImplementation.RING)
+        implementation = getattr(tf.distribute.experimental.CommunicationImplementation,
+                                 resolve_communication(communication, device).upper())
         options = tf.distribute.experimental.CommunicationOptions(implementation=implementation)
         return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     raise RunError(f"unknown strategy '{kind}': expected mirrored or multiworker", 2)
@@ -444,7 +452,8 @@ def deadline_stop(deadline: float, agree, reserve: float = 10.0):
 # --- resuming -------------------------------------------------------------------------------
 
 # the settings that define a run: a backup made with others is not resumed
-RESUME_KEYS = ("model", "gpus", "strategy", "batch_per_gpu", "base_lr", "lr_scaling",
+RESUME_KEYS = ("model", "gpus", "strategy", "loop", "optimizer", "batch_per_gpu", "base_lr",
+               "lr_scaling",
                "warmup_epochs", "momentum", "precision", "seed", "synthetic", "steps_per_epoch",
                "image_shape", "data_sha256")
 

@@ -12,6 +12,9 @@ STRATEGIES = ("mirrored", "multiworker", "horovod")
 DEVICES = ("gpu", "cpu")
 LR_SCALINGS = ("linear", "none")
 OPTIMIZERS = ("sgd", "adam")
+LOOPS = ("fit", "custom")  # Keras' fit, or the IDRIS course's custom training loop
+# MultiWorkerMirroredStrategy's collectives: auto is NCCL on GPUs, ring on CPUs
+COMMUNICATIONS = ("auto", "nccl", "ring")
 # models beside keras.applications: the course's small CNN and JSC's MNIST network
 SMALL_MODELS = ("SimpleCNN", "MLP")
 
@@ -19,9 +22,9 @@ SMALL_MODELS = ("SimpleCNN", "MLP")
 DEFAULTS = {
     "data": {"image_size": 128, "shards": 16, "shuffle_buffer": 4096},
     "training": {"epochs": 5, "batch_per_gpu": 256, "base_lr": 0.01, "lr_scaling": "linear",
-                 "warmup_epochs": 0, "optimizer": "sgd", "momentum": 0.0,
+                 "warmup_epochs": 0, "optimizer": "sgd", "momentum": 0.0, "loop": "fit",
                  "precision": "float32",
-                 "device": "gpu", "seed": 42},
+                 "device": "gpu", "seed": 42, "communication": "auto"},
     "analysis": {"skip_epochs": 1, "accuracy_tolerance": 0.05},
 }
 # Records held for shuffling: 4096 x 49 KB = 200 MB at 128 px, which keeps the reader

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -169,19 +170,40 @@ def test_a_sweep_with_a_timeout_and_a_failure_reports_both_and_reruns_only_them(
     run_snakemake(tmp_path, *PROFILE, config, "--report", str(tmp_path / "report.html"))
     assert "failed.csv" in (tmp_path / "report.html").read_text(errors="replace")
 
+    # the same command again: it plans the two failed points and nothing else; watched
+    # until each has started its second attempt (the timed-out one with twice the time,
+    # resuming), then interrupted, which cancels the jobs (the full rerun would only
+    # repeat the first run's outcomes, for two more minutes)
     done = tmp_path / "results/runs/MobileNet/gpus1/rep1/run.json"
     kept = done.stat().st_mtime_ns
-    second = run_snakemake(tmp_path, *PROFILE, config, check=False)
-    assert second.returncode != 0
-    stats = second.stdout.split("Job stats:")[1].split("total")[0]
+    timed_log = tmp_path / "results/runs/SimpleCNN/gpus1/rep1/state/train.log"
+    nan_attempts = tmp_path / "results/runs/MobileNetV3Small/gpus1/rep1/attempts.jsonl"
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
+           str(tmp_path), *PROFILE, config]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    second = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=env)
+    limits, deadline = {}, time.time() + 600
+    while time.time() < deadline and second.poll() is None:
+        for job, limit, comment in queue("%i", "%l", "%k"):
+            limits[comment] = limit
+        resumed = timed_log.exists() and "resuming from the backup" in timed_log.read_text()
+        if resumed and len(nan_attempts.read_text().splitlines()) >= 2:
+            break
+        time.sleep(0.5)
+    second.send_signal(signal.SIGINT)  # Snakemake cancels its SLURM jobs on the way out
+    output, _ = second.communicate(timeout=300)
+    stats = output.split("Job stats:")[1].split("total")[0]
     assert [line.split() for line in stats.splitlines() if line.startswith("train")] == [
         ["train", "2"]]
+    assert "point SimpleCNN/gpus1/rep1 ended timeout" in output
     assert done.stat().st_mtime_ns == kept
-    again = json.loads((tmp_path / "results/runs/SimpleCNN/gpus1/rep1/run.json").read_text())
-    assert again["status"] == "timeout" and again["attempt"] == 2
-    assert again["resumed_at_epoch"] == timed["epochs_completed"] + 1  # continued
-    assert again["epochs_completed"] > timed["epochs_completed"]
-    # the second attempt had twice the time: the job was submitted with 2 minutes
-    blocks = [b for b in second.stdout.split("rule train:")[1:]
-              if "point=SimpleCNN/gpus1/rep1" in b.split("\n\n")[0]]
-    assert len(blocks) == 1 and "runtime=2," in blocks[0].split("\n\n")[0]
+    # exactly the two failed points were submitted; the timed-out one with twice the time
+    assert {k: v for k, v in limits.items() if k.startswith("rule_train_")} == {
+        "rule_train_wildcards_MobileNetV3Small_gpus1_rep1": "10:00",
+        "rule_train_wildcards_SimpleCNN_gpus1_rep1": "2:00"}
+    assert f"Epoch {timed['epochs_completed'] + 1}/100000" in timed_log.read_text().split(
+        "resuming from the backup")[1]
+    attempts = [json.loads(line) for line in nan_attempts.read_text().splitlines()]
+    assert [(a["attempt"], a["status"]) for a in attempts[:2]] == [(1, "failed"), (2, "failed")]
+    assert queue("%i") == []

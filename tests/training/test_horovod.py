@@ -9,7 +9,8 @@ import sys
 import pandas as pd
 import pytest
 
-from conftest import HOROVOD_PYTHON, HOROVOD_READY, IN_CI, ROOT, SCRIPTS, run_snakemake, write_config
+from conftest import (HOROVOD_PYTHON, HOROVOD_READY, IN_CI, ROOT, SCRIPTS, comparison_config,
+                      run_snakemake)
 pytestmark = pytest.mark.skipif(not HOROVOD_READY and not IN_CI,
                                 reason="the Horovod environment is not built (make horovod)")
 
@@ -35,13 +36,8 @@ def test_two_horovod_ranks_train_and_only_rank_0_writes(small_data, tmp_path):
 
 
 def test_mirrored_and_horovod_points_on_one_chart(tmp_path, cifar_python):
-    config = write_config(tmp_path / "c.yaml", f"""
-data: {{source: {cifar_python}, image_size: 32, shards: 2}}
-sweep: {{models: [SimpleCNN], gpus: [1, 2], strategy: [mirrored, horovod]}}
-training: {{epochs: 2, batch_per_gpu: 8, device: cpu}}
-resources: {{cpus_per_gpu: 1, mem_mb_per_gpu: 1000, runtime_min: 10}}
-analysis: {{accuracy_tolerance: 1.0}}
-""")
+    config = comparison_config(tmp_path / "c.yaml", cifar_python,
+                               "strategy: [mirrored, horovod]")
     run_snakemake(tmp_path, "--profile", str(ROOT / "profiles" / "local"),
                   f"--configfile={config}")
     table = pd.read_csv(tmp_path / "results/tables/scaling.csv")

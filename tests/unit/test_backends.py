@@ -50,3 +50,39 @@ def test_optimizers():
     assert type(make_optimizer("adam", 0.001)).__name__ == "Adam"
     with pytest.raises(RunError, match="unknown optimizer 'rmsprop': expected sgd or adam"):
         make_optimizer("rmsprop", 0.1)
+
+
+def test_communication_choice_and_nccl_on_cpus_refused_at_planning():
+    import copy
+
+    from snakemake.utils import validate
+
+    from conftest import ROOT
+    from dlscale.sweep import SweepError, expand
+    from dlscale.training import resolve_communication
+
+    assert [resolve_communication(c, d) for c, d in (("auto", "gpu"), ("auto", "cpu"),
+                                                     ("ring", "gpu"), ("nccl", "gpu"))] == [
+        "nccl", "ring", "ring", "nccl"]
+    config = copy.deepcopy({"sweep": {"models": ["SimpleCNN"], "gpus": [2], "nodes": [2]},
+                            "training": {"communication": "nccl", "device": "cpu"}})
+    validate(config, str(ROOT / "config" / "schema.yaml"))
+    with pytest.raises(SweepError, match="training.communication nccl needs GPUs, but "
+                                         "training.device is cpu"):
+        expand(config)
+
+
+def test_the_custom_loop_with_horovod_is_refused_at_planning():
+    import copy
+
+    from snakemake.utils import validate
+
+    from conftest import ROOT
+    from dlscale.sweep import SweepError, expand
+
+    config = copy.deepcopy({"sweep": {"models": ["SimpleCNN"], "gpus": [2],
+                                      "strategy": ["horovod"], "loop": ["fit", "custom"]}})
+    validate(config, str(ROOT / "config" / "schema.yaml"))
+    with pytest.raises(SweepError, match="the custom training loop runs mirrored and "
+                                         "multiworker points; horovod points train with fit"):
+        expand(config)

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
-from conftest import ROOT, run_snakemake, write_config
+from conftest import ROOT, comparison_config, run_snakemake, write_config
 
 pytestmark = pytest.mark.workflow
 PROFILE = ["--profile", str(ROOT / "profiles" / "local")]
@@ -84,3 +85,15 @@ models: {{SimpleCNN: {{cpus_per_gpu: 3, mem_mb_per_gpu: 1234, runtime_min: 7}}}}
     job = proc.stdout.split("rule find_batch_size:")[1].split("\n\n")[0]
     assert all(f"{k}={v}," in job for k, v in (("mem_mb", 1234), ("runtime", 7),
                                                ("cpus_per_task", 3)))
+
+
+def test_a_sweep_comparing_fit_and_the_custom_loop(tmp_path, cifar_python):
+    config = comparison_config(tmp_path / "loops.yaml", cifar_python, "loop: [fit, custom]")
+    run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
+    assert (tmp_path / "results/runs/SimpleCNN/custom/gpus2/rep1/run.json").exists()
+    table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
+    assert sorted(zip(table["series"], table["gpus"])) == [
+        ("SimpleCNN custom", 1), ("SimpleCNN custom", 2), ("SimpleCNN fit", 1),
+        ("SimpleCNN fit", 2)]
+    svg = (tmp_path / "results/plots/speedup.svg").read_text()
+    assert "SimpleCNN custom" in svg and "SimpleCNN fit" in svg
