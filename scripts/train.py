@@ -170,36 +170,15 @@ def run(args: argparse.Namespace, started: datetime, stack: ExitStack) -> dict:
                       steps_per_epoch=args.steps_per_epoch, base_lr=args.base_lr,
                       lr_scaling=args.lr_scaling, warmup_epochs=args.warmup_epochs,
                       xla=args.xla, device=args.device, devices_in_process=len(backend.devices))
-    keras = K.keras()
-    keras.utils.set_random_seed(args.seed)
     precision = T.resolve_precision(args.precision, args.device)
-    keras.mixed_precision.set_global_policy(precision)
-    schedule = T.warmup_schedule(args.base_lr, plan.lr, plan.warmup_steps)
-    recorder = T.epoch_recorder(state / "epochs.jsonl", plan.steps, plan.global_batch,
-                                backend.lr_of(schedule), backend.chief)
-    with backend.scope():
-        model = T.build_model(args.model, tuple(manifest["image_shape"]), manifest["num_classes"])
-        callbacks = (backend.callbacks(recorder, keras.callbacks.TerminateOnNaN(),
-                                       str(state / "backup"), plan) if args.loop == "fit"
-                     else [recorder]) + chief_callbacks(args, backend)
-        deadline = T.job_deadline(args.time_limit_min, started.timestamp())
-        if deadline is not None:  # last: it stops training after the backup is saved
-            callbacks.append(T.deadline_stop(deadline, backend.agree))
-        model.compile(optimizer=backend.optimizer(plan, schedule), metrics=["accuracy"],
-                      loss="sparse_categorical_crossentropy", jit_compile=plan.xla)
+    model, recorder, callbacks = build(args, backend, plan, manifest, precision, state,
+                                       T.job_deadline(args.time_limit_min, started.timestamp()))
     train_ds, test_ds = backend.datasets(*inputs(args, manifest, plan), plan.global_batch)
     for line in filter(None, [summary(args, backend, plan, manifest, precision), note,
                               plan.xla_note, resuming and "resuming from the backup in "
                               f"{state / ('ckpt' if args.loop == 'custom' else 'backup')}"]):
         say(f"dlscale train: {line}")
-    if args.loop == "custom":
-        from dlscale.customloop import CustomLoop
-
-        loop = CustomLoop(backend, model, plan, state / "ckpt")
-        train = lambda: loop.train(train_ds, args.epochs, callbacks, backend.chief)  # noqa: E731
-    else:
-        train = lambda: model.fit(train_ds, epochs=args.epochs, steps_per_epoch=plan.steps,  # noqa: E731
-                                  verbose=2 if backend.chief else 0, callbacks=callbacks)
+    train = trainer(args, backend, plan, model, train_ds, callbacks, state)
     t0 = time.perf_counter()
     status, reason = fit(train, args, precision)
     fit_seconds = time.perf_counter() - t0
@@ -220,6 +199,39 @@ def run(args: argparse.Namespace, started: datetime, stack: ExitStack) -> dict:
     if backend.chief:
         write_outcome(args.out, info)
     return info
+
+
+def build(args, backend, plan, manifest: dict, precision: str, state: Path, deadline):
+    """The compiled model in the backend's scope, its epoch recorder and its callbacks."""
+    from dlscale import training as T
+
+    keras = K.keras()
+    keras.utils.set_random_seed(args.seed)
+    keras.mixed_precision.set_global_policy(precision)
+    schedule = T.warmup_schedule(args.base_lr, plan.lr, plan.warmup_steps)
+    recorder = T.epoch_recorder(state / "epochs.jsonl", plan.steps, plan.global_batch,
+                                backend.lr_of(schedule), backend.chief)
+    with backend.scope():
+        model = T.build_model(args.model, tuple(manifest["image_shape"]), manifest["num_classes"])
+        callbacks = (backend.callbacks(recorder, keras.callbacks.TerminateOnNaN(),
+                                       str(state / "backup"), plan) if args.loop == "fit"
+                     else [recorder]) + chief_callbacks(args, backend)
+        if deadline is not None:  # last: it stops training after the backup is saved
+            callbacks.append(T.deadline_stop(deadline, backend.agree))
+        model.compile(optimizer=backend.optimizer(plan, schedule), metrics=["accuracy"],
+                      loss="sparse_categorical_crossentropy", jit_compile=plan.xla)
+    return model, recorder, callbacks
+
+
+def trainer(args, backend, plan, model, train_ds, callbacks: list, state: Path):
+    """The training loop to run: Keras' fit, or the custom loop."""
+    if args.loop == "custom":
+        from dlscale.customloop import CustomLoop
+
+        loop = CustomLoop(backend, model, plan, state / "ckpt")
+        return lambda: loop.train(train_ds, args.epochs, callbacks, backend.chief)
+    return lambda: model.fit(train_ds, epochs=args.epochs, steps_per_epoch=plan.steps,
+                             verbose=2 if backend.chief else 0, callbacks=callbacks)
 
 
 def chief_callbacks(args, backend) -> list:
