@@ -111,13 +111,6 @@ def write_csv(rows: list[dict], out: Path) -> None:
         writer.writerows(rows)
 
 
-def has_epoch(path) -> bool:
-    try:
-        return bool(parse_file(path).epochs)
-    except LogError:
-        return False
-
-
 def parse_meta(items: list[str]) -> dict:
     meta = {}
     for item in items:
@@ -132,9 +125,12 @@ def dlscale_run(path, meta: dict, records_path: Path | None) -> list[dict]:
     """The rows of a dlscale run folder's train.log: one run, cross-checked with its
     records; a failed run before any epoch is one row with empty epoch columns."""
     failed = meta.get("status", "completed") != "completed"
-    if failed and not has_epoch(path):
+    try:
+        parsed = parse_file(path)
+    except LogError:
+        if not failed:
+            raise
         return [{**dict.fromkeys(EPOCH_COLUMNS), **meta, "file": path}]
-    parsed = parse_file(path)
     warn_cut(parsed)
     records = None
     if records_path:

@@ -21,8 +21,8 @@ from pathlib import Path
 
 from dlscale import cli as K
 from dlscale.files import append_jsonl, read_jsonl
+from dlscale.vocabulary import SMALL_MODELS
 
-SMALL_CNN = "SimpleCNN"
 
 
 class RunError(Exception):
@@ -276,7 +276,7 @@ def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int):
         x = keras.layers.Flatten()(x)
         x = keras.layers.Dense(512, activation="relu")(x)
         logits = keras.layers.Dense(num_classes)(x)
-    elif name == SMALL_CNN:
+    elif name == "SimpleCNN":
         for filters in (32, 64):
             x = keras.layers.Conv2D(filters, 5, padding="same", activation="relu")(x)
             x = keras.layers.MaxPooling2D()(x)
@@ -285,7 +285,7 @@ def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int):
     else:
         factory = getattr(keras.applications, name, None)
         if factory is None or not name[:1].isupper():
-            raise RunError(f"unknown model '{name}': expected {SMALL_CNN} or a "
+            raise RunError(f"unknown model '{name}': expected {' or '.join(SMALL_MODELS)} or a "
                            "keras.applications name such as ResNet50V2", 2)
         backbone = factory(weights=None, input_shape=input_shape, classes=num_classes,
                            classifier_activation=None)
