@@ -2,7 +2,7 @@
 """Start the worker processes of one training point.
 
   launch.py --tasks N [--tasks-per-node M] -- python train.py ...
-  launch.py --horovod --tasks N [--nodes K] [--mpi-launcher "srun --mpi=pmix"] -- python ...
+  launch.py --horovod --tasks N [--nodes K] [--mpi-launcher mpirun] -- python ...
 
 One task: runs the command as it is. Several tasks inside a SLURM allocation: runs it
 through `srun` (one task per worker; train.py builds its TF_CONFIG from SLURM's
@@ -11,9 +11,10 @@ local processes with TF_CONFIG naming free localhost ports, waits for all of the
 stops the others as soon as one fails. Exits with the first failing task's status.
 
 --horovod: one node (in a SLURM job or not) runs `horovodrun --gloo -np N -H localhost:N`
-(horovodrun from the same environment as the command's python); several nodes need
-Horovod built with MPI and the site's MPI launcher (--mpi-launcher, e.g.
-"srun --mpi=pmix"), since Gloo's launcher would reach the other nodes through ssh.
+(horovodrun from the same environment as the command's python). Several nodes need
+Horovod built with MPI and the site's MPI launcher (--mpi-launcher, e.g. "mpirun" or
+"srun --mpi=pmix"; launch.py adds the number of ranks), since Gloo's launcher would
+reach the other nodes through ssh.
 
 --record DIR (the workflow passes the run folder): the point's outcome is recorded
 whatever happens, and the exit status is 0 once it is. train.py records its own ends
@@ -56,19 +57,52 @@ def srun_command(tasks: int, tasks_per_node: int | None, command: list[str]) -> 
     return flags + command
 
 
-def horovod_command(tasks: int, nodes: int, command: list[str],
-                    mpi_launcher: str | None) -> list[str]:
+MPI_LAUNCHERS = ("mpirun", "mpiexec", "orterun")
+
+
+def horovod_command(tasks: int, nodes: int, command: list[str], mpi_launcher: str | None,
+                    tasks_per_node: int | None = None) -> list[str]:
+    """Horovod's ranks: horovodrun with Gloo on one node; across nodes the site's MPI
+    launcher, given the number of ranks (mpirun/mpiexec: -np; srun: --ntasks) unless it
+    is another launcher, which is used as written."""
     if nodes > 1:
         if not mpi_launcher:
             raise SystemExit("error: Horovod across nodes needs Horovod built with MPI and "
                              "the site's MPI launcher: set horovod.mpi_launcher, e.g. "
-                             "'srun --mpi=pmix'")
-        return shlex.split(mpi_launcher) + command
+                             "'mpirun' or 'srun --mpi=pmix'")
+        launcher = shlex.split(mpi_launcher)
+        name = os.path.basename(launcher[0])
+        if name in MPI_LAUNCHERS:
+            launcher += ["-np", str(tasks)]
+        elif name == "srun":
+            launcher += [f"--ntasks={tasks}", "--kill-on-bad-exit=1"] + (
+                [f"--ntasks-per-node={tasks_per_node}"] if tasks_per_node else [])
+        return launcher + command
     horovodrun = os.path.join(os.path.dirname(command[0]), "horovodrun")
     if not os.path.exists(horovodrun):
         raise SystemExit(f"error: {horovodrun} not found: the command's python must be the "
                          "Horovod environment's (make horovod)")
     return [horovodrun, "--gloo", "-np", str(tasks), "-H", f"localhost:{tasks}"] + command
+
+
+def mpi_allocation(env: dict, nodes: int, tasks_per_node: int | None) -> dict:
+    """OpenMPI's mpirun reads the allocation from SLURM_NODELIST and SLURM_TASKS_PER_NODE,
+    which Snakemake's job-step executor removes from the job's environment (it keeps
+    SLURM_JOB_ID): put them back, the nodes from squeue."""
+    job = env.get("SLURM_JOB_ID")
+    if not job or env.get("SLURM_NODELIST"):
+        return env
+    try:
+        nodelist = subprocess.run(["squeue", "-h", "-j", job, "-o", "%N"], capture_output=True,
+                                  text=True, timeout=30, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise SystemExit(f"error: cannot read the nodes of SLURM job {job} for mpirun "
+                         f"(squeue: {exc})") from exc
+    env = dict(env, SLURM_NODELIST=nodelist, SLURM_JOB_NODELIST=nodelist,
+               SLURM_NNODES=str(nodes), SLURM_JOB_NUM_NODES=str(nodes))
+    if tasks_per_node:
+        env["SLURM_TASKS_PER_NODE"] = f"{tasks_per_node}(x{nodes})"
+    return env
 
 
 def run_local(tasks: int, command: list[str], poll: float = 0.2) -> int:
@@ -183,8 +217,12 @@ def start(args: argparse.Namespace, command: list[str]) -> int:
         # TensorFlow 2.15 (the Horovod environment) has Keras 2 built in; asked for
         # tf_keras, which it lacks, horovodrun's own import of TensorFlow fails
         env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+        launcher = shlex.split(args.mpi_launcher or "-")[0]
+        if args.nodes > 1 and os.path.basename(launcher) in MPI_LAUNCHERS:
+            env = mpi_allocation(env, args.nodes, args.tasks_per_node)
         return subprocess.call(horovod_command(args.tasks, args.nodes, command,
-                                               args.mpi_launcher), env=env)
+                                               args.mpi_launcher, args.tasks_per_node),
+                               env=env)
     if os.environ.get("SLURM_JOB_ID"):
         return subprocess.call(srun_command(args.tasks, args.tasks_per_node, command))
     return run_local(args.tasks, command)

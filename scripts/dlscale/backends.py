@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import tempfile
 from pathlib import Path
 
@@ -164,6 +165,12 @@ class Horovod(Backend):
                                      self.local_rank)
         self.strategy = tf.distribute.get_strategy()
         self.replicas = self.size
+        # where the ranks ran (SLURM's node name: the test cluster's nodes share a host);
+        # every rank takes part, rank 0 records it
+        import horovod.tensorflow as hvd_tf
+
+        node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+        self.nodes = sorted(set(hvd_tf.allgather_object(node)))
 
     def optimizer(self, plan, schedule):
         # the course's recipe: lr x size, reached by Horovod's warm-up callback. Horovod
@@ -217,6 +224,8 @@ class Horovod(Backend):
         return {"strategy": self.kind, "workers": self.size, "devices": self.devices,
                 "cluster": None, "communication": "horovod",
                 "horovod": {"size": hvd.size(), "local_size": hvd.local_size(),
+                            "nodes": self.nodes,
+                            "controller": "mpi" if hvd.mpi_enabled() else "gloo",
                             "gloo": bool(hvd.gloo_built()), "mpi": bool(hvd.mpi_built())}}
 
 

@@ -133,7 +133,7 @@ def expand(config: dict) -> list[Point]:
                              "horovod points train with fit (training.loop or sweep.loop)")
         if chosen == "horovod" and nodes > 1 and not config["horovod"]["mpi_launcher"]:
             raise SweepError(f"strategy horovod across {nodes} nodes needs Horovod built with "
-                             "MPI and horovod.mpi_launcher (e.g. 'srun --mpi=pmix')")
+                             "MPI and horovod.mpi_launcher (e.g. 'mpirun')")
         if chosen == "horovod":
             tasks_per_node = per_node  # one process per GPU
         elif chosen == "multiworker":

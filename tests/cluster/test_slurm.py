@@ -152,6 +152,27 @@ def test_horovod_and_mirrored_points_through_slurm(tmp_path, archive):
     assert set(table["series"]) == {"SimpleCNN horovod", "SimpleCNN mirrored"}
 
 
+def test_horovod_across_two_nodes_runs_its_ranks_through_mpirun(tmp_path, archive):
+    """The course's multi-node Horovod (UQ: mpiexec -np $SLURM_NTASKS): one rank per GPU
+    on each node, started by OpenMPI's mpirun inside the job (it reaches the other node
+    through srun, not ssh). As root, OpenMPI asks for --allow-run-as-root."""
+    if not HOROVOD_READY and not IN_CI:
+        pytest.skip("the Horovod environment is not built (make horovod)")
+    config = sweep_config(tmp_path / "c.yaml", archive,
+                          sweep="{models: [SimpleCNN], gpus: [2], nodes: [2], "
+                                "strategy: [horovod]}",
+                          horovod="{mpi_launcher: 'mpirun --allow-run-as-root'}")
+    run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
+    run = json.loads((tmp_path / "results/runs/SimpleCNN/gpus2/rep1/run.json").read_text())
+    assert run["status"] == "completed", run.get("failure")
+    hvd = run["horovod"]
+    assert (hvd["size"], hvd["local_size"], hvd["controller"]) == (2, 1, "mpi")
+    assert hvd["nodes"] == ["n1", "n2"]
+    assert run["env"]["SLURM_NNODES"] == "2"
+    table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
+    assert list(table["gpus"]) == [2] and list(table["nodes"]) == [2]
+
+
 def test_a_sweep_with_a_timeout_and_a_failure_reports_both_and_reruns_only_them(tmp_path):
     config = f"--configfile={ROOT / 'tests' / 'configs' / 'slurm-failures.yaml'}"
     first = run_snakemake(tmp_path, *PROFILE, config, check=False)

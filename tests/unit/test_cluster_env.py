@@ -56,3 +56,25 @@ def test_every_task_gets_its_own_port_even_on_a_shared_host():
     config = slurm_tf_config(env)
     assert config["task"] == {"type": "worker", "index": 3}
     assert config["cluster"]["worker"] == ["n1:12850", "n1:12851", "n2:12852", "n2:12853"]
+
+
+@pytest.mark.parametrize("launcher, expected", [
+    ("mpirun --allow-run-as-root", ["mpirun", "--allow-run-as-root", "-np", "4"]),
+    ("/opt/mpi/bin/mpiexec", ["/opt/mpi/bin/mpiexec", "-np", "4"]),
+    ("srun --mpi=pmix", ["srun", "--mpi=pmix", "--ntasks=4", "--kill-on-bad-exit=1",
+                         "--ntasks-per-node=2"]),
+    ("my-launcher 'a b'", ["my-launcher", "a b"]),  # another launcher: used as written
+])
+def test_horovod_across_nodes_is_started_by_the_sites_launcher_with_its_ranks(launcher,
+                                                                             expected):
+    from launch import horovod_command
+
+    command = ["/venv/bin/python", "train.py"]
+    assert horovod_command(4, 2, command, launcher, tasks_per_node=2) == expected + command
+
+
+def test_horovod_across_nodes_without_a_launcher_is_refused():
+    from launch import horovod_command
+
+    with pytest.raises(SystemExit, match="horovod.mpi_launcher"):
+        horovod_command(4, 2, ["python"], None)
