@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 from dlscale.external import entry_key, resolve as resolve_external
 from dlscale.outcomes import failed_record, planned_attempt, runtime_factor
 from dlscale.sources import DATASETS, find_cached
-from dlscale.sweep import Point, SweepError, expand
+from dlscale.sweep import Point, SweepError, plan_sweep
 
 URL_FILE_NAME = re.compile(r"[A-Za-z0-9._+-]+")
 
@@ -108,9 +108,10 @@ class Study:
         self.data = config["data"]
         self.data_dir = f"results/data/{self.data['dataset']}-{self.data['image_size']}px"
         try:
-            self.points = {p.key: p for p in expand(config)}
+            points, self.skipped = plan_sweep(config)
         except SweepError as exc:
             raise PlanError(f"invalid sweep: {exc}") from exc
+        self.points = {p.key: p for p in points}
         self.warnings: list[str] = []
         self.external = self._external_runs()
         self._sources: dict[str, Source] = {}
@@ -121,7 +122,7 @@ class Study:
     def notes(self) -> list[str]:
         """What a user should know before anything runs: warnings about external runs,
         and the failed points that are planned again."""
-        notes = [f"warning: {w}" for w in self.warnings]
+        notes = [f"note: {n}" for n in self.skipped] + [f"warning: {w}" for w in self.warnings]
         for key in self.points:
             failed = failed_record(run_dir(key))
             if failed:
@@ -194,7 +195,7 @@ class Study:
         return meta_flags({"run": p.key, "series": p.series, "repeat": p.rep,
                            "model": p.model, "gpus": p.gpus, "gpus_asked": p.gpus,
                            "nodes": p.nodes, "strategy": p.strategy, "precision": p.precision,
-                           "epochs_expected": p.epochs})
+                           "scaling": p.scaling, "epochs_expected": p.epochs})
 
     # --- analysis ------------------------------------------------------------------------
 

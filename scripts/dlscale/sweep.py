@@ -2,13 +2,15 @@
 
 Pure Python (no Snakemake, no TensorFlow) so that rules/common.smk and the tests share
 it. A point's `key` is its run folder below results/runs/: `{model}/gpus{g}/rep{r}` for
-the study, with `nodes{n}/`, `{strategy}/` and `{precision}/` levels added only when
-the sweep varies them.
+the study, with `nodes{n}/` (an explicit list of node counts), `{strategy}/`, `{loop}/`
+and `{precision}/` levels added only when the sweep varies them. With `nodes: auto` a
+point's nodes follow from its GPUs (as few nodes as hold them), so no level is needed.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 # Smallest input each family accepts (keras.applications checks this at build time;
@@ -36,6 +38,7 @@ class Point:
     epochs: int
     batch_per_gpu: int | str   # "auto": results/batch/{model}/{precision}.json decides
     global_batch: int | None
+    scaling: str         # weak: batch per GPU kept; strong: global batch kept
     base_lr: float
     optimizer: str
     loop: str
@@ -101,81 +104,138 @@ def check_batches(points: list[Point], config: dict) -> None:
                 f"images of {where}: lower batch_per_gpu or raise data.limit_train")
 
 
-def expand(config: dict) -> list[Point]:
-    """All points of the sweep, in a stable order; raises SweepError on impossible ones."""
+def node_counts(gpus: int, nodes, per_node_max: int) -> list[int]:
+    """The node counts a point with `gpus` GPUs is tried on: auto = as few as hold them."""
+    return [math.ceil(gpus / per_node_max)] if nodes == "auto" else list(nodes)
+
+
+def why_not(gpus: int, nodes: int, chosen: str, strategy_listed: bool, config: dict) -> str | None:
+    """Why `gpus` GPUs on `nodes` nodes with strategy `chosen` cannot run, or None."""
+    most = config["resources"]["max_gpus_per_node"]
+    if gpus < nodes:
+        return f"{gpus} GPU(s) cannot span {nodes} nodes"
+    if gpus % nodes:
+        return f"{gpus} GPUs cannot be shared equally by {nodes} nodes"
+    if gpus // nodes > most:
+        return (f"{gpus} GPUs on {nodes} node(s) need {gpus // nodes} GPUs per node, but "
+                f"resources.max_gpus_per_node is {most}")
+    if chosen == "mirrored" and nodes > 1:
+        return (f"strategy mirrored runs on one node, not {nodes}"
+                + ("" if strategy_listed else ": use multiworker for multi-node points"))
+    if chosen == "horovod" and nodes > 1 and not config["horovod"]["mpi_launcher"]:
+        return (f"strategy horovod across {nodes} nodes needs Horovod built with MPI and "
+                "horovod.mpi_launcher (e.g. 'mpirun')")
+    return None
+
+
+def batch_of(over: dict, gpus: int, scaling: str, model: str) -> tuple[int | str, int | None]:
+    """(batch per GPU, global batch): weak keeps the first, strong the second."""
+    if scaling == "weak":
+        per_gpu = over["batch_per_gpu"]
+        return per_gpu, (per_gpu * gpus if per_gpu != "auto" else None)
+    total = over.get("global_batch")
+    if not total:
+        raise SweepError(f"sweep.scaling strong keeps the global batch, but {model} has none: "
+                         "set training.global_batch (or models.<model>.global_batch)")
+    if total % gpus:
+        raise SweepError(f"sweep.scaling strong: global batch {total} of {model} cannot be "
+                         f"split equally over {gpus} GPUs")
+    return total // gpus, total
+
+
+def plan_sweep(config: dict) -> tuple[list[Point], list[str]]:
+    """All points of the sweep in a stable order, and a note per combination of GPUs,
+    nodes and strategy that cannot run and was left out. Raises SweepError on a setting
+    that cannot run at all, or when no point is left."""
     sweep, training, res = config["sweep"], config["training"], config["resources"]
     precisions = sweep.get("precision") or [training["precision"]]
     strategies = sweep.get("strategy") or [None]
     loops = sweep.get("loop") or [training["loop"]]
+    scaling = sweep["scaling"]
     image_size = config["data"]["image_size"]
-    points = []
-    for model, nodes, strategy, loop, precision, gpus, rep in itertools.product(
-            sweep["models"], sweep["nodes"], strategies, loops, precisions, sweep["gpus"],
+    node_level = sweep["nodes"] != "auto" and len(sweep["nodes"]) > 1
+    points, skipped = [], {}
+    for model, strategy, loop, precision, gpus, rep in itertools.product(
+            sweep["models"], strategies, loops, precisions, sweep["gpus"],
             range(1, sweep["repeats"] + 1)):
-        if gpus < nodes or gpus % nodes:
-            continue  # e.g. 1 GPU over 2 nodes: not a point of a nodes x gpus grid
         need = MIN_IMAGE_SIZE.get(model, DEFAULT_MIN_IMAGE_SIZE)
         if image_size < need:
             raise SweepError(f"model {model} needs images of at least {need}px, but "
                              f"data.image_size is {image_size}")
-        per_node = gpus // nodes
-        if per_node > res["max_gpus_per_node"]:
-            raise SweepError(
-                f"point {model} with {gpus} GPUs on {nodes} node(s) needs {per_node} GPUs "
-                f"per node, but resources.max_gpus_per_node is {res['max_gpus_per_node']}")
         over = model_settings(config, model)
-        chosen = strategy or ("multiworker" if nodes > 1 else "mirrored")
-        if chosen == "mirrored" and nodes > 1:
-            raise SweepError(f"strategy mirrored runs on one node, but the sweep asks for "
-                             f"{nodes} nodes: use multiworker for multi-node points")
-        if chosen == "horovod" and loop == "custom":
-            raise SweepError("the custom training loop runs mirrored and multiworker points; "
-                             "horovod points train with fit (training.loop or sweep.loop)")
-        if chosen == "horovod" and nodes > 1 and not config["horovod"]["mpi_launcher"]:
-            raise SweepError(f"strategy horovod across {nodes} nodes needs Horovod built with "
-                             "MPI and horovod.mpi_launcher (e.g. 'mpirun')")
-        if chosen == "horovod":
-            tasks_per_node = per_node  # one process per GPU
-        elif chosen == "multiworker":
-            tasks_per_node = per_node if training["workers"] == "per_gpu" else 1
-        else:
-            tasks_per_node = 1
-        gpus_per_task = per_node // tasks_per_node
-        levels = [model]
-        if len(sweep["nodes"]) > 1:
-            levels.append(f"nodes{nodes}")
-        if len(strategies) > 1:
-            levels.append(chosen)
-        if len(loops) > 1:
-            levels.append(loop)
-        if len(precisions) > 1:
-            levels.append(precision)
-        levels += [f"gpus{gpus}", f"rep{rep}"]
-        series = " ".join([model] + [v for v, varied in ((chosen, len(strategies) > 1),
-                                                          (loop, len(loops) > 1),
-                                                          (precision, len(precisions) > 1))
-                                     if varied])
-        points.append(Point(
-            key="/".join(levels), series=series, model=model, gpus=gpus, nodes=nodes,
-            gpus_per_node=per_node, rep=rep, strategy=chosen, precision=precision,
-            epochs=over["epochs"], batch_per_gpu=over["batch_per_gpu"],
-            global_batch=(over["batch_per_gpu"] * gpus
-                          if over["batch_per_gpu"] != "auto" else None),
-            base_lr=over["base_lr"], optimizer=over["optimizer"], loop=loop,
-            lr_scaling=over["lr_scaling"], warmup_epochs=over["warmup_epochs"],
-            momentum=training["momentum"], xla=training["xla"], device=training["device"],
-            seed=training["seed"] + rep - 1, communication=training["communication"],
-            save_model=training["save_model"], tensorboard=training["tensorboard"],
-            profile_steps=tuple(training["profile_steps"]) if training["profile_steps"] else None,
-            tasks=tasks_per_node * nodes,
-            tasks_per_node=tasks_per_node,
-            cpus_per_task=over["cpus_per_gpu"] * gpus_per_task,
-            mem_mb=over["mem_mb_per_gpu"] * per_node, runtime=over["runtime_min"],
-            gres=res["gres"].format(gpus=per_node) if res["gres"] else None,
-        ))
+        batch_per_gpu, global_batch = batch_of(over, gpus, scaling, model)
+        for nodes in node_counts(gpus, sweep["nodes"], res["max_gpus_per_node"]):
+            chosen = strategy or ("multiworker" if nodes > 1 else "mirrored")
+            reason = why_not(gpus, nodes, chosen, strategy is not None, config)
+            if reason:
+                skipped.setdefault((gpus, nodes, chosen), reason)
+                continue
+            if chosen == "horovod" and loop == "custom":
+                raise SweepError("the custom training loop runs mirrored and multiworker points; "
+                                 "horovod points train with fit (training.loop or sweep.loop)")
+            points.append(make_point(config, model, gpus, nodes, chosen, loop, precision, rep,
+                                     batch_per_gpu, global_batch, levels=(
+                                         node_level, len(strategies) > 1, len(loops) > 1,
+                                         len(precisions) > 1)))
+    notes = [f"sweep: {gpus} GPU(s) on {nodes} node(s) with {chosen} left out: {reason}"
+             for (gpus, nodes, chosen), reason in skipped.items()]
+    if sweep["models"] and not points:
+        raise SweepError("no point of the sweep can run: " + "; ".join(
+            dict.fromkeys(skipped.values())))
+    check_points(points, config)
+    return points, notes
+
+
+def make_point(config: dict, model: str, gpus: int, nodes: int, chosen: str, loop: str,
+               precision: str, rep: int, batch_per_gpu, global_batch,
+               levels: tuple[bool, bool, bool, bool]) -> Point:
+    """One point; `levels` says which of nodes, strategy, loop and precision the sweep
+    varies (each varied one is a folder level and, but nodes, part of the series)."""
+    training, res, scaling = config["training"], config["resources"], config["sweep"]["scaling"]
+    over = model_settings(config, model)
+    per_node = gpus // nodes
+    if chosen == "horovod":
+        tasks_per_node = per_node  # one process per GPU
+    elif chosen == "multiworker":
+        tasks_per_node = per_node if training["workers"] == "per_gpu" else 1
+    else:
+        tasks_per_node = 1
+    gpus_per_task = per_node // tasks_per_node
+    node_level, strategy_level, loop_level, precision_level = levels
+    folder = [model] + [v for v, on in ((f"nodes{nodes}", node_level), (chosen, strategy_level),
+                                         (loop, loop_level), (precision, precision_level)) if on]
+    series = " ".join([model] + [v for v, on in ((chosen, strategy_level), (loop, loop_level),
+                                                  (precision, precision_level)) if on])
+    return Point(
+        key="/".join(folder + [f"gpus{gpus}", f"rep{rep}"]), series=series, model=model,
+        gpus=gpus, nodes=nodes, gpus_per_node=per_node, rep=rep, strategy=chosen,
+        precision=precision, epochs=over["epochs"], batch_per_gpu=batch_per_gpu,
+        global_batch=global_batch, scaling=scaling,
+        base_lr=over["base_lr"], optimizer=over["optimizer"], loop=loop,
+        # strong scaling keeps the learning rate with the global batch
+        lr_scaling=over["lr_scaling"] if scaling == "weak" else "none",
+        warmup_epochs=over["warmup_epochs"],
+        momentum=training["momentum"], xla=training["xla"], device=training["device"],
+        seed=training["seed"] + rep - 1, communication=training["communication"],
+        save_model=training["save_model"], tensorboard=training["tensorboard"],
+        profile_steps=tuple(training["profile_steps"]) if training["profile_steps"] else None,
+        tasks=tasks_per_node * nodes,
+        tasks_per_node=tasks_per_node,
+        cpus_per_task=over["cpus_per_gpu"] * gpus_per_task,
+        mem_mb=over["mem_mb_per_gpu"] * per_node, runtime=over["runtime_min"],
+        gres=res["gres"].format(gpus=per_node) if res["gres"] else None,
+    )
+
+
+def expand(config: dict) -> list[Point]:
+    """The points of the sweep (plan_sweep without its notes)."""
+    points, _ = plan_sweep(config)
+    return points
+
+
+def check_points(points: list[Point], config: dict) -> None:
     check_batches(points, config)
     keys = [p.key for p in points]
     if len(set(keys)) != len(keys):
         raise SweepError("two sweep points map to the same run folder: " + ", ".join(
             sorted({k for k in keys if keys.count(k) > 1})))
-    return points

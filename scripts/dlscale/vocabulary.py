@@ -17,6 +17,8 @@ LOOPS = ("fit", "custom")  # Keras' fit, or the IDRIS course's custom training l
 COMMUNICATIONS = ("auto", "nccl", "ring")
 # models beside keras.applications: the course's small CNN and JSC's MNIST network
 SMALL_MODELS = ("SimpleCNN", "MLP")
+# weak: the batch per GPU is kept as GPUs grow; strong: the global batch is kept
+SCALINGS = ("weak", "strong")
 
 # the schema's defaults for the keys the scripts take as flags
 DEFAULTS = {

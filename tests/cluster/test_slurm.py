@@ -138,39 +138,34 @@ def test_cancelled_point_is_reported_others_finish_and_rerun_resumes_only_it(tmp
     assert [r["epoch"] for r in records] == [1, 2, 3, 4, 5, 6]
 
 
-def test_horovod_and_mirrored_points_through_slurm(tmp_path, archive):
+def test_horovod_on_one_and_two_nodes_beside_mirrored_through_slurm(tmp_path, archive):
+    """Horovod on one node (horovodrun with Gloo) and across two (the course's multi-node
+    Horovod, UQ: mpiexec -np $SLURM_NTASKS: OpenMPI's mpirun inside the job reaches the
+    other node through srun, not ssh; as root, OpenMPI asks for --allow-run-as-root),
+    beside MirroredStrategy, in one gpus x nodes grid (mirrored on 2 nodes is left out)."""
     if not HOROVOD_READY and not IN_CI:
         pytest.skip("the Horovod environment is not built (make horovod)")
     config = sweep_config(tmp_path / "c.yaml", archive,
-                          sweep="{models: [SimpleCNN], gpus: [2], strategy: [mirrored, horovod]}",
+                          sweep="{models: [SimpleCNN], gpus: [2], nodes: [1, 2], "
+                                "strategy: [mirrored, horovod]}",
+                          horovod="{mpi_launcher: 'mpirun --allow-run-as-root'}",
                           analysis="{accuracy_tolerance: 1.0}")
-    run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
-    run = json.loads((tmp_path / "results/runs/SimpleCNN/horovod/gpus2/rep1/run.json").read_text())
-    assert (run["strategy"], run["replicas"], run["horovod"]["size"]) == ("horovod", 2, 2)
-    assert "SLURM_JOB_ID" in run["env"]
-    table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
-    assert set(table["series"]) == {"SimpleCNN horovod", "SimpleCNN mirrored"}
-
-
-def test_horovod_across_two_nodes_runs_its_ranks_through_mpirun(tmp_path, archive):
-    """The course's multi-node Horovod (UQ: mpiexec -np $SLURM_NTASKS): one rank per GPU
-    on each node, started by OpenMPI's mpirun inside the job (it reaches the other node
-    through srun, not ssh). As root, OpenMPI asks for --allow-run-as-root."""
-    if not HOROVOD_READY and not IN_CI:
-        pytest.skip("the Horovod environment is not built (make horovod)")
-    config = sweep_config(tmp_path / "c.yaml", archive,
-                          sweep="{models: [SimpleCNN], gpus: [2], nodes: [2], "
-                                "strategy: [horovod]}",
-                          horovod="{mpi_launcher: 'mpirun --allow-run-as-root'}")
-    run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
-    run = json.loads((tmp_path / "results/runs/SimpleCNN/gpus2/rep1/run.json").read_text())
-    assert run["status"] == "completed", run.get("failure")
-    hvd = run["horovod"]
+    proc = run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
+    assert "2 GPU(s) on 2 node(s) with mirrored left out" in proc.stdout
+    runs = tmp_path / "results/runs/SimpleCNN"
+    one = json.loads((runs / "nodes1/horovod/gpus2/rep1/run.json").read_text())
+    assert (one["replicas"], one["horovod"]["size"], one["horovod"]["controller"]) == (
+        2, 2, "gloo")
+    two = json.loads((runs / "nodes2/horovod/gpus2/rep1/run.json").read_text())
+    assert two["status"] == "completed", two.get("failure")
+    hvd = two["horovod"]
     assert (hvd["size"], hvd["local_size"], hvd["controller"]) == (2, 1, "mpi")
-    assert hvd["nodes"] == ["n1", "n2"]
-    assert run["env"]["SLURM_NNODES"] == "2"
+    assert hvd["nodes"] == ["n1", "n2"] and two["env"]["SLURM_NNODES"] == "2"
+    assert "SLURM_JOB_ID" in one["env"]
     table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
-    assert list(table["gpus"]) == [2] and list(table["nodes"]) == [2]
+    assert sorted(zip(table["series"], table["nodes"])) == [
+        ("SimpleCNN horovod", 1), ("SimpleCNN horovod", 2), ("SimpleCNN mirrored", 1)]
+    assert not (runs / "nodes2/mirrored").exists()
 
 
 def test_a_sweep_with_a_timeout_and_a_failure_reports_both_and_reruns_only_them(tmp_path):

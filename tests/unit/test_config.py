@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import yaml
@@ -101,13 +102,72 @@ def test_workers_per_node():
 
 
 @pytest.mark.parametrize("sections, words", [
-    ({"sweep": {"gpus": [8]}}, "needs 8 GPUs per node, but resources.max_gpus_per_node is 4"),
+    ({"sweep": {"gpus": [8], "nodes": [1]}},
+     "no point of the sweep can run: 8 GPUs on 1 node(s) need 8 GPUs per node, but "
+     "resources.max_gpus_per_node is 4"),
     ({"sweep": {"nodes": [2], "gpus": [2], "strategy": ["mirrored"]}}, "mirrored runs on one node"),
     ({"data": {"image_size": 16}}, "ResNet50V2 needs images of at least 32px"),
 ])
 def test_impossible_points_fail_before_any_job(sections, words):
-    with pytest.raises(SweepError, match=words.replace(".", r"\.")):
+    with pytest.raises(SweepError, match=re.escape(words)):
         expand(_config(**sections))
+
+
+def test_nodes_auto_puts_each_point_on_as_few_nodes_as_hold_its_gpus():
+    config = _config(sweep={"models": ["SimpleCNN"], "gpus": [1, 2, 4, 8, 16, 32]})
+    points = expand(config)
+    assert [(p.gpus, p.nodes) for p in points] == [(1, 1), (2, 1), (4, 1), (8, 2), (16, 4),
+                                                   (32, 8)]
+    assert [p.strategy for p in points] == ["mirrored"] * 3 + ["multiworker"] * 3
+    assert [p.key for p in points][3] == "SimpleCNN/gpus8/rep1"  # no nodes level
+    assert {p.gres for p in points[3:]} == {"gpu:4"}
+
+
+def test_a_gpus_by_nodes_grid_leaves_out_what_cannot_run_with_a_note():
+    from dlscale.sweep import plan_sweep
+
+    config = _config(sweep={"models": ["SimpleCNN"], "gpus": [1, 2, 8], "nodes": [1, 2],
+                            "strategy": ["mirrored", "multiworker"]})
+    points, notes = plan_sweep(config)
+    assert [p.key for p in points] == [
+        "SimpleCNN/nodes1/mirrored/gpus1/rep1", "SimpleCNN/nodes1/mirrored/gpus2/rep1",
+        "SimpleCNN/nodes1/multiworker/gpus1/rep1", "SimpleCNN/nodes1/multiworker/gpus2/rep1",
+        "SimpleCNN/nodes2/multiworker/gpus2/rep1", "SimpleCNN/nodes2/multiworker/gpus8/rep1"]
+    assert notes == [
+        "sweep: 1 GPU(s) on 2 node(s) with mirrored left out: 1 GPU(s) cannot span 2 nodes",
+        "sweep: 2 GPU(s) on 2 node(s) with mirrored left out: strategy mirrored runs on one "
+        "node, not 2",
+        "sweep: 8 GPU(s) on 1 node(s) with mirrored left out: 8 GPUs on 1 node(s) need 8 GPUs "
+        "per node, but resources.max_gpus_per_node is 4",
+        "sweep: 8 GPU(s) on 2 node(s) with mirrored left out: strategy mirrored runs on one "
+        "node, not 2",
+        "sweep: 1 GPU(s) on 2 node(s) with multiworker left out: 1 GPU(s) cannot span 2 nodes",
+        "sweep: 8 GPU(s) on 1 node(s) with multiworker left out: 8 GPUs on 1 node(s) need 8 "
+        "GPUs per node, but resources.max_gpus_per_node is 4"]
+
+
+def test_strong_scaling_keeps_the_global_batch_and_the_learning_rate():
+    config = _config(sweep={"models": ["SimpleCNN", "ResNet50V2"], "gpus": [1, 2, 4],
+                            "scaling": "strong"},
+                     training={"global_batch": 512}, models={"ResNet50V2": {"global_batch": 256}})
+    points = expand(config)
+    assert [(p.model, p.batch_per_gpu, p.global_batch) for p in points] == [
+        ("SimpleCNN", 512, 512), ("SimpleCNN", 256, 512), ("SimpleCNN", 128, 512),
+        ("ResNet50V2", 256, 256), ("ResNet50V2", 128, 256), ("ResNet50V2", 64, 256)]
+    assert {(p.scaling, p.lr_scaling) for p in points} == {("strong", "none")}
+    weak = expand(_config(sweep={"models": ["SimpleCNN"], "gpus": [2]}))[0]
+    assert (weak.scaling, weak.lr_scaling, weak.global_batch) == ("weak", "linear", 512)
+
+
+@pytest.mark.parametrize("training, words", [
+    ({}, "sweep.scaling strong keeps the global batch, but SimpleCNN has none: set "
+         "training.global_batch"),
+    ({"global_batch": 100}, "global batch 100 of SimpleCNN cannot be split equally over 8 GPUs"),
+])
+def test_strong_scaling_needs_a_global_batch_every_gpu_count_divides(training, words):
+    with pytest.raises(SweepError, match=words.replace(".", r"\.")):
+        expand(_config(sweep={"models": ["SimpleCNN"], "gpus": [1, 8], "scaling": "strong"},
+                       training=training))
 
 
 def test_batch_auto_leaves_the_global_batch_open():

@@ -3,6 +3,8 @@ lints the workflow with the study's config)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from conftest import ROOT, run_snakemake
@@ -16,3 +18,29 @@ def test_config_dry_runs(config, tmp_path):
     dry = run_snakemake(tmp_path, "-n", f"--configfile={config}")
     assert "all" in dry.stdout.split("Job stats:")[1]
     assert not (tmp_path / "results").exists()
+
+
+def test_a_multi_node_study_is_one_sweep_through_the_slurm_profile(tmp_path):
+    """gpus [1 .. 32] with 4 GPUs per node: nodes 1, 1, 1, 2, 4, 8, each job asking for
+    what the SLURM plugin turns into sbatch flags (nodes -> --nodes, gres -> --gres,
+    tasks_per_gpu -> --ntasks-per-gpu, cpus_per_task -> -c, mem_mb -> --mem)."""
+    dry = run_snakemake(tmp_path, "-n", "--profile", str(ROOT / "profiles" / "slurm"),
+                        f"--configfile={ROOT / 'tests' / 'configs' / 'multinode.yaml'}")
+    jobs = {}
+    for block in dry.stdout.split("\nrule ")[1:]:
+        if not block.startswith(("train:", "train_workers:")):
+            continue
+        point = re.search(r"wildcards: point=(\S+)", block).group(1)
+        resources = dict(item.split("=", 1) for item in
+                         re.search(r"resources: (.*)", block).group(1).split(", "))
+        jobs[point] = resources
+    planned = {int(re.search(r"gpus(\d+)", k).group(1)): v for k, v in jobs.items()}
+    assert sorted(planned) == [1, 2, 4, 8, 16, 32]
+    assert [int(planned[g]["nodes"]) for g in sorted(planned)] == [1, 1, 1, 2, 4, 8]
+    assert [planned[g]["gres"] for g in sorted(planned)] == [
+        "gpu:v100:1", "gpu:v100:2", "gpu:v100:4", "gpu:v100:4", "gpu:v100:4", "gpu:v100:4"]
+    for gpus in (8, 16, 32):  # one task per GPU, launched by the rule (mpi), not wrapped
+        assert (planned[gpus]["tasks"], planned[gpus]["tasks_per_gpu"],
+                planned[gpus]["mpi"]) == (str(gpus), "1", "srun")
+    for gpus in (1, 2, 4):
+        assert "tasks" not in planned[gpus]  # one MirroredStrategy process

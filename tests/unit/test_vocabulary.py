@@ -18,6 +18,7 @@ def test_choices_are_the_vocabularys():
     assert tuple(PROPS["training"]["properties"]["lr_scaling"]["enum"]) == V.LR_SCALINGS
     assert tuple(PROPS["training"]["properties"]["optimizer"]["enum"]) == V.OPTIMIZERS
     assert set(V.SMALL_MODELS) <= set(SCHEMA["$defs"]["model"]["enum"])
+    assert tuple(PROPS["sweep"]["properties"]["scaling"]["enum"]) == V.SCALINGS
 
 
 def test_defaults_are_the_vocabularys():
