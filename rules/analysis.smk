@@ -65,6 +65,18 @@ rule aggregate_runs:
             category="Tables",
             labels={"table": "failed points"},
         ),
+        amdahl=report(
+            "results/tables/amdahl.csv",
+            caption="../report/amdahl.rst",
+            category="Tables",
+            labels={"table": "serial fraction (Amdahl fit)"},
+        ),
+        references=report(
+            "results/tables/references.csv",
+            caption="../report/references.rst",
+            category="Tables",
+            labels={"table": "verdicts against references"},
+        ),
     log:
         "logs/aggregate_runs.log",
     localrule: True
@@ -72,17 +84,42 @@ rule aggregate_runs:
         "../envs/dlscale.yaml"
     params:
         script=script("aggregate.py"),
-        skip=config["analysis"]["skip_epochs"],
-        tolerance=config["analysis"]["accuracy_tolerance"],
+        flags=STUDY.analysis_flags(),
     shell:
-        "python {params.script:q} {input:q} --out-dir results/tables "
-        "--skip-epochs {params.skip} --accuracy-tolerance {params.tolerance} > {log:q} 2>&1"
+        "python {params.script:q} {input:q} --out-dir results/tables {params.flags} "
+        "> {log:q} 2>&1"
+
+
+# The other studies of `compare:` beside this one, in one table for the report.
+rule compare_studies:
+    input:
+        scaling="results/tables/scaling.csv",
+        others=[path for _, path in STUDY.compare],
+    output:
+        report(
+            "results/tables/compared.csv",
+            caption="../report/compared.rst",
+            category="Tables",
+            labels={"table": "compared studies"},
+        ),
+    log:
+        "logs/compare_studies.log",
+    localrule: True
+    conda:
+        "../envs/dlscale.yaml"
+    params:
+        script=script("compare_studies.py"),
+        compare=STUDY.compare_flags(),
+    shell:
+        "python {params.script:q} {input.scaling:q} {params.compare} -o {output:q} > {log:q} 2>&1"
 
 
 rule plot_scaling:
     input:
         scaling="results/tables/scaling.csv",
         runs="results/tables/runs.csv",
+        amdahl="results/tables/amdahl.csv",
+        others=[path for _, path in STUDY.compare],
     output:
         [
             report(
@@ -102,8 +139,10 @@ rule plot_scaling:
     params:
         script=script("plot_scaling.py"),
         subtitle=STUDY.plot_subtitle(),
+        compare=STUDY.compare_flags(),
     shell:
         "python {params.script:q} {input.scaling:q} --runs {input.runs:q} "
+        "--amdahl {input.amdahl:q} {params.compare} "
         "--out-dir results/plots --subtitle {params.subtitle:q} > {log:q} 2>&1"
 
 
@@ -124,3 +163,22 @@ rule check_points:
         script=script("check_points.py"),
     shell:
         "python {params.script:q} {input.runs:q} -o {output:q} 2>&1 | tee {log:q}"
+
+
+# With `references:`: a target of its own (a site runs it after maintenance), written only
+# when no point is outside its reference's tolerances; else the rule fails, naming them.
+rule verdicts:
+    input:
+        references="results/tables/references.csv",
+        plots=[f"results/plots/{name}.png" for name in PLOT_NAMES],
+    output:
+        "results/tables/verdicts.csv",
+    log:
+        "logs/verdicts.log",
+    localrule: True
+    conda:
+        "../envs/dlscale.yaml"
+    params:
+        script=script("check_verdicts.py"),
+    shell:
+        "python {params.script:q} {input.references:q} -o {output:q} 2>&1 | tee {log:q}"

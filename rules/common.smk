@@ -126,4 +126,6 @@ def all_targets():
         ["results/tables/scaling.csv", "results/tables/failed.csv"]
         + [f"results/plots/{n}.png" for n in PLOT_NAMES]
         + ["results/checks/points.txt"]
+        + (["results/tables/verdicts.csv"] if STUDY.references else [])
+        + (["results/tables/compared.csv"] if STUDY.compare else [])
     )

@@ -7,8 +7,12 @@ Writes epochs.csv (every epoch of every run), runs.csv (one row per run, with wh
 it counts and why not), failed.csv (the runs that failed or do not count, with status
 and reason) and scaling.csv (one row per series, nodes and GPU count:
 epoch time with std and 95% CI, images/s, speedup, efficiency, accuracy and its change
-against the 1-GPU point, flagged beyond --accuracy-tolerance). Definitions:
-dlscale/analysis.py and docs/analysis.md.
+against the 1-GPU point, flagged beyond --accuracy-tolerance; Karp-Flatt serial fraction,
+GPU-hours and cost per epoch, time to --target-accuracy; reference and verdict). Also
+amdahl.csv (per series: the fitted serial fraction and the speedup it predicts at 2x and
+4x the largest GPU count) and references.csv (the points with a reference value, their
+verdicts; --references takes the entries as JSON). Definitions: dlscale/analysis.py,
+dlscale/amdahl.py, dlscale/references.py and docs/analysis.md.
 """
 
 from __future__ import annotations
@@ -39,12 +43,21 @@ def main(argv=None) -> int:
     parser.add_argument("--accuracy-tolerance", type=float,
                         default=defaults["accuracy_tolerance"],
                         help="flag |accuracy - 1-GPU accuracy| above this (default: %(default)s)")
+    parser.add_argument("--target-accuracy", type=float,
+                        help="time each run until its training accuracy reaches this")
+    parser.add_argument("--gpu-hour-price", type=float, help="price of one GPU-hour")
+    parser.add_argument("--references", default="[]", metavar="JSON",
+                        help="reference entries (a JSON list), as checked at planning time")
     args = parser.parse_args(argv)
 
     import pandas as pd
 
+    import json
+
+    from dlscale.amdahl import fit_table
     from dlscale.analysis import (EPOCH_COLUMNS, failed_points, read_table, scaling,
                                   summarize_runs)
+    from dlscale.references import judge
 
     try:
         epochs = pd.concat([read_table(t, EPOCH_COLUMNS) for t in args.tables],
@@ -52,20 +65,30 @@ def main(argv=None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    runs = summarize_runs(epochs, args.skip_epochs)
-    table = scaling(epochs, runs, args.skip_epochs, args.accuracy_tolerance)
+    runs = summarize_runs(epochs, args.skip_epochs, args.target_accuracy)
+    table = scaling(epochs, runs, args.skip_epochs, args.accuracy_tolerance,
+                    args.gpu_hour_price)
+    table, verdicts = judge(table, json.loads(args.references))
     args.out_dir.mkdir(parents=True, exist_ok=True)
     write(epochs.dropna(subset=["epoch"]), args.out_dir / "epochs.csv")
     write(runs, args.out_dir / "runs.csv")
     write(failed_points(runs), args.out_dir / "failed.csv")
     write(table, args.out_dir / "scaling.csv")
+    write(fit_table(table), args.out_dir / "amdahl.csv")
+    write(verdicts, args.out_dir / "references.csv")
     for _, run in runs[~runs["counted"]].iterrows():
         print(f"warning: run {run['run']} is not counted: {run['problem']}", file=sys.stderr)
     if not table.empty and table["accuracy_flag"].any():
         for _, row in table[table["accuracy_flag"]].iterrows():
             print(f"warning: {row['series']} on {row['gpus']} GPU(s): accuracy differs from "
                   f"1 GPU by {row['accuracy_delta']:+.3f}", file=sys.stderr)
-    print(f"wrote {args.out_dir}/epochs.csv, runs.csv, failed.csv, scaling.csv: {len(runs)} run(s), "
+    for _, row in verdicts[verdicts["verdict"] == "fail"].iterrows():
+        print(f"warning: {row['series']} on {row['gpus']} GPU(s): {row['reference_metric']} "
+              f"{row['measured']:.4g} is outside [{row['reference_low']:.4g}, "
+              f"{row['reference_high']:.4g}] of reference {row['reference']:.4g}",
+              file=sys.stderr)
+    print(f"wrote {args.out_dir}/epochs.csv, runs.csv, failed.csv, scaling.csv, amdahl.csv, "
+          f"references.csv: {len(runs)} run(s), "
           f"{int(runs['counted'].sum())} counted, {len(table)} point(s)")
     return 0
 

@@ -4,13 +4,19 @@
   plot_scaling.py results/tables/scaling.csv --runs results/tables/runs.csv \
       --out-dir results/plots --subtitle "cifar10, 128 px"
 
-Writes epoch_time, throughput, speedup (with the ideal line), efficiency, accuracy and
-an overview of all five, each as PNG (for reading) and SVG (for papers). One line per
-series (model, and strategy/precision when the sweep compares them), so ResNet50V2 and
-ResNet152V2 share a chart; error bars show the 95% confidence interval when a point
-has repeats or several timed epochs. Only measured points are drawn; with --runs, every
-figure says how many points failed or do not count and are missing from it. Labels are
-drawn as written ($, _, % and braces included: no mathtext).
+Writes epoch_time, throughput, speedup (with the ideal line and, with --amdahl, each
+series' fitted Amdahl model dashed to 4x the largest GPU count), efficiency, accuracy,
+cost (epoch time against GPU-hours per epoch: the fastest and the cheapest point) and
+an overview of them, each as PNG (for reading) and SVG (for papers). One line per
+series (model, and strategy/precision when the sweep compares them; split by nodes only
+where a series has one GPU count on several node counts), so ResNet50V2 and ResNet152V2
+share a chart; error bars show the 95% confidence interval when a point has repeats or
+several timed epochs. --compare LABEL=PATH draws another study's scaling.csv beside
+this one (dashed, open markers). Only measured points are drawn; with --runs, every
+figure says how many points failed or do not count and are missing from it, and the
+subtitle gains what the drawn runs used (batch per GPU and epochs per model, precisions,
+strategies, weak or strong scaling). Labels are drawn as written ($, _, % and braces
+included: no mathtext).
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from dlscale.vocabulary import OVERVIEW, PLOTS
+from dlscale.vocabulary import COST, OVERVIEW, PLOTS
 
 
 def with_errors(table):
@@ -51,23 +57,50 @@ def missing_note(runs) -> str:
             f"{names}{more} (results/tables/failed.csv)")
 
 
-def draw(ax, table, name: str) -> None:
+def lines(table):
+    """(label, rows) per line: a series, split by nodes only where one GPU count of the
+    series ran on several node counts (nodes: auto gives one line across nodes)."""
+    for series, group in table.groupby("series", sort=True):
+        if group["gpus"].duplicated().any():
+            for nodes, part in group.groupby("nodes", sort=True):
+                yield line_label(series, nodes, True), part
+        else:
+            yield line_label(series, 0, False), group
+
+
+def scaling_mode(table) -> str:
+    modes = sorted({m for m in table.get("scaling", []) if isinstance(m, str) and m})
+    return " and ".join(modes)
+
+
+def draw(ax, table, name: str, others=(), amdahl=None) -> None:
     column, _, ylabel, error = PLOTS[name]
-    many_nodes = table["nodes"].nunique() > 1
-    gpus = sorted(table["gpus"].unique()) or [1]
-    for (series, nodes), group in table.groupby(["series", "nodes"], sort=True):
+    gpus = sorted(set(table["gpus"]).union(*[set(t["gpus"]) for _, t in others])) or [1]
+    colours = {}
+    for label, group in lines(table):
         group = group.sort_values("gpus").dropna(subset=[column])
         if group.empty:
             continue
         yerr = group[error] if error and group[error].notna().any() else None
         drawn = ax.errorbar(group["gpus"], group[column], yerr=yerr, marker="o", capsize=3,
-                            label=line_label(series, nodes, many_nodes))
+                            label=label)
+        colours[group["series"].iloc[0]] = drawn.lines[0].get_color()
         if name == "accuracy" and group["test_accuracy"].notna().any():
             ax.plot(group["gpus"], group["test_accuracy"], marker="s", linestyle="--",
                     color=drawn.lines[0].get_color(),  # same series, same colour
-                    label=f"{line_label(series, nodes, many_nodes)} (test)")
+                    label=f"{label} (test)")
+    for study, other in others:  # other studies: dashed, open markers
+        for label, group in lines(other):
+            group = group.sort_values("gpus").dropna(subset=[column])
+            if not group.empty:
+                ax.plot(group["gpus"], group[column], marker="o", markerfacecolor="none",
+                        linestyle="--", label=f"{study}: {label}")
     if name == "speedup":
-        ax.plot(gpus, gpus, color="grey", linestyle=":", label="ideal (linear)")
+        if amdahl is not None and not amdahl.empty:
+            gpus = draw_amdahl(ax, amdahl, gpus, colours)
+        mode = scaling_mode(table)
+        ax.plot(gpus, gpus, color="grey", linestyle=":",
+                label=f"ideal (linear{', ' + mode + ' scaling' if mode else ''})")
     if name == "efficiency":
         ax.axhline(1.0, color="grey", linestyle=":", label="ideal")
         top = table["efficiency"].max() if len(table) else 1.0
@@ -90,6 +123,87 @@ def draw(ax, table, name: str) -> None:
                 transform=ax.transAxes)
 
 
+def draw_amdahl(ax, amdahl, gpus: list[int], colours: dict) -> list[int]:
+    """Each series' Amdahl model from 1 GPU to 4x its largest measured count, dashed in
+    the series' colour and labelled as a model; the GPU ticks gain the predicted counts."""
+    from dlscale.amdahl import amdahl as model
+
+    import numpy as np
+
+    for _, row in amdahl.iterrows():
+        n = np.geomspace(1, row["gpus_4x"], 50)
+        se = row["serial_fraction_se"]
+        spread = f" ± {se:.3f}" if se == se else ""
+        ax.plot(n, model(n, row["serial_fraction"]), linestyle="--", linewidth=1,
+                color=colours.get(row["series"]), label=f"{row['series']}: Amdahl model, f = {row['serial_fraction']:.3f}{spread}")
+    return sorted(set(gpus) | set(amdahl["gpus_2x"].astype(int)) | set(amdahl["gpus_4x"].astype(int)))
+
+
+def draw_cost(ax, table, others=()) -> None:
+    """Epoch time against GPU-hours per epoch: down is faster, left is cheaper; each point
+    is labelled with its GPU count, the fastest and the cheapest are named."""
+    for label, group in lines(table):
+        group = group.sort_values("gpus").dropna(subset=["epoch_time_s"])
+        if group.empty:
+            continue
+        hours = group["gpus"] * group["epoch_time_s"] / 3600
+        ax.plot(hours, group["epoch_time_s"], marker="o", label=label)
+        for x, y, g in zip(hours, group["epoch_time_s"], group["gpus"]):
+            ax.annotate(f"{g}", (x, y), textcoords="offset points", xytext=(4, 4),
+                        fontsize="x-small")
+    for study, other in others:
+        for label, group in lines(other):
+            group = group.sort_values("gpus").dropna(subset=["epoch_time_s"])
+            if not group.empty:
+                ax.plot(group["gpus"] * group["epoch_time_s"] / 3600, group["epoch_time_s"],
+                        marker="o", markerfacecolor="none", linestyle="--",
+                        label=f"{study}: {label}")
+    done = table.dropna(subset=["epoch_time_s"])
+    if not done.empty:
+        hours = done["gpus"] * done["epoch_time_s"] / 3600
+        fast, cheap = done["epoch_time_s"].idxmin(), hours.idxmin()
+        for index, word in ((fast, "fastest"), (cheap, "cheapest")):
+            ax.annotate(f"{word}: {done.loc[index, 'series']}, {done.loc[index, 'gpus']} GPU(s)",
+                        (hours[index], done.loc[index, "epoch_time_s"]),
+                        textcoords="offset points", xytext=(6, -12 if word == "fastest" else 10),
+                        fontsize="x-small", color="dimgrey")
+    else:
+        ax.text(0.5, 0.5, "no completed point to draw", ha="center", va="center",
+                transform=ax.transAxes)
+    ax.set_xlabel("GPU-hours per epoch [GPU h]")
+    ax.set_ylabel("epoch time [s]")
+    ax.margins(x=0.35, y=0.15)
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize="small")
+
+
+def describe_runs(runs) -> str:
+    """What the drawn dlscale runs used: batch per GPU and epochs per model, precisions,
+    strategies and the scaling mode (from runs.csv, not from the config)."""
+    if runs is None or runs.empty or "source" not in runs:
+        return ""
+    ours = runs[runs["counted"].astype(bool) & (runs["source"] == "dlscale")]
+    if ours.empty:
+        return ""
+    parts = []
+    for model, group in ours.groupby("model", sort=False):
+        per_gpu = sorted({int(b) for b in group["global_batch"] / group["gpus"] if b == b})
+        epochs = sorted({int(e) for e in group["epochs_expected"] if e == e})
+        batch = ("/".join(map(str, per_gpu)) + " per GPU") if per_gpu else ""
+        parts.append(f"{model}: " + ", ".join(
+            x for x in (batch, "/".join(map(str, epochs)) + " epochs" if epochs else "") if x))
+    for column in ("precision", "strategy"):
+        values = sorted({str(v) for v in ours.get(column, []) if isinstance(v, str) and v})
+        if values:
+            parts.append("/".join(values))
+    mode = scaling_mode(ours)
+    if mode:
+        parts.append(f"{mode} scaling")
+    return "; ".join(parts)
+
+
 def save(fig, path_stem: Path) -> list[Path]:
     written = []
     from dlscale.files import atomic
@@ -102,7 +216,8 @@ def save(fig, path_stem: Path) -> list[Path]:
     return written
 
 
-def plot_all(table, out_dir: Path, subtitle: str = "", runs=None) -> list[Path]:
+def plot_all(table, out_dir: Path, subtitle: str = "", runs=None, others=(),
+             amdahl=None) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -110,25 +225,32 @@ def plot_all(table, out_dir: Path, subtitle: str = "", runs=None) -> list[Path]:
 
     plt.rcParams["text.parse_math"] = False  # "$5" is five dollars, not maths
     note = missing_note(runs)
+    subtitle = "\n".join(x for x in (subtitle, describe_runs(runs)) if x)
     table = with_errors(table)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []
     titles = {name: spec[1] for name, spec in PLOTS.items()}
-    for name in PLOTS:
+    titles[COST] = "Epoch time against GPU-hours"
+    for name in (*PLOTS, COST):
         fig, ax = plt.subplots(figsize=(6, 4.2))
-        draw(ax, table, name)
-        ax.set_title(f"{titles[name]} vs GPUs" + (f"\n{subtitle}" if subtitle else ""),
-                     fontsize="medium")
+        if name == COST:
+            draw_cost(ax, table, others)
+        else:
+            draw(ax, table, name, others, amdahl)
+        ax.set_title((titles[name] if name == COST else f"{titles[name]} vs GPUs")
+                     + (f"\n{subtitle}" if subtitle else ""), fontsize="medium")
         if note:
             fig.text(0.01, -0.02, note, fontsize="small", color="firebrick", wrap=True,
                      va="top")
         written += save(fig, out_dir / name)
         plt.close(fig)
-    fig, axes = plt.subplots(2, 3, figsize=(16, 9))
-    for ax, name in zip(axes.flat, PLOTS):
-        draw(ax, table, name)
+    fig, axes = plt.subplots(2, 3, figsize=(16, 9), constrained_layout=True)
+    for ax, name in zip(axes.flat, (*PLOTS, COST)):
+        if name == COST:
+            draw_cost(ax, table, others)
+        else:
+            draw(ax, table, name, others, amdahl)
         ax.set_title(titles[name], fontsize="medium")
-    axes.flat[-1].axis("off")
     if subtitle:
         fig.suptitle(subtitle)
     if note:
@@ -146,17 +268,24 @@ def main(argv=None) -> int:
     parser.add_argument("--subtitle", default="", help="what was run, shown under each title")
     parser.add_argument("--runs", type=Path,
                         help="runs.csv: the figures name the runs that are not drawn")
+    parser.add_argument("--amdahl", type=Path,
+                        help="amdahl.csv: each series' fitted model in the speedup plot")
+    parser.add_argument("--compare", action="append", default=[], metavar="LABEL=PATH",
+                        help="another study's scaling.csv, drawn beside this one")
     args = parser.parse_args(argv)
 
-    from dlscale.analysis import SCALING_COLUMNS, read_table
+    from dlscale.amdahl import AMDAHL_COLUMNS
+    from dlscale.analysis import SCALING_COLUMNS, parse_compare, read_studies, read_table
 
     try:
         table = read_table(args.scaling, SCALING_COLUMNS)
         runs = read_table(args.runs, ["run", "counted", "problem"]) if args.runs else None
+        amdahl = read_table(args.amdahl, AMDAHL_COLUMNS) if args.amdahl else None
+        others = read_studies(args.scaling, parse_compare(args.compare))[1:]
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    written = plot_all(table, args.out_dir, args.subtitle, runs)
+    written = plot_all(table, args.out_dir, args.subtitle, runs, others, amdahl)
     print(f"wrote {len(written)} files to {args.out_dir}")
     return 0
 

@@ -9,15 +9,25 @@ Definitions (docs/analysis.md explains them for users):
 - speedup = epoch time of the 1-GPU point of the same series / epoch time; efficiency =
   speedup / gpus; accuracy_delta = final training accuracy - that of the 1-GPU point.
   No 1-GPU point in the series: speedup, efficiency and deltas stay empty.
+- serial_fraction: Karp-Flatt's e(N) = (1/S - 1/N) / (1 - 1/N) (dlscale/amdahl.py).
+- gpu_hours_per_epoch = GPUs (over all nodes) x epoch_time_s / 3600, and per 100 epochs;
+  cost_per_epoch = that x analysis.gpu_hour_price when a price is given.
+- time_to_target_s: seconds of training (every epoch, the first included) until the
+  first epoch whose training accuracy is at least analysis.target_accuracy; the mean
+  over the point's repeats when all reached it, empty otherwise (target_reached says
+  how many did). Training accuracy, because the test set is evaluated once, at the end.
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from dlscale.amdahl import karp_flatt
+from dlscale.vocabulary import COMPARED_COLUMNS
 from dlscale.vocabulary import EPOCH_COLUMNS  # noqa: F401 (aggregate.py reads it here)
 
 # two-sided 95% Student t quantiles for 1..30 degrees of freedom; 1.96 beyond
@@ -30,6 +40,10 @@ SCALING_COLUMNS = ["series", "model", "strategy", "precision", "nodes", "gpus", 
                    "epoch_time_ci95", "images_per_s", "final_accuracy", "test_accuracy",
                    "speedup", "efficiency", "accuracy_delta", "test_accuracy_delta",
                    "accuracy_flag"]
+# added by this round's analysis; older scaling.csv files (compared studies) may lack them
+EXTRA_COLUMNS = ["scaling", "serial_fraction", "gpu_hours_per_epoch",
+                 "gpu_hours_per_100_epochs", "cost_per_epoch", "time_to_target_s",
+                 "target_reached"]
 FAILED_COLUMNS = ["run", "source", "series", "model", "nodes", "gpus", "repeat", "status",
                   "epochs_done", "epochs_expected", "problem"]
 
@@ -59,7 +73,7 @@ def t95(dof: int) -> float:
 def _defaults(epochs: pd.DataFrame) -> pd.DataFrame:
     epochs = epochs.copy()
     fill = {"source": "dlscale", "nodes": 1, "repeat": 1, "strategy": "", "precision": "",
-            "status": "completed", "cut": False}
+            "scaling": "", "status": "completed", "cut": False}
     for column, value in fill.items():
         if column not in epochs:
             epochs[column] = value
@@ -79,7 +93,18 @@ def _defaults(epochs: pd.DataFrame) -> pd.DataFrame:
     return epochs
 
 
-def summarize_runs(epochs: pd.DataFrame, skip_epochs: int) -> pd.DataFrame:
+def time_to_target(group: pd.DataFrame, target: float | None) -> float:
+    """Seconds until the end of the first epoch with training accuracy >= target."""
+    if target is None or group.empty:
+        return np.nan
+    reached = np.flatnonzero(group["accuracy"].astype(float).to_numpy() >= target)
+    if not len(reached):
+        return np.nan
+    return float(group["seconds"].astype(float).iloc[:reached[0] + 1].sum())
+
+
+def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
+                   target_accuracy: float | None = None) -> pd.DataFrame:
     """One row per run with its checks (`counted`, `problem`) and its own means."""
     epochs = _defaults(epochs)
     rows = []
@@ -108,7 +133,8 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int) -> pd.DataFrame:
         rows.append({
             "run": run, "source": first["source"], "series": first["series"],
             "model": first["model"], "strategy": first["strategy"],
-            "precision": first["precision"], "nodes": int(first["nodes"]),
+            "precision": first["precision"], "scaling": first["scaling"],
+            "nodes": int(first["nodes"]),
             "gpus": int(first["gpus"]), "repeat": int(first["repeat"]),
             "global_batch": first.get("global_batch"),
             "images_per_epoch": first["images_per_epoch"],
@@ -117,6 +143,7 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int) -> pd.DataFrame:
             "final_loss": group["loss"].iloc[-1] if len(group) else np.nan,
             "final_accuracy": group["accuracy"].iloc[-1] if len(group) else np.nan,
             "test_accuracy": first["test_accuracy"],
+            "time_to_target_s": time_to_target(group, target_accuracy),
             "host": first.get("host"), "slurm_job_id": first.get("slurm_job_id"),
             "status": first["status"], "epochs_expected": expected,
             "counted": not problems, "problem": "; ".join(problems),
@@ -128,7 +155,7 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int) -> pd.DataFrame:
 
 
 def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
-            accuracy_tolerance: float) -> pd.DataFrame:
+            accuracy_tolerance: float, gpu_hour_price: float | None = None) -> pd.DataFrame:
     """One row per (series, nodes, gpus) over the counted runs."""
     epochs = _defaults(epochs)
     counted = runs[runs["counted"]]
@@ -149,10 +176,16 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
             "images_per_s": point_runs["images_per_epoch"].mean() / mean,
             "final_accuracy": point_runs["final_accuracy"].mean(),
             "test_accuracy": point_runs["test_accuracy"].astype(float).mean(),
+            "scaling": first["scaling"],
+            "time_to_target_s": point_runs["time_to_target_s"].mean()
+            if point_runs["time_to_target_s"].notna().all() else np.nan,
+            "target_reached": (f"{int(point_runs['time_to_target_s'].notna().sum())}/"
+                               f"{len(point_runs)}"),
         })
-    table = pd.DataFrame(rows, columns=SCALING_COLUMNS[:15])
+    table = pd.DataFrame(rows, columns=SCALING_COLUMNS[:15] + ["scaling", "time_to_target_s",
+                                                              "target_reached"])
     if table.empty:
-        return pd.DataFrame(columns=SCALING_COLUMNS)
+        return pd.DataFrame(columns=SCALING_COLUMNS + EXTRA_COLUMNS)
     base = table[(table["gpus"] == 1) & (table["nodes"] == 1)].set_index("series")
     ref = table["series"].map(base["epoch_time_s"])
     table["speedup"] = ref / table["epoch_time_s"]
@@ -161,9 +194,36 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
     table["test_accuracy_delta"] = (table["test_accuracy"]
                                     - table["series"].map(base["test_accuracy"]))
     table["accuracy_flag"] = table["accuracy_delta"].abs() > accuracy_tolerance
+    table["serial_fraction"] = karp_flatt(table["speedup"], table["gpus"])
+    table["gpu_hours_per_epoch"] = table["gpus"] * table["epoch_time_s"] / 3600
+    table["gpu_hours_per_100_epochs"] = 100 * table["gpu_hours_per_epoch"]
+    table["cost_per_epoch"] = (table["gpu_hours_per_epoch"] * gpu_hour_price
+                               if gpu_hour_price is not None else np.nan)
+    table = table[SCALING_COLUMNS + EXTRA_COLUMNS]
     return table.sort_values(["series", "nodes", "gpus"]).reset_index(drop=True)
 
 
 def failed_points(runs: pd.DataFrame) -> pd.DataFrame:
     """The runs that failed or do not count, with status and reason."""
     return runs.loc[~runs["counted"].astype(bool), FAILED_COLUMNS].reset_index(drop=True)
+
+
+THIS_STUDY = "this study"
+
+
+def parse_compare(items: list[str]) -> list[tuple[str, Path]]:
+    """LABEL=PATH pairs (the label may hold '=': the path is after the last one)."""
+    pairs = []
+    for item in items:
+        label, sep, path = item.rpartition("=")
+        if not sep or not label or not path:
+            raise ValueError(f"--compare takes LABEL=PATH, got '{item}'")
+        pairs.append((label, Path(path)))
+    return pairs
+
+
+def read_studies(scaling: Path, compare: list[tuple[str, Path]]):
+    """[(label, table)] for this study and each compared one."""
+    studies = [(THIS_STUDY, read_table(scaling, list(COMPARED_COLUMNS)))]
+    studies += [(label, read_table(path, list(COMPARED_COLUMNS))) for label, path in compare]
+    return studies

@@ -114,6 +114,8 @@ class Study:
         self.points = {p.key: p for p in points}
         self.warnings: list[str] = []
         self.external = self._external_runs()
+        self.references = self._references()
+        self.compare = self._compared()
         self._sources: dict[str, Source] = {}
         if not self.points and not self.external:
             raise PlanError("nothing to run: sweep.models is empty and there are no "
@@ -219,6 +221,57 @@ class Study:
             runs[key] = (item, per_run)
         return runs
 
+    def _references(self) -> list[dict]:
+        import yaml
+
+        from dlscale.references import ReferenceError, load
+
+        spec = self.config["references"]
+        if not spec:
+            return []
+        schema = yaml.safe_load((self.basedir / "config" / "schema.yaml").read_text())
+        try:
+            return load(spec, self.basedir, schema)
+        except ReferenceError as exc:
+            raise PlanError(str(exc)) from exc
+
+    def _compared(self) -> list[tuple[str, str]]:
+        """(label, path) of each compared study, its table read now: a missing file or
+        column fails here, not after the training."""
+        from dlscale.analysis import read_table
+        from dlscale.vocabulary import COMPARED_COLUMNS
+
+        compared, labels = [], set()
+        for index, item in enumerate(self.config["compare"]):
+            where = f"compare[{index}]"
+            if item["label"] in labels:
+                raise PlanError(f"{where}: label '{item['label']}' is given twice")
+            labels.add(item["label"])
+            if not Path(item["scaling"]).is_file():
+                raise PlanError(f"{where}: scaling '{item['scaling']}' does not exist")
+            try:
+                read_table(item["scaling"], list(COMPARED_COLUMNS))
+            except ValueError as exc:
+                raise PlanError(f"{where}: {exc}") from exc
+            compared.append((item["label"], item["scaling"]))
+        return compared
+
+    def compare_flags(self) -> str:
+        return " ".join(f"--compare {shlex.quote(f'{label}={path}')}"
+                        for label, path in self.compare)
+
+    def analysis_flags(self) -> str:
+        a = self.config["analysis"]
+        flags = [f"--skip-epochs {a['skip_epochs']}",
+                 f"--accuracy-tolerance {a['accuracy_tolerance']}"]
+        if a["target_accuracy"] is not None:
+            flags.append(f"--target-accuracy {a['target_accuracy']}")
+        if a["gpu_hour_price"] is not None:
+            flags.append(f"--gpu-hour-price {a['gpu_hour_price']}")
+        if self.references:
+            flags.append(f"--references {shlex.quote(json.dumps(self.references))}")
+        return " ".join(flags)
+
     def external_flags(self, key: str) -> str:
         """--meta for the entry, --per-run for each run's values, --pattern for patterns."""
         item, per_run = self.external[key]
@@ -238,6 +291,6 @@ class Study:
     def plot_subtitle(self) -> str:
         if not self.points:
             return "external runs"
-        t = self.config["training"]
-        return (f"{self.data['dataset']} at {self.data['image_size']} px, {t['batch_per_gpu']} "
-                f"images per GPU per step, {t['epochs']} epochs, device {t['device']}")
+        # what the runs used (batch, epochs, precision ...) is added from runs.csv
+        return (f"{self.data['dataset']} at {self.data['image_size']} px, device "
+                f"{self.config['training']['device']}")

@@ -27,7 +27,8 @@ DEFAULTS = {
                  "warmup_epochs": 0, "optimizer": "sgd", "momentum": 0.0, "loop": "fit",
                  "precision": "float32",
                  "device": "gpu", "seed": 42, "communication": "auto"},
-    "analysis": {"skip_epochs": 1, "accuracy_tolerance": 0.05},
+    "analysis": {"skip_epochs": 1, "accuracy_tolerance": 0.05, "gpu_hour_price": None,
+                 "target_accuracy": None},
 }
 # Records held for shuffling: 4096 x 49 KB = 200 MB at 128 px, which keeps the reader
 # under 1.5 GB of RSS (docs/benchmarks.md).
@@ -50,5 +51,9 @@ PLOTS = {
                    None),
     "accuracy": ("final_accuracy", "Accuracy after training", "final training accuracy", None),
 }
+COST = "cost"  # epoch time against GPU-hours per epoch: the fastest and the cheapest point
 OVERVIEW = "overview"  # all of the above in one figure
-PLOT_NAMES = (*PLOTS, OVERVIEW)
+PLOT_NAMES = (*PLOTS, COST, OVERVIEW)
+# what a compared study's scaling.csv must hold to be drawn beside this one
+COMPARED_COLUMNS = ("series", "nodes", "gpus", "epoch_time_s", "images_per_s", "speedup",
+                    "efficiency", "final_accuracy")

@@ -115,3 +115,86 @@ def test_parse_logs_cli_warns_on_cut_and_fails_on_empty(tmp_path, capsys):
     assert parse_logs.main([str(empty), "-o", str(tmp_path / "b.csv")]) == 1
     assert f"{empty}: no finished epoch found" in capsys.readouterr().err
     assert not (tmp_path / "b.csv").exists()
+
+
+def test_serial_fraction_per_point_and_the_amdahl_fit_of_the_published_study():
+    from dlscale.amdahl import amdahl, fit_table
+
+    epochs = study_epochs()
+    table = scaling(epochs, summarize_runs(epochs, 1), 1, 0.05)
+    # Karp-Flatt: S(2) = 1.875 -> e = 0.0667, S(4) = 3.75 -> e = 0.0222 (the figures)
+    assert np.isnan(table["serial_fraction"][0])
+    assert list(table["serial_fraction"][1:].round(4)) == [0.0667, 0.0222]
+    fit = fit_table(table).iloc[0]
+    # the least-squares f, found here independently by scanning f in steps of 1e-6
+    grid = np.arange(0, 0.1, 1e-6)
+    sse = (1.875 - amdahl(2, grid[:, None]))[:, 0] ** 2 + (3.75 - amdahl(4, grid[:, None]))[:, 0] ** 2
+    assert fit["serial_fraction"] == pytest.approx(grid[np.argmin(sse)], abs=2e-6)
+    assert 0.0222 < fit["serial_fraction"] < 0.0667
+    assert fit["serial_fraction_se"] > 0 and fit["points"] == 2
+    f = fit["serial_fraction"]
+    assert (fit["gpus_2x"], fit["gpus_4x"]) == (8, 16)
+    assert fit["speedup_2x"] == pytest.approx(1 / (f + (1 - f) / 8))
+    assert fit["speedup_4x"] == pytest.approx(1 / (f + (1 - f) / 16))
+    assert fit["efficiency_4x"] == pytest.approx(fit["speedup_4x"] / 16)
+
+
+def test_one_multi_gpu_point_gives_a_fit_without_an_error_and_perfect_scaling_gives_zero():
+    from dlscale.amdahl import fit_serial_fraction
+
+    f, se = fit_serial_fraction([1, 2], [1.0, 1.875])
+    assert f == pytest.approx(1 / 15, abs=1e-6) and np.isnan(se)  # exact: 1/1.875 = f + (1-f)/2
+    assert fit_serial_fraction([2, 4, 8], [2.0, 4.0, 8.0])[0] == pytest.approx(0, abs=1e-9)
+    assert np.isnan(fit_serial_fraction([1], [1.0])[0])
+
+
+def test_gpu_hours_cost_and_time_to_accuracy_from_the_published_study():
+    epochs = study_epochs()
+    runs = summarize_runs(epochs, 1, target_accuracy=0.4)
+    table = scaling(epochs, runs, 1, 0.05, gpu_hour_price=2.5)
+    # 1 GPU x 45 s, 2 x 24 s, 4 x 12 s per epoch
+    assert list(table["gpu_hours_per_epoch"] * 3600) == pytest.approx([45, 48, 48])
+    assert list(table["gpu_hours_per_100_epochs"]) == pytest.approx([1.25, 4 / 3, 4 / 3])
+    assert list(table["cost_per_epoch"]) == pytest.approx([0.03125, 1 / 30, 1 / 30])
+    # accuracy 0.4164 at epoch 3 of 1 GPU (49 + 45 + 45 s), 0.4180 at epoch 3 of 4 GPUs
+    assert table.set_index("gpus").loc[[1, 4], "time_to_target_s"].tolist() == [139, 38]
+    unreached = scaling(epochs, summarize_runs(epochs, 1, target_accuracy=0.51), 1, 0.05)
+    assert unreached["time_to_target_s"].isna().all()
+    assert list(unreached["target_reached"]) == ["0/1"] * 3
+    assert scaling(epochs, summarize_runs(epochs, 1), 1, 0.05)["cost_per_epoch"].isna().all()
+
+
+def test_references_give_pass_fail_or_none_within_their_tolerances():
+    from dlscale.references import judge
+
+    epochs = study_epochs()
+    table = scaling(epochs, summarize_runs(epochs, 1), 1, 0.05)
+    refs = [{"model": "ResNet50V2", "gpus": 1, "images_per_s": 1200, "lower": -0.1,
+             "upper": None},                                   # 1111 >= 1080: pass
+            {"model": "ResNet50V2", "gpus": 2, "epoch_time_s": 20, "lower": -0.1,
+             "upper": 0.1},                                    # 24 s > 22 s: fail
+            {"model": "ResNet152V2", "gpus": 4, "images_per_s": 1, "lower": None,
+             "upper": None}]                                   # no such point
+    judged, verdicts = judge(table, refs)
+    assert list(judged["verdict"]) == ["pass", "fail", "none"]
+    assert list(judged["reference_metric"]) == ["images_per_s", "epoch_time_s", ""]
+    assert list(verdicts["gpus"]) == [1, 2]
+    assert verdicts["reference_low"].tolist() == pytest.approx([1080, 18])
+    assert verdicts["reference_high"].tolist()[0] == np.inf
+
+
+def test_the_subtitle_says_what_the_drawn_runs_used_not_what_the_config_says():
+    from plot_scaling import describe_runs
+
+    runs = pd.DataFrame([
+        {"run": "a", "source": "dlscale", "counted": True, "model": "ResNet50V2", "gpus": 2,
+         "global_batch": 512, "epochs_expected": 5, "precision": "float32",
+         "strategy": "mirrored", "scaling": "weak"},
+        {"run": "b", "source": "dlscale", "counted": True, "model": "ResNet152V2", "gpus": 4,
+         "global_batch": 512, "epochs_expected": 3, "precision": "mixed_float16",
+         "strategy": "mirrored", "scaling": "weak"},
+        {"run": "c", "source": "dlscale", "counted": False, "model": "VGG16", "gpus": 1,
+         "global_batch": 64, "epochs_expected": 5, "precision": "float32",
+         "strategy": "mirrored", "scaling": "weak"}])
+    assert describe_runs(runs) == ("ResNet50V2: 256 per GPU, 5 epochs; ResNet152V2: 128 per "
+                                   "GPU, 3 epochs; float32/mixed_float16; mirrored; weak scaling")

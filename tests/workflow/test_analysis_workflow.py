@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -40,10 +42,11 @@ def test_missing_external_log_fails_before_any_job(tmp_path):
 
 
 def test_whole_sweep_ends_with_tables_plots_and_report(tmp_path, cifar_python):
+    """A strong-scaling sweep: every point keeps the global batch and the learning rate."""
     config = write_config(tmp_path / "c.yaml", f"""
 data: {{source: {cifar_python}, image_size: 32, shards: 2}}
-sweep: {{models: [SimpleCNN], gpus: [1, 2], repeats: 2}}
-training: {{epochs: 3, batch_per_gpu: 8, device: cpu}}
+sweep: {{models: [SimpleCNN], gpus: [1, 2], repeats: 2, scaling: strong}}
+training: {{epochs: 3, global_batch: 16, base_lr: 0.02, device: cpu}}
 resources: {{cpus_per_gpu: 1, mem_mb_per_gpu: 1000, runtime_min: 10}}
 analysis: {{accuracy_tolerance: 1.0}}
 """)
@@ -55,8 +58,16 @@ analysis: {{accuracy_tolerance: 1.0}}
     assert list(table["gpus"]) == [1, 2] and list(table["repeats"]) == [2, 2]
     assert list(table["epochs_used"]) == [4, 4]  # 2 repeats x (3 epochs - 1 skipped)
     assert table["epoch_time_ci95"].notna().all()
+    assert list(table["scaling"]) == ["strong"] * 2 and list(table["global_batch"]) == [16, 16]
+    for gpus in (1, 2):
+        run = json.loads((tmp_path / f"results/runs/SimpleCNN/gpus{gpus}/rep1/run.json")
+                         .read_text())
+        assert (run["global_batch"], run["lr"]) == (16, pytest.approx(0.02))
     epochs = pd.read_csv(tmp_path / "results/tables/epochs.csv")
     assert len(epochs) == 12
+    svg = (tmp_path / "results/plots/speedup.svg").read_text()
+    assert "SimpleCNN: 8/16 per GPU, 3 epochs; float32; mirrored; strong scaling" in svg
+    assert "ideal (linear, strong scaling)" in svg
     run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", "--report",
                   str(tmp_path / "report.html"))
     html = (tmp_path / "report.html").read_text(errors="replace")
@@ -138,3 +149,76 @@ def test_config_and_log_disagreeing_is_a_warning_naming_both(tmp_path):
     proc = run_snakemake(tmp_path, "-n", f"--configfile={config}")
     assert (f"run 3 of {headers} (line 19): the config says gpus 8, the log says 4; using 8"
             in proc.stdout)
+
+
+def course_config(path, references: str = "config/references/course-v100.yaml",
+                  extra: str = ""):
+    """The published study's one job output as external runs (MirroredStrategy, float32)."""
+    return write_config(path, f"""
+sweep: {{models: []}}
+external_runs:
+  - {{log: {STUDY}/ResNet50_all.out, model: ResNet50V2, train_images: 50000,
+     gpus: [1, 2, 4], global_batch: [256, 512, 1024], label: V100 study, strategy: mirrored}}
+references: {references}
+{extra}
+""")
+
+
+def test_the_course_figures_pass_as_references_and_a_regression_fails_the_verdicts(tmp_path):
+    good = course_config(tmp_path / "good.yaml", extra="analysis: {target_accuracy: 0.4}")
+    run_snakemake(tmp_path, *PROFILE, f"--configfile={good}")
+    verdicts = pd.read_csv(tmp_path / "results/tables/verdicts.csv")
+    assert list(verdicts["verdict"]) == ["pass"] * 3 and list(verdicts["gpus"]) == [1, 2, 4]
+    table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
+    assert list(table["time_to_target_s"]) == [139, 74, 38]
+    amdahl = pd.read_csv(tmp_path / "results/tables/amdahl.csv")
+    assert list(amdahl["series"]) == ["V100 study"] and list(amdahl["gpus_4x"]) == [16]
+
+    # the site's 4-GPU node is slower than its reference: the verdicts target fails
+    slow = "[{model: ResNet50V2, gpus: 4, images_per_s: 5000, lower: -0.1, upper: null}]"
+    bad = course_config(tmp_path / "bad.yaml", references=slow)
+    proc = run_snakemake(tmp_path, *PROFILE, f"--configfile={bad}", check=False)
+    assert proc.returncode != 0
+    assert ("fail: V100 study on 4 GPU(s), 1 node(s): images_per_s 4167, expected 4500 to inf"
+            in proc.stdout)
+    assert not (tmp_path / "results/tables/verdicts.csv").exists()
+    table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
+    assert list(table["verdict"]) == ["none", "none", "fail"]
+    assert list(pd.read_csv(tmp_path / "results/tables/references.csv")["verdict"]) == ["fail"]
+    assert (tmp_path / "results/plots/overview.png").stat().st_size > 10_000
+    alone = run_snakemake(tmp_path, *PROFILE, f"--configfile={bad}",
+                          "results/tables/verdicts.csv", check=False)
+    assert alone.returncode != 0 and "1 of 1 point(s) outside" in alone.stdout
+
+
+def test_another_study_is_drawn_beside_this_one_and_listed_in_the_report(tmp_path):
+    first = tmp_path / "last-year"
+    first.mkdir()
+    run_snakemake(first, *PROFILE, f"--configfile={course_config(first / 'c.yaml')}")
+    config = course_config(tmp_path / "c.yaml", extra=(
+        f"compare: [{{scaling: {first}/results/tables/scaling.csv, label: \"2025's V100s\"}}]"))
+    run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
+    compared = pd.read_csv(tmp_path / "results/tables/compared.csv")
+    assert list(compared["study"]) == ["this study"] * 3 + ["2025's V100s"] * 3
+    run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", "--report",
+                  str(tmp_path / "report.html"))
+    html = (tmp_path / "report.html").read_text(errors="replace")
+    for name in ("compared.csv", "amdahl.csv", "references.csv", "cost.png"):
+        assert name in html, name
+    svg = (tmp_path / "results/plots/speedup.svg").read_text()
+    assert "2025's V100s: V100 study" in svg and "Amdahl model" in svg
+
+
+@pytest.mark.parametrize("section, words", [
+    ("references: no/such.yaml", "references: file 'no/such.yaml' does not exist"),
+    ("references: [{model: ResNet50V2, gpus: 4}]",
+     "references[0]: give exactly one of images_per_s or epoch_time_s, got neither"),
+    ("references: [{model: ResNet50V2, gpus: 4, images_per_s: 9, lower: 0.2}]",
+     "references[0]: 0.2 is greater than the maximum of 0"),
+    ("compare: [{scaling: /no/such.csv, label: x}]",
+     "compare[0]: scaling '/no/such.csv' does not exist"),
+])
+def test_bad_references_or_compared_studies_fail_before_any_job(tmp_path, section, words):
+    config = write_config(tmp_path / "c.yaml", f"sweep: {{models: []}}\n{section}\n")
+    proc = run_snakemake(tmp_path, "-n", f"--configfile={config}", check=False)
+    assert proc.returncode != 0 and words in proc.stdout, proc.stdout[-1500:]

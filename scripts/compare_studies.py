@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""This study's scaling table beside other studies' (config `compare:`), in one table.
+
+  compare_studies.py results/tables/scaling.csv --compare "2025 on V100=old/scaling.csv" \
+      -o results/tables/compared.csv
+
+One row per study, series, nodes and GPU count, with a `study` column ("this study" or
+the label) and the columns every scaling.csv has (dlscale.vocabulary.COMPARED_COLUMNS).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from dlscale.analysis import parse_compare, read_studies
+from dlscale.vocabulary import COMPARED_COLUMNS
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("scaling", type=Path, help="this study's scaling.csv")
+    parser.add_argument("--compare", action="append", default=[], metavar="LABEL=PATH")
+    parser.add_argument("-o", "--out", required=True, type=Path)
+    args = parser.parse_args(argv)
+
+    import pandas as pd
+
+    from dlscale.files import atomic
+
+    try:
+        studies = read_studies(args.scaling, parse_compare(args.compare))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    table = pd.concat([t[list(COMPARED_COLUMNS)].assign(study=label) for label, t in studies],
+                      ignore_index=True)[["study", *COMPARED_COLUMNS]]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic(args.out) as tmp:
+        table.to_csv(tmp, index=False, float_format="%.6g")
+    print(f"wrote {args.out}: {len(studies)} studies, {len(table)} points")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
