@@ -77,6 +77,12 @@ rule aggregate_runs:
             category="Tables",
             labels={"table": "verdicts against references"},
         ),
+        systems=report(
+            "results/tables/systems.csv",
+            caption="../report/systems.rst",
+            category="Systems",
+            labels={"table": "what the runs ran on"},
+        ),
     log:
         "logs/aggregate_runs.log",
     localrule: True

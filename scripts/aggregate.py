@@ -11,7 +11,9 @@ against the 1-GPU point, flagged beyond --accuracy-tolerance; Karp-Flatt serial 
 GPU-hours and cost per epoch, time to --target-accuracy; reference and verdict). Also
 amdahl.csv (per series: the fitted serial fraction and the speedup it predicts at 2x and
 4x the largest GPU count) and references.csv (the points with a reference value, their
-verdicts; --references takes the entries as JSON). Definitions: dlscale/analysis.py,
+verdicts; --references takes the entries as JSON) and systems.csv (each distinct
+system description of the runs: host, CPU, memory, GPU, driver, CUDA, versions, container,
+modules, partition). Definitions: dlscale/analysis.py,
 dlscale/amdahl.py, dlscale/references.py and docs/analysis.md.
 """
 
@@ -56,7 +58,7 @@ def main(argv=None) -> int:
 
     from dlscale.amdahl import fit_table
     from dlscale.analysis import (EPOCH_COLUMNS, failed_points, read_table, scaling,
-                                  summarize_runs)
+                                  summarize_runs, systems)
     from dlscale.references import judge
 
     try:
@@ -76,6 +78,7 @@ def main(argv=None) -> int:
     write(table, args.out_dir / "scaling.csv")
     write(fit_table(table), args.out_dir / "amdahl.csv")
     write(verdicts, args.out_dir / "references.csv")
+    write(systems(runs), args.out_dir / "systems.csv")
     for _, run in runs[~runs["counted"]].iterrows():
         print(f"warning: run {run['run']} is not counted: {run['problem']}", file=sys.stderr)
     if not table.empty and table["accuracy_flag"].any():
@@ -88,7 +91,7 @@ def main(argv=None) -> int:
               f"{row['reference_high']:.4g}] of reference {row['reference']:.4g}",
               file=sys.stderr)
     print(f"wrote {args.out_dir}/epochs.csv, runs.csv, failed.csv, scaling.csv, amdahl.csv, "
-          f"references.csv: {len(runs)} run(s), "
+          f"references.csv, systems.csv: {len(runs)} run(s), "
           f"{int(runs['counted'].sum())} counted, {len(table)} point(s)")
     return 0
 

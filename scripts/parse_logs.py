@@ -29,7 +29,7 @@ from dlscale.files import atomic
 from dlscale.keraslog import (LogError, ParsedLog, compile_patterns, parse_file,
                               parse_file_runs)
 from dlscale.training import read_records
-from dlscale.vocabulary import EPOCH_COLUMNS
+from dlscale.vocabulary import EPOCH_COLUMNS, SYSTEM_FIELDS, TELEMETRY_FIELDS
 
 FIRST_COLUMNS = ["run", "source", "series", "model", "gpus", "nodes", "strategy", "precision",
                  "repeat", "global_batch", "images_per_epoch", "status", "file", "log_run",
@@ -74,6 +74,13 @@ def run_metadata(run: dict, path) -> dict:
     meta = {column: run[key] for column, key in RUN_COLUMNS.items()
             if run.get(key) is not None}
     meta["slurm_job_id"] = (run.get("env") or {}).get("SLURM_JOB_ID")
+    system = run.get("system") or {}
+    for name in SYSTEM_FIELDS:
+        value = system.get(name)
+        if value not in (None, [], ""):
+            meta[f"system_{name}"] = ":".join(value) if isinstance(value, list) else value
+    if run.get("synthetic_images_per_s"):
+        meta["synthetic_images_per_s"] = run["synthetic_images_per_s"]
     return meta
 
 
@@ -97,6 +104,7 @@ def table(parsed: ParsedLog, meta: dict, records: list[dict] | None = None) -> l
             precise = by_epoch[logged["epoch"]]
             row["seconds"] = precise["seconds"]
             row["lr"] = precise.get("lr")
+            row.update({k: precise[k] for k in TELEMETRY_FIELDS if k in precise})
         rows.append(row)
     return rows
 

@@ -29,8 +29,14 @@ from dlscale.vocabulary import COST, OVERVIEW, PLOTS
 
 
 def with_errors(table):
-    """Propagate the epoch-time CI to throughput and speedup (relative error)."""
+    """Propagate the epoch-time CI to throughput and speedup (relative error); the
+    columns newer than the table (a scaling.csv of an older dlscale) are left empty."""
+    from dlscale.analysis import EXTRA_COLUMNS
+
     table = table.copy()
+    for column in EXTRA_COLUMNS:
+        if column not in table:
+            table[column] = float("nan")
     relative = table["epoch_time_ci95"] / table["epoch_time_s"]
     table["images_per_s_ci95"] = table["images_per_s"] * relative
     table["speedup_ci95"] = table["speedup"] * relative
@@ -85,6 +91,9 @@ def draw(ax, table, name: str, others=(), amdahl=None) -> None:
         drawn = ax.errorbar(group["gpus"], group[column], yerr=yerr, marker="o", capsize=3,
                             label=label)
         colours[group["series"].iloc[0]] = drawn.lines[0].get_color()
+        if name == "utilisation" and group["gpu_util_percent"].notna().any():
+            ax.plot(group["gpus"], group["gpu_util_percent"], marker="s", linestyle="--",
+                    color=drawn.lines[0].get_color(), label=f"{label} (GPU)")
         if name == "accuracy" and group["test_accuracy"].notna().any():
             ax.plot(group["gpus"], group["test_accuracy"], marker="s", linestyle="--",
                     color=drawn.lines[0].get_color(),  # same series, same colour
@@ -107,6 +116,11 @@ def draw(ax, table, name: str, others=(), amdahl=None) -> None:
         ax.set_ylim(0, max(1.1, float(top if top == top else 1.0) * 1.1))
     elif name == "accuracy":
         ax.set_ylim(0, 1)  # a full scale, so that small changes look small
+    elif name == "utilisation":
+        ax.set_ylim(0, 105)
+        if table.empty or table[column].isna().all():
+            ax.text(0.5, 0.4, "no telemetry recorded", ha="center", va="center",
+                    transform=ax.transAxes)
     else:
         ax.set_ylim(bottom=0)
     ax.set_xscale("log", base=2)
@@ -201,6 +215,9 @@ def describe_runs(runs) -> str:
     mode = scaling_mode(ours)
     if mode:
         parts.append(f"{mode} scaling")
+    gpu_models = {m for m in ours.get("system_gpu_model", []) if isinstance(m, str)}
+    if len(gpu_models) == 1 and ours["system_gpu_model"].notna().all():
+        parts.insert(0, gpu_models.pop())  # every drawn run on the same GPU model
     return "; ".join(parts)
 
 
@@ -244,8 +261,12 @@ def plot_all(table, out_dir: Path, subtitle: str = "", runs=None, others=(),
                      va="top")
         written += save(fig, out_dir / name)
         plt.close(fig)
-    fig, axes = plt.subplots(2, 3, figsize=(16, 9), constrained_layout=True)
-    for ax, name in zip(axes.flat, (*PLOTS, COST)):
+    panels = (*PLOTS, COST)
+    rows = -(-len(panels) // 3)
+    fig, axes = plt.subplots(rows, 3, figsize=(16, 4.5 * rows), constrained_layout=True)
+    for ax in axes.flat[len(panels):]:
+        ax.axis("off")
+    for ax, name in zip(axes.flat, panels):
         if name == COST:
             draw_cost(ax, table, others)
         else:

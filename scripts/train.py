@@ -41,6 +41,7 @@ from dlscale.cli import quiet_tensorflow
 from dlscale.vocabulary import (COMMUNICATIONS, DEFAULTS, DEVICES, LOOPS, LR_SCALINGS,
                                 OPTIMIZERS, PRECISIONS, STRATEGIES)
 from dlscale.outcomes import EXIT_STATUS, STATE, write_outcome
+from dlscale.telemetry import TELEMETRY, describe_system
 from dlscale.training import RunError, read_records
 
 
@@ -135,6 +136,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="write TensorBoard event files to --out/tensorboard (chief only)")
     add("--profile-steps", type=steps_range, metavar="FIRST,LAST",
         help="profile these training steps into --out/tensorboard (chief only)")
+    add("--telemetry-interval", type=float, default=train["telemetry_interval_s"],
+        metavar="SECONDS", help="sample host CPU, RSS and (NVML) GPU use into --out/"
+        "telemetry.csv every SECONDS from the chief; 0: off (default: %(default)s)")
+    add("--synthetic-check-steps", type=int, default=0, metavar="N",
+        help="after training, time N steps on synthetic input (the model's speed without "
+             "the input pipeline) for the input-bound check; 0: off")
     add("--attempt", type=int, default=1,
         help="which attempt at this point this is (the workflow counts failed ones)")
     add("--time-limit-min", type=float,
@@ -165,6 +172,7 @@ def run(args: argparse.Namespace, started: datetime, stack: ExitStack) -> dict:
     state, note, resuming = open_state(args, backend, manifest, stack)
     say = print if backend.chief else (lambda *a, **k: None)
     backend.setup()
+    sampler = start_telemetry(args, backend, stack)
     plan = T.plan_run(batch_per_gpu=args.batch_per_gpu, replicas=backend.replicas,
                       train_images=manifest["splits"]["train"]["count"],
                       steps_per_epoch=args.steps_per_epoch, base_lr=args.base_lr,
@@ -172,7 +180,8 @@ def run(args: argparse.Namespace, started: datetime, stack: ExitStack) -> dict:
                       xla=args.xla, device=args.device, devices_in_process=len(backend.devices))
     precision = T.resolve_precision(args.precision, args.device)
     model, recorder, callbacks = build(args, backend, plan, manifest, precision, state,
-                                       T.job_deadline(args.time_limit_min, started.timestamp()))
+                                       T.job_deadline(args.time_limit_min, started.timestamp()),
+                                       sampler)
     train_ds, test_ds = backend.datasets(*inputs(args, manifest, plan), plan.global_batch)
     for line in filter(None, [summary(args, backend, plan, manifest, precision), note,
                               plan.xla_note, resuming and "resuming from the backup in "
@@ -193,15 +202,61 @@ def run(args: argparse.Namespace, started: datetime, stack: ExitStack) -> dict:
         say(f"dlscale train: {reason}")
     if status == "completed" and args.save_model:
         backend.save_model(model, args.out / "model.keras")
+    synthetic = (synthetic_speed(args, backend, plan, manifest, model)
+                 if status == "completed" and args.synthetic_check_steps else None)
+    if sampler:
+        sampler.stop()
     info = record(args, backend, plan, manifest, precision, started, status, reason, test,
                   fit_seconds, T.read_records(state / "epochs.jsonl"),
                   resumed_at=(recorder.first_epoch + 1) if resuming else None, note=note)
+    info["telemetry"] = ({"file": TELEMETRY, "interval_s": args.telemetry_interval,
+                          "gpu_note": sampler.gpu_note} if sampler else None)
+    info["synthetic_images_per_s"] = synthetic
     if backend.chief:
         write_outcome(args.out, info)
     return info
 
 
-def build(args, backend, plan, manifest: dict, precision: str, state: Path, deadline):
+def start_telemetry(args, backend, stack: ExitStack):
+    """The chief's sampler (telemetry.csv in the run folder), stopped when the run ends."""
+    if not backend.chief or args.telemetry_interval <= 0:
+        return None
+    from dlscale.telemetry import Sampler
+
+    sampler = Sampler(args.out / TELEMETRY, args.telemetry_interval,
+                      gpus=args.device == "gpu").start()
+    stack.callback(sampler.stop)
+    return sampler
+
+
+def synthetic_speed(args, backend, plan, manifest: dict, model) -> float:
+    """Images/s of the trained model on synthetic input (one repeated random batch per
+    replica, no reading or decoding): timed over --synthetic-check-steps steps after as
+    many untimed ones, through the same strategy. Real / this < 1 means the input
+    pipeline holds training back."""
+    from dlscale import training as T
+
+    def synthetic_input(context):
+        return T.synthetic_dataset(tuple(manifest["image_shape"]), manifest["num_classes"],
+                                   context.get_per_replica_batch_size(plan.global_batch),
+                                   args.seed)
+
+    train_ds, _ = backend.datasets(synthetic_input, inputs(args, manifest, plan)[1],
+                                   plan.global_batch)  # the test input is not read
+    times = []
+    keras = K.keras()
+    timer = keras.callbacks.LambdaCallback(
+        on_epoch_begin=lambda epoch, logs: times.append(time.perf_counter()),
+        on_epoch_end=lambda epoch, logs: times.append(time.perf_counter()))
+    if not hasattr(model, "_training_state"):  # BackupAndRestore deletes it as fit ends,
+        model._training_state = None           # and tf-keras' next fit reads it
+    model.fit(train_ds, epochs=2, steps_per_epoch=args.synthetic_check_steps, verbose=0,
+              callbacks=[timer])
+    return round(args.synthetic_check_steps * plan.global_batch / (times[3] - times[2]), 2)
+
+
+def build(args, backend, plan, manifest: dict, precision: str, state: Path, deadline,
+          sampler=None):
     """The compiled model in the backend's scope, its epoch recorder and its callbacks."""
     from dlscale import training as T
 
@@ -210,7 +265,7 @@ def build(args, backend, plan, manifest: dict, precision: str, state: Path, dead
     keras.mixed_precision.set_global_policy(precision)
     schedule = T.warmup_schedule(args.base_lr, plan.lr, plan.warmup_steps)
     recorder = T.epoch_recorder(state / "epochs.jsonl", plan.steps, plan.global_batch,
-                                backend.lr_of(schedule), backend.chief)
+                                backend.lr_of(schedule), backend.chief, sampler)
     with backend.scope():
         model = T.build_model(args.model, tuple(manifest["image_shape"]), manifest["num_classes"])
         callbacks = (backend.callbacks(recorder, keras.callbacks.TerminateOnNaN(),
@@ -343,7 +398,8 @@ def record(args, backend, plan, manifest: dict, precision: str, started: datetim
         "fit_seconds": round(fit_seconds, 3),
         "dataset": {"dir": str(args.data_dir), "name": manifest["dataset"],
                     "image_shape": manifest["image_shape"]},
-        **T.environment_facts(), "versions": T.versions(),
+        **T.environment_facts(), "versions": (versions := T.versions()),
+        "system": describe_system(versions),
         "attempt": args.attempt, "state_note": note,
         "started": started.isoformat(timespec="seconds"),
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -27,7 +27,8 @@ import numpy as np
 import pandas as pd
 
 from dlscale.amdahl import karp_flatt
-from dlscale.vocabulary import COMPARED_COLUMNS
+from dlscale.vocabulary import (COMPARED_COLUMNS, INPUT_BOUND_RATIO, SYSTEM_FIELDS,
+                                TELEMETRY_FIELDS)
 from dlscale.vocabulary import EPOCH_COLUMNS  # noqa: F401 (aggregate.py reads it here)
 
 # two-sided 95% Student t quantiles for 1..30 degrees of freedom; 1.96 beyond
@@ -43,7 +44,9 @@ SCALING_COLUMNS = ["series", "model", "strategy", "precision", "nodes", "gpus", 
 # added by this round's analysis; older scaling.csv files (compared studies) may lack them
 EXTRA_COLUMNS = ["scaling", "serial_fraction", "gpu_hours_per_epoch",
                  "gpu_hours_per_100_epochs", "cost_per_epoch", "time_to_target_s",
-                 "target_reached"]
+                 "target_reached", *TELEMETRY_FIELDS, "synthetic_images_per_s",
+                 "input_ratio", "input_bound", "gpu_model"]
+PEAKS = ("rss_mb_peak", "gpu_mem_mb_peak")  # the rest of TELEMETRY_FIELDS are means
 FAILED_COLUMNS = ["run", "source", "series", "model", "nodes", "gpus", "repeat", "status",
                   "epochs_done", "epochs_expected", "problem"]
 
@@ -86,7 +89,8 @@ def _defaults(epochs: pd.DataFrame) -> pd.DataFrame:
         if "log_run" in epochs:
             epochs["run"] += "#" + epochs["log_run"].astype(str)
     for column in ("gpus_asked", "epochs_expected", "test_accuracy", "images_per_epoch",
-                   "failure"):
+                   "failure", "synthetic_images_per_s", *TELEMETRY_FIELDS,
+                   *(f"system_{name}" for name in SYSTEM_FIELDS)):
         if column not in epochs:
             epochs[column] = np.nan
     epochs["cut"] = epochs["cut"].astype(str).str.lower().isin(["true", "1"])
@@ -101,6 +105,16 @@ def time_to_target(group: pd.DataFrame, target: float | None) -> float:
     if not len(reached):
         return np.nan
     return float(group["seconds"].astype(float).iloc[:reached[0] + 1].sum())
+
+
+def telemetry_of(epochs: pd.DataFrame) -> dict:
+    """Means (peaks for memory) of the epochs' telemetry summaries; NaN where absent."""
+    out = {}
+    for name in TELEMETRY_FIELDS:
+        values = pd.to_numeric(epochs[name], errors="coerce") if name in epochs else pd.Series()
+        out[name] = (values.max() if name in PEAKS else values.mean()) if values.notna().any() \
+            else np.nan
+    return out
 
 
 def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
@@ -144,6 +158,9 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
             "final_accuracy": group["accuracy"].iloc[-1] if len(group) else np.nan,
             "test_accuracy": first["test_accuracy"],
             "time_to_target_s": time_to_target(group, target_accuracy),
+            **telemetry_of(used),
+            "synthetic_images_per_s": first["synthetic_images_per_s"],
+            **{f"system_{name}": first[f"system_{name}"] for name in SYSTEM_FIELDS},
             "host": first.get("host"), "slurm_job_id": first.get("slurm_job_id"),
             "status": first["status"], "epochs_expected": expected,
             "counted": not problems, "problem": "; ".join(problems),
@@ -177,13 +194,19 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
             "final_accuracy": point_runs["final_accuracy"].mean(),
             "test_accuracy": point_runs["test_accuracy"].astype(float).mean(),
             "scaling": first["scaling"],
+            **telemetry_of(point_runs),
+            "synthetic_images_per_s": pd.to_numeric(point_runs["synthetic_images_per_s"],
+                                                    errors="coerce").mean(),
+            "gpu_model": "; ".join(sorted({str(m) for m in point_runs["system_gpu_model"]
+                                           if isinstance(m, str)})) or np.nan,
             "time_to_target_s": point_runs["time_to_target_s"].mean()
             if point_runs["time_to_target_s"].notna().all() else np.nan,
             "target_reached": (f"{int(point_runs['time_to_target_s'].notna().sum())}/"
                                f"{len(point_runs)}"),
         })
-    table = pd.DataFrame(rows, columns=SCALING_COLUMNS[:15] + ["scaling", "time_to_target_s",
-                                                              "target_reached"])
+    table = pd.DataFrame(rows, columns=SCALING_COLUMNS[:15] + [
+        "scaling", "time_to_target_s", "target_reached", *TELEMETRY_FIELDS,
+        "synthetic_images_per_s", "gpu_model"])
     if table.empty:
         return pd.DataFrame(columns=SCALING_COLUMNS + EXTRA_COLUMNS)
     base = table[(table["gpus"] == 1) & (table["nodes"] == 1)].set_index("series")
@@ -199,6 +222,8 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
     table["gpu_hours_per_100_epochs"] = 100 * table["gpu_hours_per_epoch"]
     table["cost_per_epoch"] = (table["gpu_hours_per_epoch"] * gpu_hour_price
                                if gpu_hour_price is not None else np.nan)
+    table["input_ratio"] = table["images_per_s"] / table["synthetic_images_per_s"]
+    table["input_bound"] = table["input_ratio"] < INPUT_BOUND_RATIO
     table = table[SCALING_COLUMNS + EXTRA_COLUMNS]
     return table.sort_values(["series", "nodes", "gpus"]).reset_index(drop=True)
 
@@ -227,3 +252,16 @@ def read_studies(scaling: Path, compare: list[tuple[str, Path]]):
     studies = [(THIS_STUDY, read_table(scaling, list(COMPARED_COLUMNS)))]
     studies += [(label, read_table(path, list(COMPARED_COLUMNS))) for label, path in compare]
     return studies
+
+
+def systems(runs: pd.DataFrame) -> pd.DataFrame:
+    """One row per distinct system description among the runs, with the runs on it."""
+    columns = [f"system_{name}" for name in SYSTEM_FIELDS]
+    if runs.empty:
+        return pd.DataFrame(columns=[*SYSTEM_FIELDS, "runs", "run_names"])
+    described = runs[runs[columns].notna().any(axis=1)]
+    rows = []
+    for key, group in described.groupby(columns, dropna=False, sort=False):
+        rows.append({**{name: value for name, value in zip(SYSTEM_FIELDS, key)},
+                     "runs": len(group), "run_names": " ".join(map(str, group["run"]))})
+    return pd.DataFrame(rows, columns=[*SYSTEM_FIELDS, "runs", "run_names"])

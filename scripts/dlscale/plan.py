@@ -21,6 +21,8 @@ from dlscale.sources import DATASETS, find_cached
 from dlscale.sweep import Point, SweepError, plan_sweep
 
 URL_FILE_NAME = re.compile(r"[A-Za-z0-9._+-]+")
+# steps timed on synthetic input by analysis.synthetic_check (after as many untimed ones)
+SYNTHETIC_CHECK_STEPS = 10
 
 
 class PlanError(ValueError):
@@ -163,7 +165,10 @@ class Study:
                  "warmup-epochs": p.warmup_epochs, "momentum": p.momentum,
                  "precision": p.precision, "device": p.device, "seed": p.seed,
                  "shuffle-buffer": self.data["shuffle_buffer"],
-                 "communication": p.communication}
+                 "communication": p.communication,
+                 "telemetry-interval": self.config["training"]["telemetry_interval_s"]}
+        if self.config["analysis"]["synthetic_check"]:
+            flags["synthetic-check-steps"] = SYNTHETIC_CHECK_STEPS
         if p.profile_steps:
             flags["profile-steps"] = ",".join(map(str, p.profile_steps))
         if p.batch_per_gpu == "auto":

@@ -320,8 +320,10 @@ def read_records(path: Path) -> list[dict]:
     return read_jsonl(path)  # a line cut by a kill ends them: what follows is not trusted
 
 
-def epoch_recorder(path: Path, steps: int, global_batch: int, lr_of, write: bool):
-    """Keras callback appending one JSON object per finished epoch to `path`.
+def epoch_recorder(path: Path, steps: int, global_batch: int, lr_of, write: bool,
+                   sampler=None):
+    """Keras callback appending one JSON object per finished epoch to `path`, with the
+    epoch's telemetry summary when a `sampler` (dlscale.telemetry.Sampler) runs.
 
     On the first epoch of a (possibly resumed) fit it rewrites the file with only the
     epochs before the one starting, so a run restored from a backup has no duplicates.
@@ -342,6 +344,7 @@ def epoch_recorder(path: Path, steps: int, global_batch: int, lr_of, write: bool
                     kept = [r for r in read_records(path) if r["epoch"] <= epoch]
                     path.write_text("".join(json.dumps(r) + "\n" for r in kept))
             self._start = time.perf_counter()
+            self._sampled = sampler.now() if sampler else None
 
         def on_epoch_end(self, epoch, logs=None):
             seconds = time.perf_counter() - self._start
@@ -353,6 +356,8 @@ def epoch_recorder(path: Path, steps: int, global_batch: int, lr_of, write: bool
                 record[key] = float(value)
             if not all(math.isfinite(v) for k, v in record.items() if k in logs):
                 self.saw_nan = True
+            if sampler:
+                record.update(sampler.summary(self._sampled, sampler.now(), record["images"]))
             if write:
                 append_jsonl(path, record)
 
@@ -374,8 +379,10 @@ def versions() -> dict:
     build = tf.sysconfig.get_build_info()
     keras = K.keras()
     keras_version = getattr(keras, "__version__", None) or f"built into TensorFlow {tf.__version__}"
+    horovod = __import__("sys").modules.get("horovod")
     return {"tensorflow": tf.__version__, "keras": f"{keras.__name__.split('.')[0]} {keras_version}",
             "cuda_build": build.get("cuda_version"), "cudnn_build": build.get("cudnn_version"),
+            "horovod": getattr(horovod, "__version__", None),
             "python": ".".join(map(str, __import__("sys").version_info[:3]))}
 
 

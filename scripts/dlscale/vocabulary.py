@@ -26,7 +26,8 @@ DEFAULTS = {
     "training": {"epochs": 5, "batch_per_gpu": 256, "base_lr": 0.01, "lr_scaling": "linear",
                  "warmup_epochs": 0, "optimizer": "sgd", "momentum": 0.0, "loop": "fit",
                  "precision": "float32",
-                 "device": "gpu", "seed": 42, "communication": "auto"},
+                 "device": "gpu", "seed": 42, "communication": "auto",
+                 "telemetry_interval_s": 1.0},
     "analysis": {"skip_epochs": 1, "accuracy_tolerance": 0.05, "gpu_hour_price": None,
                  "target_accuracy": None},
 }
@@ -50,6 +51,7 @@ PLOTS = {
     "efficiency": ("efficiency", "Parallel efficiency", "parallel efficiency [speedup / GPUs]",
                    None),
     "accuracy": ("final_accuracy", "Accuracy after training", "final training accuracy", None),
+    "utilisation": ("cpu_percent", "Host CPU and GPU use", "utilisation [%]", None),
 }
 COST = "cost"  # epoch time against GPU-hours per epoch: the fastest and the cheapest point
 OVERVIEW = "overview"  # all of the above in one figure
@@ -57,3 +59,15 @@ PLOT_NAMES = (*PLOTS, COST, OVERVIEW)
 # what a compared study's scaling.csv must hold to be drawn beside this one
 COMPARED_COLUMNS = ("series", "nodes", "gpus", "epoch_time_s", "images_per_s", "speedup",
                     "efficiency", "final_accuracy")
+
+# per-epoch telemetry summaries (dlscale.telemetry.Sampler.summary) carried from
+# epochs.jsonl into the tables; GPU ones exist only where NVML saw GPUs
+TELEMETRY_FIELDS = ("cpu_percent", "rss_mb_peak", "gpu_util_percent", "gpu_mem_mb_peak",
+                    "energy_j", "j_per_image")
+# run.json's system description as columns (system_<name>) of the tables and systems.csv
+SYSTEM_FIELDS = ("host", "node", "cpu_model", "cpu_threads", "memory_gb", "gpu_model",
+                 "gpu_count", "gpu_memory_gb", "gpu_driver", "cuda_driver", "tensorflow",
+                 "keras", "cuda_build", "cudnn_build", "horovod", "container", "modules",
+                 "slurm_partition")
+# real / synthetic throughput under this: the report flags the point input-bound
+INPUT_BOUND_RATIO = 0.9

@@ -120,3 +120,35 @@ def test_the_custom_loop_resumes_from_its_last_checkpoint(small_data, tmp_path):
         "completed", 2, 3)
     log = (tmp_path / "train.log").read_text()
     assert "resuming from the backup" in log and "Epoch 2/3" in log
+
+
+def test_a_cpu_run_records_its_system_its_telemetry_and_its_synthetic_speed(small_data,
+                                                                         tmp_path):
+    import csv
+    import os
+
+    from dlscale.telemetry import HOST_COLUMNS
+
+    proc = run_script("train.py", "--data-dir", str(small_data), "--out", str(tmp_path),
+                      "--model", "SimpleCNN", "--device", "cpu", "--gpus", "2",
+                      "--batch-per-gpu", "8", "--epochs", "3", "--telemetry-interval", "0.2",
+                      "--synthetic-check-steps", "5")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = run_json(tmp_path)
+    system = run["system"]
+    assert system["cpu_threads"] == os.cpu_count() and system["memory_gb"] > 0
+    assert system["cpu_model"] and system["tensorflow"] == run["versions"]["tensorflow"]
+    assert system["gpu_count"] == 0 and system["gpu_model"] is None
+    assert "NVML" in system["gpu_note"] or "pynvml" in system["gpu_note"]
+    assert run["telemetry"]["file"] == "telemetry.csv"
+    assert run["telemetry"]["gpu_note"] == "no GPU telemetry: cpu run"
+    with open(tmp_path / "telemetry.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0]) == HOST_COLUMNS  # no GPU columns, nothing filled with zeros
+    assert len(rows) >= 3 and all(0 <= float(r["cpu_percent"]) <= 100 for r in rows)
+    assert all(float(r["rss_mb"]) > 50 for r in rows)  # TensorFlow alone is bigger
+    records = [json.loads(x) for x in (tmp_path / "epochs.jsonl").read_text().splitlines()]
+    timed = [r for r in records if "cpu_percent" in r]
+    assert timed and all(r["rss_mb_peak"] > 50 for r in timed)
+    assert not any(k.startswith(("gpu", "energy", "j_per")) for r in records for k in r)
+    assert run["synthetic_images_per_s"] > 0

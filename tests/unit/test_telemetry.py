@@ -1,0 +1,38 @@
+"""Telemetry summaries from a recorded telemetry.csv (tests/data/telemetry), without TensorFlow."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import ROOT
+from dlscale.telemetry import HOST_COLUMNS, read_telemetry, summarize
+
+RECORDED = ROOT / "tests" / "data" / "telemetry" / "telemetry.csv"
+
+
+def test_a_recorded_cpu_file_has_host_columns_only():
+    rows, gpus = read_telemetry(RECORDED)
+    assert gpus == 0 and len(rows) == 8
+    assert list(rows[0]) == HOST_COLUMNS
+
+
+def test_the_summary_of_a_window_is_its_mean_cpu_and_peak_memory():
+    rows, gpus = read_telemetry(RECORDED)
+    # samples at 0.501 s (50.0 %, 591.4 MB) and 1.007 s (51.0 %, 600.3 MB)
+    assert summarize(rows, gpus, 0.0, 1.2, 400) == {"cpu_percent": 50.5, "rss_mb_peak": 600.3}
+    # 1.508 .. 2.51 s: 64.0, 78.6, 82.8 %; 648.4, 650.9, 652.1 MB
+    assert summarize(rows, gpus, 1.5, 2.6, 400) == {"cpu_percent": pytest.approx(75.1),
+                                                     "rss_mb_peak": 652.1}
+    assert summarize(rows, gpus, 10, 20, 400) == {}  # no sample: no figures, not zeros
+
+
+def test_gpu_columns_give_utilisation_memory_and_energy_per_image():
+    rows = [{"time_s": t, "cpu_percent": 10.0, "rss_mb": 100.0, "gpu0_util_percent": u0,
+             "gpu0_mem_used_mb": m, "gpu0_power_w": 200.0, "gpu0_energy_j": e0,
+             "gpu1_util_percent": u1, "gpu1_mem_used_mb": m, "gpu1_power_w": 200.0,
+             "gpu1_energy_j": e1}
+            for t, u0, u1, m, e0, e1 in [(1, 90, 80, 1000, 5000, 7000),
+                                         (2, 100, 70, 1500, 5200, 7150)]]
+    out = summarize(rows, 2, 0, 3, images=700)
+    assert out["gpu_util_percent"] == 85.0 and out["gpu_mem_mb_peak"] == 1500
+    assert out["energy_j"] == 350.0 and out["j_per_image"] == 0.5
