@@ -8,7 +8,9 @@ SNAKEMAKE := $(VENV)/bin/snakemake
 # Debian packages: graphviz (DAG pictures), Fashion-MNIST (demo data, offline),
 # SLURM and munge (the test cluster).
 # OpenMPI: Horovod across nodes (mpirun in the SLURM job).
-SYSTEM_PACKAGES := graphviz dataset-fashion-mnist slurm-wlm munge openmpi-bin libopenmpi-dev
+# environment-modules: the `module` command of software.modules (tests).
+SYSTEM_PACKAGES := graphviz dataset-fashion-mnist slurm-wlm munge openmpi-bin libopenmpi-dev \
+	environment-modules
 
 .PHONY: help setup horovod sysdeps demo test test-fast cluster-start cluster-stop dag bench lint docs clean
 

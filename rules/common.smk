@@ -23,6 +23,10 @@ for _note in STUDY.notes():
     print(f"dlscale: {_note}", file=sys.stderr)
 POINTS, EXTERNAL, DATA_DIR = STUDY.points, STUDY.external, STUDY.data_dir
 PLOT_NAMES = vocabulary.PLOT_NAMES
+# the site's software stack for the rules that run TensorFlow (prepare, batch search,
+# train): environment modules (--sdm env-modules) or a container (--sdm apptainer)
+SOFTWARE_MODULES = config["software"]["modules"]
+SOFTWARE_CONTAINER = config["software"]["container"]
 
 
 wildcard_constraints:

@@ -29,6 +29,10 @@ rule prepare_dataset:
         "benchmarks/prepare_dataset/{dataset}-{size}px.tsv"
     conda:
         "../envs/dlscale.yaml"
+    container:
+        SOFTWARE_CONTAINER
+    envmodules:
+        *SOFTWARE_MODULES,
     threads: 2
     resources:
         mem_mb=12000,

@@ -16,6 +16,10 @@ rule find_batch_size:
         precision="|".join(vocabulary.PRECISIONS),
     conda:
         "../envs/dlscale.yaml"
+    container:
+        SOFTWARE_CONTAINER
+    envmodules:
+        *SOFTWARE_MODULES,
     threads: finder_resource("cpus_per_task")
     resources:
         gres=finder_resource("gres"),
@@ -46,6 +50,10 @@ rule train:
         point=points_where(multi_task=False),
     conda:
         "../envs/dlscale.yaml"
+    container:
+        SOFTWARE_CONTAINER
+    envmodules:
+        *SOFTWARE_MODULES,
     threads: point_resource("cpus_per_task")
     resources:
         gres=point_resource("gres"),

@@ -85,6 +85,10 @@ def main(argv=None) -> int:
         for _, row in table[table["accuracy_flag"]].iterrows():
             print(f"warning: {row['series']} on {row['gpus']} GPU(s): accuracy differs from "
                   f"1 GPU by {row['accuracy_delta']:+.3f}", file=sys.stderr)
+    for _, row in table[table["input_bound"].astype(bool)].iterrows():
+        print(f"warning: {row['series']} on {row['gpus']} GPU(s) is input-bound: "
+              f"{row['images_per_s']:.4g} images/s against {row['synthetic_images_per_s']:.4g} "
+              f"on synthetic input (ratio {row['input_ratio']:.2f})", file=sys.stderr)
     for _, row in verdicts[verdicts["verdict"] == "fail"].iterrows():
         print(f"warning: {row['series']} on {row['gpus']} GPU(s): {row['reference_metric']} "
               f"{row['measured']:.4g} is outside [{row['reference_low']:.4g}, "

@@ -37,11 +37,14 @@ def cifar_binary(tmp_path_factory) -> Path:
 
 
 def run_snakemake(workdir: Path, *args: str, check: bool = True, timeout: float = 900,
-                  snakefile: Path = ROOT / "Snakefile") -> subprocess.CompletedProcess:
-    """Run the project's workflow from the command line (the stable interface) in workdir."""
+                  snakefile: Path = ROOT / "Snakefile",
+                  env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run the project's workflow from the command line (the stable interface) in workdir,
+    with `env` added to the environment."""
     cmd = [sys.executable, "-m", "snakemake", "-s", str(snakefile),
            "--directory", str(workdir), *args]
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+               **(env or {}))
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=timeout, env=env)  # one stream: snakemake logs to both
     if check and proc.returncode != 0:
@@ -82,3 +85,18 @@ def run_script(name: str, *args: str, env: dict | None = None, timeout: float = 
     """Run scripts/<name> as a user would, with this interpreter."""
     return subprocess.run([sys.executable, str(SCRIPTS / name), *args], capture_output=True,
                           text=True, timeout=timeout, env={**os.environ, **(env or {})}, cwd=cwd)
+
+
+MODULES_INIT = Path("/usr/share/modules/init/bash")  # Debian's environment-modules
+
+
+def site_modules(root: Path) -> tuple[str, dict]:
+    """A site's modulefile as a test writes it: it sets DLSCALE_SITE_STACK and puts this
+    venv first on PATH. Returns (module name, environment for snakemake): MODULEPATH,
+    and BASH_ENV so that the rules' non-interactive bash has the `module` command."""
+    folder = root / "modulefiles" / "dlscale-stack"
+    folder.mkdir(parents=True)
+    (folder / "1.0").write_text("#%Module1.0\nsetenv DLSCALE_SITE_STACK test-stack\n"
+                                f"prepend-path PATH {Path(sys.executable).parent}\n")
+    return "dlscale-stack/1.0", {"MODULEPATH": str(root / "modulefiles"),
+                                 "BASH_ENV": str(MODULES_INIT)}

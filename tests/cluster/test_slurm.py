@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from cluster.conftest import queue
-from conftest import HOROVOD_READY, IN_CI, ROOT, run_snakemake, write_config
+from conftest import HOROVOD_READY, IN_CI, ROOT, run_snakemake, site_modules, write_config
 
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("slurm")]
 PROFILE = ["--profile", str(ROOT / "profiles" / "slurm")]
@@ -38,11 +38,16 @@ def archive(tmp_path_factory):
 
 
 def test_sweep_through_the_slurm_profile_gets_the_gpus_and_cpus_it_asked_for(tmp_path, archive):
-    config = sweep_config(tmp_path / "c.yaml", archive)
-    run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
+    """... with the site's environment module loaded in every job (--sdm env-modules)."""
+    module, module_env = site_modules(tmp_path)
+    config = sweep_config(tmp_path / "c.yaml", archive, software=f"{{modules: [{module}]}}")
+    run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", "--sdm=env-modules",
+                  env=module_env)
     for gpus in (1, 2, 4):
         run = json.loads((tmp_path / f"results/runs/SimpleCNN/gpus{gpus}/rep1/run.json").read_text())
         env = run["env"]
+        assert (env["LOADEDMODULES"], env["DLSCALE_SITE_STACK"]) == (module, "test-stack")
+        assert run["system"]["modules"] == [module]
         assert "SLURM_JOB_ID" in env, "the point ran outside SLURM"
         assert len(env["CUDA_VISIBLE_DEVICES"].split(",")) == gpus
         assert int(env["SLURM_CPUS_PER_TASK"]) == 2 * gpus

@@ -42,3 +42,21 @@ def test_demo_config_on_the_gpu(tmp_path, gpus):
     for model in ("SimpleCNN", "ResNet50V2"):
         run = json.loads((tmp_path / f"results/runs/{model}/gpus1/rep1/run.json").read_text())
         assert run["status"] == "completed" and run["devices"][0].endswith("GPU:0")
+
+
+def test_nvml_telemetry_samples_the_visible_gpus(gpus, tmp_path):
+    """The NVML code paths of dlscale.telemetry, on a machine with a GPU."""
+    import time
+
+    from dlscale.telemetry import Sampler, describe_gpus, read_telemetry
+
+    described = describe_gpus()
+    assert described["gpu_count"] >= 1 and described["gpu_model"], described
+    sampler = Sampler(tmp_path / "telemetry.csv", interval=0.2).start()
+    time.sleep(1.5)
+    sampler.stop()
+    rows, count = read_telemetry(tmp_path / "telemetry.csv")
+    assert count == described["gpu_count"] and len(rows) >= 3
+    assert all(0 <= r["gpu0_util_percent"] <= 100 and r["gpu0_mem_used_mb"] > 0 for r in rows)
+    summary = sampler.summary(0, 10, images=100)
+    assert summary["gpu_mem_mb_peak"] > 0 and summary["energy_j"] >= 0
