@@ -106,6 +106,7 @@ dag: setup
 bench: setup
 	$(VENV)/bin/python bench/bench_data.py
 	$(VENV)/bin/python bench/bench_analysis.py
+	$(VENV)/bin/python bench/bench_telemetry.py
 
 lint: setup
 	$(SNAKEMAKE) --lint -n
