@@ -27,9 +27,13 @@ def test_the_demo_ends_with_tables_plots_and_a_report(tmp_path):
     run_snakemake(tmp_path, *demo, "--report", str(tmp_path / "report.html"))
     html = (tmp_path / "report.html").read_text(errors="replace")
     for name in ("scaling.csv", "runs.csv", "failed.csv", "amdahl.csv", "references.csv",
-                 "speedup.png", "cost.png", "overview.png"):
+                 "systems.csv", "speedup.png", "cost.png", "utilisation.png", "overview.png"):
         assert re.search(re.escape(name), html), name
     table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
     assert table["cost_per_epoch"].notna().all() and table["target_reached"].notna().all()
     assert table.loc[table["gpus"] > 1, "serial_fraction"].notna().all()
     assert len(pd.read_csv(tmp_path / "results/tables/amdahl.csv")) == 2  # one per model
+    assert table["cpu_percent"].notna().all() and "gpu_util_percent" in table
+    assert table["gpu_util_percent"].isna().all()  # no GPU: nothing filled in
+    systems = pd.read_csv(tmp_path / "results/tables/systems.csv")
+    assert systems["runs"].sum() == 6 and systems["cpu_model"].notna().all()
