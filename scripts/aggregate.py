@@ -28,10 +28,9 @@ from dlscale.vocabulary import DEFAULTS
 
 
 def write(table, path: Path) -> None:
-    from dlscale.files import atomic
+    from dlscale.files import write_table
 
-    with atomic(path) as tmp:
-        table.to_csv(tmp, index=False, float_format="%.6g")
+    write_table(table, path)
 
 
 def main(argv=None) -> int:

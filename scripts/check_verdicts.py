@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from dlscale.analysis import read_table
-from dlscale.files import atomic
+from dlscale.files import write_table
 from dlscale.references import REFERENCE_COLUMNS
 
 
@@ -47,9 +47,7 @@ def main(argv=None) -> int:
         print(f"error: {len(failed)} of {len(table)} point(s) outside their reference's "
               f"tolerances (listed in {args.references})", file=sys.stderr)
         return 1
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic(args.out) as tmp:
-        table.to_csv(tmp, index=False, float_format="%.6g")
+    write_table(table, args.out)
     print(f"all {len(table)} point(s) with a reference pass")
     return 0
 

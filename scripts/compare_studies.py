@@ -28,7 +28,7 @@ def main(argv=None) -> int:
 
     import pandas as pd
 
-    from dlscale.files import atomic
+    from dlscale.files import write_table
 
     try:
         studies = read_studies(args.scaling, parse_compare(args.compare))
@@ -37,9 +37,7 @@ def main(argv=None) -> int:
         return 1
     table = pd.concat([t[list(COMPARED_COLUMNS)].assign(study=label) for label, t in studies],
                       ignore_index=True)[["study", *COMPARED_COLUMNS]]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic(args.out) as tmp:
-        table.to_csv(tmp, index=False, float_format="%.6g")
+    write_table(table, args.out)
     print(f"wrote {args.out}: {len(studies)} studies, {len(table)} points")
     return 0
 

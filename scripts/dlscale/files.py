@@ -50,3 +50,10 @@ def append_jsonl(path: str | Path, item) -> None:
         handle.write(json.dumps(item) + "\n")
         handle.flush()
         os.fsync(handle.fileno())
+
+
+def write_table(table, path: str | Path) -> None:
+    """A pandas table as CSV (6 significant digits), whole or not at all."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with atomic(path) as tmp:
+        table.to_csv(tmp, index=False, float_format="%.6g")

@@ -21,6 +21,7 @@ from dlscale.sources import DATASETS, find_cached
 from dlscale.sweep import Point, SweepError, plan_sweep
 
 URL_FILE_NAME = re.compile(r"[A-Za-z0-9._+-]+")
+SCHEMA = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
 # steps timed on synthetic input by analysis.synthetic_check (after as many untimed ones)
 SYNTHETIC_CHECK_STEPS = 10
 
@@ -234,7 +235,7 @@ class Study:
         spec = self.config["references"]
         if not spec:
             return []
-        schema = yaml.safe_load((self.basedir / "config" / "schema.yaml").read_text())
+        schema = yaml.safe_load(SCHEMA.read_text())
         try:
             return load(spec, self.basedir, schema)
         except ReferenceError as exc:

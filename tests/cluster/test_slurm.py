@@ -57,18 +57,6 @@ def test_sweep_through_the_slurm_profile_gets_the_gpus_and_cpus_it_asked_for(tmp
     assert (tmp_path / "results/plots/speedup.png").stat().st_size > 10_000
 
 
-def test_two_node_multiworker_point_trains_with_one_worker_per_task(tmp_path, archive):
-    config = sweep_config(tmp_path / "c.yaml", archive,
-                          sweep="{models: [SimpleCNN], gpus: [2], nodes: [2]}")
-    proc = run_snakemake(tmp_path, *PROFILE, f"--configfile={config}",
-                         "results/runs/SimpleCNN/gpus2/rep1/run.json")
-    assert "rule train_workers" in proc.stdout
-    run = json.loads((tmp_path / "results/runs/SimpleCNN/gpus2/rep1/run.json").read_text())
-    assert (run["strategy"], run["workers"], run["replicas"]) == ("multiworker", 2, 2)
-    assert sorted(w.split(":")[0] for w in run["cluster"]) == ["n1", "n2"]
-    assert run["env"]["SLURM_JOB_NODELIST"] == "n[1-2]"
-
-
 def test_dry_run_lists_the_jobs_and_submits_none(tmp_path, archive):
     config = sweep_config(tmp_path / "c.yaml", archive)
     before = queue("%i")
@@ -89,11 +77,12 @@ def test_a_partition_that_does_not_exist_fails_with_slurms_message(tmp_path, arc
 
 
 def test_more_gpus_than_a_node_has(tmp_path, archive):
-    # refused by our check when the config says what a node has ...
-    config = sweep_config(tmp_path / "a.yaml", archive, sweep="{models: [SimpleCNN], gpus: [8]}")
+    # refused by our check when the config pins the node count and says what a node has ...
+    config = sweep_config(tmp_path / "a.yaml", archive,
+                          sweep="{models: [SimpleCNN], gpus: [8], nodes: [1]}")
     proc = run_snakemake(tmp_path, *PROFILE, "-n", f"--configfile={config}", check=False)
     assert proc.returncode != 0
-    assert "needs 8 GPUs per node, but resources.max_gpus_per_node is 4" in proc.stdout
+    assert "need 8 GPUs per node, but resources.max_gpus_per_node is 4" in proc.stdout
     # ... and by SLURM when the config claims more than the cluster has
     config = sweep_config(tmp_path / "b.yaml", archive, sweep="{models: [SimpleCNN], gpus: [8]}",
                           resources="{cpus_per_gpu: 1, mem_mb_per_gpu: 500, runtime_min: 5, "
@@ -143,16 +132,17 @@ def test_cancelled_point_is_reported_others_finish_and_rerun_resumes_only_it(tmp
     assert [r["epoch"] for r in records] == [1, 2, 3, 4, 5, 6]
 
 
-def test_horovod_on_one_and_two_nodes_beside_mirrored_through_slurm(tmp_path, archive):
-    """Horovod on one node (horovodrun with Gloo) and across two (the course's multi-node
+def test_every_strategy_on_one_and_two_nodes_through_slurm(tmp_path, archive):
+    """One gpus x nodes grid: MultiWorkerMirroredStrategy with one worker per task (srun)
+    and Horovod on one node (horovodrun with Gloo) and across two (the course's multi-node
     Horovod, UQ: mpiexec -np $SLURM_NTASKS: OpenMPI's mpirun inside the job reaches the
     other node through srun, not ssh; as root, OpenMPI asks for --allow-run-as-root),
-    beside MirroredStrategy, in one gpus x nodes grid (mirrored on 2 nodes is left out)."""
+    beside MirroredStrategy (on one node only: on 2 it is left out)."""
     if not HOROVOD_READY and not IN_CI:
         pytest.skip("the Horovod environment is not built (make horovod)")
     config = sweep_config(tmp_path / "c.yaml", archive,
                           sweep="{models: [SimpleCNN], gpus: [2], nodes: [1, 2], "
-                                "strategy: [mirrored, horovod]}",
+                                "strategy: [mirrored, multiworker, horovod]}",
                           horovod="{mpi_launcher: 'mpirun --allow-run-as-root'}",
                           analysis="{accuracy_tolerance: 1.0}")
     proc = run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
@@ -167,9 +157,14 @@ def test_horovod_on_one_and_two_nodes_beside_mirrored_through_slurm(tmp_path, ar
     assert (hvd["size"], hvd["local_size"], hvd["controller"]) == (2, 1, "mpi")
     assert hvd["nodes"] == ["n1", "n2"] and two["env"]["SLURM_NNODES"] == "2"
     assert "SLURM_JOB_ID" in one["env"]
+    worker = json.loads((runs / "nodes2/multiworker/gpus2/rep1/run.json").read_text())
+    assert (worker["strategy"], worker["workers"], worker["replicas"]) == ("multiworker", 2, 2)
+    assert sorted(w.split(":")[0] for w in worker["cluster"]) == ["n1", "n2"]
+    assert worker["env"]["SLURM_JOB_NODELIST"] == "n[1-2]"
     table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
     assert sorted(zip(table["series"], table["nodes"])) == [
-        ("SimpleCNN horovod", 1), ("SimpleCNN horovod", 2), ("SimpleCNN mirrored", 1)]
+        ("SimpleCNN horovod", 1), ("SimpleCNN horovod", 2), ("SimpleCNN mirrored", 1),
+        ("SimpleCNN multiworker", 1), ("SimpleCNN multiworker", 2)]
     assert not (runs / "nodes2/mirrored").exists()
 
 

@@ -57,8 +57,8 @@ def test_two_workers_write_tensorboard_a_profile_and_the_model_once(small_data, 
     assert model.output_shape == (None, 10)
     # nothing but the chief's files: no other worker's model, events or backup copies
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "attempts.jsonl", "epochs.jsonl", "model.keras", "run.json", "tensorboard",
-        "train.log"]
+        "attempts.jsonl", "epochs.jsonl", "model.keras", "run.json", "telemetry.csv",
+        "tensorboard", "train.log"]
 
 
 @pytest.mark.skipif(not HOROVOD_READY and not IN_CI,

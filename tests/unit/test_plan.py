@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 import shlex
 
 import pytest
@@ -75,3 +76,38 @@ def test_flags_of_a_point_and_its_launcher(tmp_path):
 def test_a_study_with_nothing_to_run_is_refused(tmp_path):
     with pytest.raises(PlanError, match="nothing to run"):
         study(tmp_path, sweep={"models": []})
+
+
+@pytest.mark.parametrize("sections, words", [
+    ({"references": "no/such.yaml"}, "references: file 'no/such.yaml' does not exist"),
+    ({"references": [{"model": "ResNet50V2", "gpus": 4}]},
+     "references[0]: give exactly one of images_per_s or epoch_time_s, got neither"),
+    ({"references": [{"model": "ResNet50V2", "gpus": 4, "images_per_s": 9, "lower": 0.2}]},
+     "references[0]: 0.2 is greater than the maximum of 0"),
+    ({"compare": [{"scaling": "/no/such.csv", "label": "x"}]},
+     "compare[0]: scaling '/no/such.csv' does not exist"),
+])
+def test_bad_references_or_compared_studies_fail_at_planning(tmp_path, sections, words):
+    with pytest.raises(PlanError, match=re.escape(words)):
+        Study(_validated(sweep={"models": ["SimpleCNN"]}, **sections), tmp_path)
+
+
+def test_the_shipped_course_references_load_from_the_workflow_folder(tmp_path):
+    refs = Study(_validated(sweep={"models": ["SimpleCNN"]},
+                            references="config/references/course-v100.yaml"), ROOT).references
+    assert [(r["gpus"], r["images_per_s"], r["lower"], r["upper"]) for r in refs] == [
+        (1, 1111.1, -0.1, None), (2, 2083.3, -0.1, None), (4, 4166.7, -0.1, None)]
+
+
+def test_a_compared_table_that_lacks_columns_is_named(tmp_path):
+    other = tmp_path / "other.csv"
+    other.write_text("series,gpus\nA,1\n")
+    with pytest.raises(PlanError, match=r"compare\[0\]: .*other.csv lacks the column\(s\) nodes"):
+        Study(_validated(sweep={"models": ["SimpleCNN"]},
+                         compare=[{"scaling": str(other), "label": "old"}]), tmp_path)
+
+
+def _validated(**sections) -> dict:
+    config = copy.deepcopy(sections)
+    validate(config, SCHEMA)
+    return config

@@ -207,18 +207,3 @@ def test_another_study_is_drawn_beside_this_one_and_listed_in_the_report(tmp_pat
         assert name in html, name
     svg = (tmp_path / "results/plots/speedup.svg").read_text()
     assert "2025's V100s: V100 study" in svg and "Amdahl model" in svg
-
-
-@pytest.mark.parametrize("section, words", [
-    ("references: no/such.yaml", "references: file 'no/such.yaml' does not exist"),
-    ("references: [{model: ResNet50V2, gpus: 4}]",
-     "references[0]: give exactly one of images_per_s or epoch_time_s, got neither"),
-    ("references: [{model: ResNet50V2, gpus: 4, images_per_s: 9, lower: 0.2}]",
-     "references[0]: 0.2 is greater than the maximum of 0"),
-    ("compare: [{scaling: /no/such.csv, label: x}]",
-     "compare[0]: scaling '/no/such.csv' does not exist"),
-])
-def test_bad_references_or_compared_studies_fail_before_any_job(tmp_path, section, words):
-    config = write_config(tmp_path / "c.yaml", f"sweep: {{models: []}}\n{section}\n")
-    proc = run_snakemake(tmp_path, "-n", f"--configfile={config}", check=False)
-    assert proc.returncode != 0 and words in proc.stdout, proc.stdout[-1500:]
