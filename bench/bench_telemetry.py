@@ -7,8 +7,9 @@ the difference in epoch time under 1 %).
 
 Generates a CIFAR-10-layout archive (scripts/make_synthetic_cifar.py), prepares it at
 32 px, then runs scripts/train.py (SimpleCNN, 1 replica on the CPU, batch 32) `--pairs`
-times with --telemetry-interval 1 and 0 in turn, each in its own process, so that drifts
-of the machine hit both alike. Epoch time: the mean of each run's epochs after the first
+times with --telemetry-interval 1 and 0, each in its own process, the order swapped
+from pair to pair, so that drifts of the machine (the second run of a pair was faster
+in a first try) hit both alike. Epoch time: the mean of each run's epochs after the first
 (epochs.jsonl). Prints each run and the relative difference of the means.
 """
 
@@ -58,9 +59,10 @@ def main() -> int:
                                                      args.images, 500, 1)
         prepare_data.prepare("cifar10", archive, data, 32, 4)
     on, off = [], []
-    for pair in range(args.pairs):
-        on.append(epoch_time(args.work, data, 1.0, args.epochs, f"on{pair}"))
-        off.append(epoch_time(args.work, data, 0.0, args.epochs, f"off{pair}"))
+    for pair in range(args.pairs):  # on first in even pairs, off first in odd ones
+        for interval in ((1.0, 0.0) if pair % 2 == 0 else (0.0, 1.0)):
+            (on if interval else off).append(epoch_time(
+                args.work, data, interval, args.epochs, f"{'on' if interval else 'off'}{pair}"))
         print(f"pair {pair + 1}: telemetry on {on[-1]:.3f} s/epoch, off {off[-1]:.3f} s/epoch",
               flush=True)
     mean_on, mean_off = statistics.mean(on), statistics.mean(off)
