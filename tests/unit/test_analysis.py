@@ -198,3 +198,12 @@ def test_the_subtitle_says_what_the_drawn_runs_used_not_what_the_config_says():
          "strategy": "mirrored", "scaling": "weak"}])
     assert describe_runs(runs) == ("ResNet50V2: 256 per GPU, 5 epochs; ResNet152V2: 128 per "
                                    "GPU, 3 epochs; float32/mixed_float16; mirrored; weak scaling")
+
+
+def test_points_slower_than_on_synthetic_input_are_flagged_input_bound():
+    epochs = study_epochs()
+    # as if each run had timed 1111, 2300 and 5000 images/s on synthetic input
+    epochs["synthetic_images_per_s"] = epochs["gpus"].map({1: 1111.2, 2: 2300.0, 4: 5000.0})
+    table = scaling(epochs, summarize_runs(epochs, 1), 1, 0.05)
+    assert list(table["input_ratio"].round(3)) == [1.0, 0.906, 0.833]
+    assert list(table["input_bound"]) == [False, False, True]
