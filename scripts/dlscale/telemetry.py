@@ -161,7 +161,8 @@ class Sampler:
 
     def summary(self, start: float, end: float, images: int) -> dict:
         """The epoch's summary (see summarize) from this sampler's samples."""
-        return summarize(list(self.rows), len(self.handles), start, end, images)
+        return summarize(list(self.rows), len(self.handles), start, end, images,
+                         self.interval)
 
 
 def read_telemetry(path: Path) -> tuple[list[dict], int]:
@@ -173,12 +174,17 @@ def read_telemetry(path: Path) -> tuple[list[dict], int]:
     return rows, gpus
 
 
-def summarize(rows: list[dict], gpus: int, start: float, end: float, images: int) -> dict:
-    """Means and peaks of the samples taken between `start` and `end` (sampler seconds):
-    mean host CPU %, peak RSS, and with GPUs mean GPU % (over GPUs and samples), peak GPU
-    memory, energy in J (the counters' rise from the first to the last sample, summed
-    over GPUs) and J per image. Empty without a sample in the window."""
-    rows = [r for r in rows if start <= r["time_s"] <= end]
+def summarize(rows: list[dict], gpus: int, start: float, end: float, images: int,
+              interval: float) -> dict:
+    """Means and peaks of the samples whose period overlaps the window from `start` to
+    `end` (sampler seconds). A sample at t covers (t - interval, t]: its CPU % is psutil's
+    mean since the previous sample, so the samples from the first after `start` to the
+    first at or after `end` (t < end + interval) describe the window, even one shorter
+    than the interval. Gives mean host CPU %, peak RSS, and with GPUs mean GPU % (over
+    GPUs and samples), peak GPU memory, energy in J (the counters' rise from the first to
+    the last of those samples, summed over GPUs: it may include up to one interval more
+    than the window) and J per image. Empty without such a sample."""
+    rows = [r for r in rows if start < r["time_s"] < end + interval]
     if not rows:
         return {}
     out = {"cpu_percent": round(sum(r["cpu_percent"] for r in rows) / len(rows), 1),

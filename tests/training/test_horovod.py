@@ -1,4 +1,5 @@
-"""strategy: horovod with the real Horovod (Gloo) from .venv-horovod, ranks on CPUs."""
+"""strategy: horovod with the real Horovod (Gloo) from .venv-horovod, ranks on CPUs. Horovod
+points beside mirrored ones in one chart, and across nodes: tests/cluster/test_slurm.py."""
 
 from __future__ import annotations
 
@@ -6,11 +7,10 @@ import json
 import subprocess
 import sys
 
-import pandas as pd
 import pytest
 
-from conftest import (HOROVOD_PYTHON, HOROVOD_READY, IN_CI, ROOT, SCRIPTS, comparison_config,
-                      run_snakemake)
+from conftest import HOROVOD_PYTHON, HOROVOD_READY, IN_CI, SCRIPTS
+
 pytestmark = pytest.mark.skipif(not HOROVOD_READY and not IN_CI,
                                 reason="the Horovod environment is not built (make horovod)")
 
@@ -33,17 +33,3 @@ def test_two_horovod_ranks_train_and_only_rank_0_writes(small_data, tmp_path):
     assert records[0]["lr"] < 0.02 and records[-1]["lr"] == pytest.approx(0.02)  # warm-up
     assert (tmp_path / "train.log").read_text().count("Epoch 1/3") == 1
     assert 0.0 <= run["test_accuracy"] <= 1.0
-
-
-def test_mirrored_and_horovod_points_on_one_chart(tmp_path, cifar_python):
-    config = comparison_config(tmp_path / "c.yaml", cifar_python,
-                               "strategy: [mirrored, horovod]")
-    run_snakemake(tmp_path, "--profile", str(ROOT / "profiles" / "local"),
-                  f"--configfile={config}")
-    table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
-    assert sorted(table["series"].unique()) == ["SimpleCNN horovod", "SimpleCNN mirrored"]
-    assert table.groupby("series")["gpus"].apply(list).to_dict() == {
-        "SimpleCNN horovod": [1, 2], "SimpleCNN mirrored": [1, 2]}
-    run = json.loads((tmp_path / "results/runs/SimpleCNN/horovod/gpus2/rep1/run.json").read_text())
-    assert run["horovod"]["size"] == 2
-    assert (tmp_path / "results/plots/speedup.png").exists()

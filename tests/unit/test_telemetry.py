@@ -18,12 +18,14 @@ def test_a_recorded_cpu_file_has_host_columns_only():
 
 def test_the_summary_of_a_window_is_its_mean_cpu_and_peak_memory():
     rows, gpus = read_telemetry(RECORDED)
-    # samples at 0.501 s (50.0 %, 591.4 MB) and 1.007 s (51.0 %, 600.3 MB)
-    assert summarize(rows, gpus, 0.0, 1.2, 400) == {"cpu_percent": 50.5, "rss_mb_peak": 600.3}
-    # 1.508 .. 2.51 s: 64.0, 78.6, 82.8 %; 648.4, 650.9, 652.1 MB
-    assert summarize(rows, gpus, 1.5, 2.6, 400) == {"cpu_percent": pytest.approx(75.1),
-                                                     "rss_mb_peak": 652.1}
-    assert summarize(rows, gpus, 10, 20, 400) == {}  # no sample: no figures, not zeros
+    # the file was sampled every 0.5 s; 0 .. 1.2 s is covered by the samples at 0.501 s
+    # (50.0 %, 591.4 MB), 1.007 s (51.0 %, 600.3 MB) and 1.508 s (64.0 %, 648.4 MB)
+    assert summarize(rows, gpus, 0.0, 1.2, 400, 0.5) == {"cpu_percent": 55.0,
+                                                        "rss_mb_peak": 648.4}
+    # an epoch shorter than the interval, 2.1 .. 2.3 s: the sample at 2.51 s covers it
+    assert summarize(rows, gpus, 2.1, 2.3, 400, 0.5) == {"cpu_percent": 82.8,
+                                                        "rss_mb_peak": 652.1}
+    assert summarize(rows, gpus, 10, 20, 400, 0.5) == {}  # no sample: no figures, not zeros
 
 
 def test_gpu_columns_give_utilisation_memory_and_energy_per_image():
@@ -33,6 +35,6 @@ def test_gpu_columns_give_utilisation_memory_and_energy_per_image():
              "gpu1_energy_j": e1}
             for t, u0, u1, m, e0, e1 in [(1, 90, 80, 1000, 5000, 7000),
                                          (2, 100, 70, 1500, 5200, 7150)]]
-    out = summarize(rows, 2, 0, 3, images=700)
+    out = summarize(rows, 2, 0, 2.5, images=700, interval=1.0)
     assert out["gpu_util_percent"] == 85.0 and out["gpu_mem_mb_peak"] == 1500
     assert out["energy_j"] == 350.0 and out["j_per_image"] == 0.5
