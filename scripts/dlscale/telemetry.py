@@ -115,6 +115,8 @@ class Sampler:
         self.columns = HOST_COLUMNS + [f"gpu{i}_{f}" for i in range(len(self.handles))
                                        for f in GPU_FIELDS]
         self.rows: list[dict] = []
+        self._written = 0
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="dlscale-telemetry",
                                         daemon=True)
@@ -133,6 +135,7 @@ class Sampler:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5 * self.interval + 5)
+        self._write()
 
     def now(self) -> float:
         return time.perf_counter() - self.t0
@@ -150,17 +153,27 @@ class Sampler:
             row[f"gpu{i}_energy_j"] = p.nvmlDeviceGetTotalEnergyConsumption(handle) / 1000
         return row
 
+    def _take(self) -> None:
+        with self._lock:
+            self.rows.append(self.sample())
+
+    def _write(self) -> None:
+        with self._lock:
+            new, self._written = self.rows[self._written:], len(self.rows)
+        if new:
+            with open(self.path, "a", newline="") as handle:
+                csv.DictWriter(handle, self.columns).writerows(new)
+
     def _loop(self) -> None:
-        with open(self.path, "a", newline="") as handle:
-            writer = csv.DictWriter(handle, self.columns)
-            while not self._stop.wait(self.interval):
-                row = self.sample()
-                self.rows.append(row)
-                writer.writerow(row)
-                handle.flush()
+        while not self._stop.wait(self.interval):
+            self._take()
+            self._write()
 
     def summary(self, start: float, end: float, images: int) -> dict:
-        """The epoch's summary (see summarize) from this sampler's samples."""
+        """The epoch's summary (see summarize) from this sampler's samples; asked at the
+        epoch's end, it first takes the sample that covers the end if none has yet."""
+        if not self.rows or self.rows[-1]["time_s"] < end:
+            self._take()
         return summarize(list(self.rows), len(self.handles), start, end, images,
                          self.interval)
 
