@@ -60,6 +60,12 @@ def srun_command(tasks: int, tasks_per_node: int | None, command: list[str]) -> 
 MPI_LAUNCHERS = ("mpirun", "mpiexec", "orterun")
 
 
+def is_mpirun(mpi_launcher: str | None) -> bool:
+    """Whether the launcher is MPI's own (mpirun, mpiexec): it is given -np, and OpenMPI's
+    needs the SLURM allocation in its environment (mpi_allocation)."""
+    return bool(mpi_launcher) and os.path.basename(shlex.split(mpi_launcher)[0]) in MPI_LAUNCHERS
+
+
 def horovod_command(tasks: int, nodes: int, command: list[str], mpi_launcher: str | None,
                     tasks_per_node: int | None = None) -> list[str]:
     """Horovod's ranks: horovodrun with Gloo on one node; across nodes the site's MPI
@@ -72,7 +78,7 @@ def horovod_command(tasks: int, nodes: int, command: list[str], mpi_launcher: st
                              "'mpirun' or 'srun --mpi=pmix'")
         launcher = shlex.split(mpi_launcher)
         name = os.path.basename(launcher[0])
-        if name in MPI_LAUNCHERS:
+        if is_mpirun(mpi_launcher):
             launcher += ["-np", str(tasks)]
         elif name == "srun":
             launcher += [f"--ntasks={tasks}", "--kill-on-bad-exit=1"] + (
@@ -217,8 +223,7 @@ def start(args: argparse.Namespace, command: list[str]) -> int:
         # TensorFlow 2.15 (the Horovod environment) has Keras 2 built in; asked for
         # tf_keras, which it lacks, horovodrun's own import of TensorFlow fails
         env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
-        launcher = shlex.split(args.mpi_launcher or "-")[0]
-        if args.nodes > 1 and os.path.basename(launcher) in MPI_LAUNCHERS:
+        if args.nodes > 1 and is_mpirun(args.mpi_launcher):
             env = mpi_allocation(env, args.nodes, args.tasks_per_node)
         return subprocess.call(horovod_command(args.tasks, args.nodes, command,
                                                args.mpi_launcher, args.tasks_per_node),

@@ -98,12 +98,7 @@ def draw(ax, table, name: str, others=(), amdahl=None) -> None:
             ax.plot(group["gpus"], group["test_accuracy"], marker="s", linestyle="--",
                     color=drawn.lines[0].get_color(),  # same series, same colour
                     label=f"{label} (test)")
-    for study, other in others:  # other studies: dashed, open markers
-        for label, group in lines(other):
-            group = group.sort_values("gpus").dropna(subset=[column])
-            if not group.empty:
-                ax.plot(group["gpus"], group[column], marker="o", markerfacecolor="none",
-                        linestyle="--", label=f"{study}: {label}")
+    draw_others(ax, others, "gpus", column)
     if name == "speedup":
         if amdahl is not None and not amdahl.empty:
             gpus = draw_amdahl(ax, amdahl, gpus, colours)
@@ -137,6 +132,16 @@ def draw(ax, table, name: str, others=(), amdahl=None) -> None:
                 transform=ax.transAxes)
 
 
+def draw_others(ax, others, x: str, y: str) -> None:
+    """Other studies' lines (compare:): dashed, open markers, labelled with the study."""
+    for study, other in others:
+        for label, group in lines(other):
+            group = group.sort_values("gpus").dropna(subset=[y])
+            if not group.empty:
+                ax.plot(group[x], group[y], marker="o", markerfacecolor="none",
+                        linestyle="--", label=f"{study}: {label}")
+
+
 def draw_amdahl(ax, amdahl, gpus: list[int], colours: dict) -> list[int]:
     """Each series' Amdahl model from 1 GPU to 4x its largest measured count, dashed in
     the series' colour and labelled as a model; the GPU ticks gain the predicted counts."""
@@ -156,25 +161,22 @@ def draw_amdahl(ax, amdahl, gpus: list[int], colours: dict) -> list[int]:
 def draw_cost(ax, table, others=()) -> None:
     """Epoch time against GPU-hours per epoch: down is faster, left is cheaper; each point
     is labelled with its GPU count, the fastest and the cheapest are named."""
+    from dlscale.analysis import gpu_hours_per_epoch
+
     for label, group in lines(table):
         group = group.sort_values("gpus").dropna(subset=["epoch_time_s"])
         if group.empty:
             continue
-        hours = group["gpus"] * group["epoch_time_s"] / 3600
+        hours = gpu_hours_per_epoch(group)
         ax.plot(hours, group["epoch_time_s"], marker="o", label=label)
         for x, y, g in zip(hours, group["epoch_time_s"], group["gpus"]):
             ax.annotate(f"{g}", (x, y), textcoords="offset points", xytext=(4, 4),
                         fontsize="x-small")
-    for study, other in others:
-        for label, group in lines(other):
-            group = group.sort_values("gpus").dropna(subset=["epoch_time_s"])
-            if not group.empty:
-                ax.plot(group["gpus"] * group["epoch_time_s"] / 3600, group["epoch_time_s"],
-                        marker="o", markerfacecolor="none", linestyle="--",
-                        label=f"{study}: {label}")
+    draw_others(ax, [(study, other.assign(gpu_hours=gpu_hours_per_epoch(other)))
+                     for study, other in others], "gpu_hours", "epoch_time_s")
     done = table.dropna(subset=["epoch_time_s"])
     if not done.empty:
-        hours = done["gpus"] * done["epoch_time_s"] / 3600
+        hours = gpu_hours_per_epoch(done)
         fast, cheap = done["epoch_time_s"].idxmin(), hours.idxmin()
         for index, word in ((fast, "fastest"), (cheap, "cheapest")):
             ax.annotate(f"{word}: {done.loc[index, 'series']}, {done.loc[index, 'gpus']} GPU(s)",

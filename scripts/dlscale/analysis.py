@@ -218,7 +218,7 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
                                     - table["series"].map(base["test_accuracy"]))
     table["accuracy_flag"] = table["accuracy_delta"].abs() > accuracy_tolerance
     table["serial_fraction"] = karp_flatt(table["speedup"], table["gpus"])
-    table["gpu_hours_per_epoch"] = table["gpus"] * table["epoch_time_s"] / 3600
+    table["gpu_hours_per_epoch"] = gpu_hours_per_epoch(table)
     table["gpu_hours_per_100_epochs"] = 100 * table["gpu_hours_per_epoch"]
     table["cost_per_epoch"] = (table["gpu_hours_per_epoch"] * gpu_hour_price
                                if gpu_hour_price is not None else np.nan)
@@ -226,6 +226,12 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
     table["input_bound"] = table["input_ratio"] < INPUT_BOUND_RATIO
     table = table[SCALING_COLUMNS + EXTRA_COLUMNS]
     return table.sort_values(["series", "nodes", "gpus"]).reset_index(drop=True)
+
+
+def gpu_hours_per_epoch(table: pd.DataFrame) -> pd.Series:
+    """GPUs (over all nodes) x epoch time / 3600, for any table with gpus and
+    epoch_time_s (a compared study's too)."""
+    return table["gpus"] * table["epoch_time_s"] / 3600
 
 
 def failed_points(runs: pd.DataFrame) -> pd.DataFrame:

@@ -123,8 +123,7 @@ class Sampler:
         self.t0 = time.perf_counter()
 
     def start(self) -> "Sampler":
-        self.process.cpu_percent(None)
-        __import__("psutil").cpu_percent(None)  # the first reading of each is 0: prime them
+        __import__("psutil").cpu_percent(None)  # the first reading is 0: prime it
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "w", newline="") as handle:
             csv.writer(handle).writerow(self.columns)
