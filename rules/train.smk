@@ -30,8 +30,10 @@ rule find_batch_size:
         script=script("find_batch_size.py"),
         data=data_dir,
         xla="--xla" if config["training"]["xla"] else "--no-xla",
+        size=config["data"]["image_size"],
     shell:
         "python {params.script:q} --model {wildcards.model} --data-dir {params.data:q} "
+        "--image-size {params.size} "
         "--precision {wildcards.precision} {params.xla} --out {output:q} > {log:q} 2>&1"
 
 

@@ -62,7 +62,7 @@ def run_trial(args: argparse.Namespace) -> int:
     labels = tf.zeros((batch,), tf.int64)
     data = tf.data.Dataset.from_tensors((images, labels)).repeat()
     try:
-        model = build_model(args.model, shape, manifest["num_classes"])
+        model = build_model(args.model, shape, manifest["num_classes"], args.image_size)
         model.compile(optimizer=keras.optimizers.SGD(0.01),
                       loss="sparse_categorical_crossentropy", jit_compile=args.xla)
         model.fit(data, steps_per_epoch=args.steps, epochs=1, verbose=0)
@@ -76,6 +76,7 @@ def run_trial(args: argparse.Namespace) -> int:
 def trial_in_subprocess(args: argparse.Namespace, batch: int, details: dict) -> bool:
     command = [sys.executable, __file__, "--trial", str(batch), "--model", args.model,
                "--data-dir", str(args.data_dir), "--precision", args.precision,
+               *(["--image-size", str(args.image_size)] if args.image_size else []),
                "--steps", str(args.steps), "--xla" if args.xla else "--no-xla"]
     proc = subprocess.run(command, capture_output=True, text=True)
     ok = proc.returncode == 0
@@ -99,6 +100,9 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True)
     parser.add_argument("--data-dir", required=True, type=Path, help="prepared dataset (shape)")
+    parser.add_argument("--image-size", type=int,
+                        help="the model's input size, when it differs from the shards' "
+                             "(data.resize: on_device)")
     parser.add_argument("--precision", default=DEFAULTS["training"]["precision"],
                         choices=PRECISIONS)
     parser.add_argument("--xla", action=argparse.BooleanOptionalAction, default=False)
@@ -126,10 +130,12 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 1
     from dlscale.files import write_json_atomic
+    from dlscale.tfrecords import load_manifest
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(args.out, {
         "model": args.model, "precision": args.precision, "xla": args.xla,
+        "image_size": args.image_size or load_manifest(args.data_dir)["image_shape"][0],
         "batch_per_gpu": result.chosen, "largest_ok": result.largest_ok,
         "smallest_failed": result.smallest_failed, "margin": args.margin,
         "trials": [{"batch": b, "trains": ok} for b, ok in result.trials],

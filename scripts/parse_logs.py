@@ -64,7 +64,8 @@ RUN_COLUMNS = {"model": "model", "gpus": "replicas", "gpus_asked": "gpus_asked",
                "nodes": "nodes", "strategy": "strategy", "precision": "precision",
                "global_batch": "global_batch", "images_per_epoch": "images_per_epoch",
                "epochs_expected": "epochs", "status": "status", "failure": "failure",
-               "test_accuracy": "test_accuracy", "host": "host"}
+               "test_accuracy": "test_accuracy", "host": "host", "image_size": "image_size",
+               "resize": "resize"}
 
 
 def run_metadata(run: dict, path) -> dict:

@@ -210,6 +210,12 @@ def describe_runs(runs) -> str:
         batch = ("/".join(map(str, per_gpu)) + " per GPU") if per_gpu else ""
         parts.append(f"{model}: " + ", ".join(
             x for x in (batch, "/".join(map(str, epochs)) + " epochs" if epochs else "") if x))
+    if "image_size" in ours:
+        inputs = ours.dropna(subset=["image_size"]).drop_duplicates(["image_size", "resize"])
+        for row in inputs.itertuples():
+            resize = getattr(row, "resize", None)
+            how = f" ({resize} resize)" if isinstance(resize, str) and resize != "none" else ""
+            parts.append(f"{int(row.image_size)} px{how}")
     for column in ("precision", "strategy"):
         values = sorted({str(v) for v in ours.get(column, []) if isinstance(v, str) and v})
         if values:

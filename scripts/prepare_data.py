@@ -49,7 +49,8 @@ def build_manifest(dataset: str, splits: Splits, size: int, source: Path, md5: s
         "image_shape": [size, size, 3],
         "native_shape": list(splits.images["train"].shape[1:]),
         "dtype": "uint8",
-        "resize": "bilinear, rounded to uint8",
+        "resize": ("none: the dataset's own size" if [size, size] == list(splits.images["train"].shape[1:3])
+                   else f"bilinear to {size}x{size}, rounded to uint8"),
         "record_format": {"image": "bytes: raw uint8 pixels, height x width x 3",
                           "label": "int64"},
         "classes": list(splits.classes),

@@ -126,6 +126,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     add("--seed", type=int, default=train["seed"])
     add("--steps-per-epoch", type=int,
         help="cap the steps of an epoch (default: all training images once)")
+    add("--image-size", type=int,
+        help="the model's input size in pixels; when the shards are smaller (data.resize: "
+             "on_device) the model's first layer resizes them (default: the shards' size)")
     add("--shuffle-buffer", type=int, default=data["shuffle_buffer"],
         help="training reader's shuffle buffer, in records (default: %(default)s)")
     add("--communication", choices=COMMUNICATIONS, default=train["communication"],
@@ -267,7 +270,8 @@ def build(args, backend, plan, manifest: dict, precision: str, state: Path, dead
     recorder = T.epoch_recorder(state / "epochs.jsonl", plan.steps, plan.global_batch,
                                 backend.lr_of(schedule), backend.chief, sampler)
     with backend.scope():
-        model = T.build_model(args.model, tuple(manifest["image_shape"]), manifest["num_classes"])
+        model = T.build_model(args.model, tuple(manifest["image_shape"]),
+                              manifest["num_classes"], args.image_size)
         callbacks = (backend.callbacks(recorder, keras.callbacks.TerminateOnNaN(),
                                        str(state / "backup"), plan) if args.loop == "fit"
                      else [recorder]) + chief_callbacks(args, backend)
@@ -344,7 +348,9 @@ def summary(args, backend, plan, manifest: dict, precision: str) -> str:
     return (f"{args.model} on {backend.replicas} replica(s) [{backend.kind}, {args.loop}: "
             f"{', '.join(backend.devices)} x {backend.size} worker(s)], global batch "
             f"{plan.global_batch}, lr {plan.lr:g}, {plan.steps} steps/epoch of "
-            f"{manifest['splits']['train']['count']} images, {precision}, "
+            f"{manifest['splits']['train']['count']} images "
+            f"({input_facts(args, manifest)['resize']} resize to {model_size(args, manifest)} px), "
+            f"{precision}, "
             f"xla {'on' if plan.xla else 'off'}{', synthetic input' if args.synthetic else ''}")
 
 
@@ -397,7 +403,9 @@ def record(args, backend, plan, manifest: dict, precision: str, started: datetim
         "test_loss": test.get("loss"), "test_accuracy": test.get("accuracy"),
         "fit_seconds": round(fit_seconds, 3),
         "dataset": {"dir": str(args.data_dir), "name": manifest["dataset"],
-                    "image_shape": manifest["image_shape"]},
+                    "image_shape": manifest["image_shape"],
+                    "native_shape": manifest.get("native_shape")},
+        **input_facts(args, manifest),
         **T.environment_facts(), "versions": (versions := T.versions()),
         "system": describe_system(versions),
         "attempt": args.attempt, "state_note": note,
@@ -405,6 +413,20 @@ def record(args, backend, plan, manifest: dict, precision: str, started: datetim
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
     }
+
+
+def model_size(args, manifest: dict) -> int:
+    return args.image_size or manifest["image_shape"][0]
+
+
+def input_facts(args, manifest: dict) -> dict:
+    """Where the images were brought to the model's size: prepare (shards at that size),
+    on_device (the model's first layer), or none (the dataset's own size)."""
+    size, shards = model_size(args, manifest), manifest["image_shape"]
+    native = manifest.get("native_shape", shards)
+    resize = ("on_device" if shards[:2] != [size, size]
+              else "prepare" if native[:2] != shards[:2] else "none")
+    return {"resize": resize, "image_size": size}
 
 
 def resolve_strategy(args: argparse.Namespace) -> str:
@@ -428,6 +450,7 @@ def run_settings(args: argparse.Namespace, strategy_kind: str, manifest: dict) -
             "synthetic": args.synthetic, "steps_per_epoch": args.steps_per_epoch,
             "loop": args.loop, "optimizer": args.optimizer,
             "image_shape": manifest["image_shape"], "data_sha256": digest,
+            "image_size": model_size(args, manifest),
             "epochs": args.epochs}
 
 

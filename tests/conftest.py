@@ -20,6 +20,10 @@ import make_synthetic_cifar  # noqa: E402
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 HOROVOD_PYTHON = ROOT / ".venv-horovod" / "bin" / "python"  # built by `make horovod`
 HOROVOD_READY = (ROOT / ".venv-horovod" / ".installed").exists()
+FASHION = Path("/usr/share/datasets/fashion-mnist")  # Debian's dataset-fashion-mnist
+# real data where the machine has it; in CI (make sysdeps installs it) a missing copy fails
+needs_fashion = pytest.mark.skipif(not FASHION.is_dir() and not IN_CI,
+                                   reason="Debian's dataset-fashion-mnist is missing (make sysdeps)")
 
 
 @pytest.fixture(scope="session")

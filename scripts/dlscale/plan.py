@@ -109,7 +109,7 @@ class Study:
     def __init__(self, config: dict, basedir: str | Path):
         self.config, self.basedir = config, Path(basedir)
         self.data = config["data"]
-        self.data_dir = f"results/data/{self.data['dataset']}-{self.data['image_size']}px"
+        self.data_dir = f"results/data/{self.data['dataset']}-{self.shard_size()}px"
         try:
             points, self.skipped = plan_sweep(config)
         except SweepError as exc:
@@ -143,6 +143,13 @@ class Study:
         """Minutes: runtime_min, times 1 + the timeouts since the point last completed."""
         return p.runtime * runtime_factor(run_dir(p.key))
 
+    def shard_size(self) -> int:
+        """The shards' image size: data.image_size when preparation resizes, the dataset's
+        own size when the model does (data.resize: on_device)."""
+        if self.data["resize"] == "on_device":
+            return DATASETS[self.data["dataset"]].native_shape[0]
+        return self.data["image_size"]
+
     def source(self, dataset: str) -> Source:
         """Resolved once per dataset (it looks at the file system)."""
         if dataset not in self._sources:
@@ -166,6 +173,7 @@ class Study:
                  "warmup-epochs": p.warmup_epochs, "momentum": p.momentum,
                  "precision": p.precision, "device": p.device, "seed": p.seed,
                  "shuffle-buffer": self.data["shuffle_buffer"],
+                 "image-size": self.data["image_size"],
                  "communication": p.communication,
                  "telemetry-interval": self.config["training"]["telemetry_interval_s"]}
         if self.config["analysis"]["synthetic_check"]:

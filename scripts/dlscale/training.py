@@ -263,15 +263,25 @@ def make_optimizer(name: str, rate, momentum: float = 0.0, legacy: bool = False)
 
 # --- model ------------------------------------------------------------------------------
 
-def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int):
-    """uint8 images in, normalised on the device, softmax in float32 (also under mixed
-    precision). `name` is a keras.applications model (weights=None), SimpleCNN, the
-    course's warm-up CNN (two 5x5 convolution + max-pool blocks and a dense softmax), or
-    MLP, the network JSC trains on MNIST (Flatten, Dense(512), Dense(classes))."""
+def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int,
+                image_size: int | None = None):
+    """uint8 images in, resized (when `image_size` differs from the input's) and
+    normalised on the device, softmax in float32 (also under mixed precision).
+
+    The resize is data.resize: on_device: bilinear in float32, as the study's
+    `tf.image.resize` (half-pixel centres), not rounded, whatever the precision policy.
+    `name` is a keras.applications model (weights=None), SimpleCNN, the course's warm-up
+    CNN (two 5x5 convolution + max-pool blocks and a dense softmax), or MLP, the network
+    JSC trains on MNIST (Flatten, Dense(512), Dense(classes))."""
     keras = K.keras()
 
     inputs = keras.Input(shape=input_shape, dtype="uint8", name="image")
-    x = keras.layers.Rescaling(1.0 / 255)(inputs)
+    x = inputs
+    if image_size and tuple(input_shape[:2]) != (image_size, image_size):
+        x = keras.layers.Resizing(image_size, image_size, interpolation="bilinear",
+                                  dtype="float32", name="resize")(x)
+        input_shape = (image_size, image_size, input_shape[2])
+    x = keras.layers.Rescaling(1.0 / 255, name="rescale")(x)
     if name == "MLP":  # JSC's MNIST network: Flatten, Dense(512, relu), Dense(classes)
         x = keras.layers.Flatten()(x)
         x = keras.layers.Dense(512, activation="relu")(x)
@@ -463,7 +473,7 @@ def deadline_stop(deadline: float, agree, reserve: float = 10.0):
 RESUME_KEYS = ("model", "gpus", "strategy", "loop", "optimizer", "batch_per_gpu", "base_lr",
                "lr_scaling",
                "warmup_epochs", "momentum", "precision", "seed", "synthetic", "steps_per_epoch",
-               "image_shape", "data_sha256")
+               "image_shape", "image_size", "data_sha256")
 
 
 def describe_change(old: dict, new: dict) -> str:

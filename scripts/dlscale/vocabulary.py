@@ -17,12 +17,15 @@ LOOPS = ("fit", "custom")  # Keras' fit, or the IDRIS course's custom training l
 COMMUNICATIONS = ("auto", "nccl", "ring")
 # models beside keras.applications: the course's small CNN and JSC's MNIST network
 SMALL_MODELS = ("SimpleCNN", "MLP")
+# where images are brought to data.image_size: in preparation (shards at that size), or
+# by the model's first layer on the accelerator (shards at the dataset's own size)
+RESIZES = ("prepare", "on_device")
 # weak: the batch per GPU is kept as GPUs grow; strong: the global batch is kept
 SCALINGS = ("weak", "strong")
 
 # the schema's defaults for the keys the scripts take as flags
 DEFAULTS = {
-    "data": {"image_size": 128, "shards": 16, "shuffle_buffer": 4096},
+    "data": {"image_size": 128, "resize": "on_device", "shards": 16, "shuffle_buffer": 4096},
     "training": {"epochs": 5, "batch_per_gpu": 256, "base_lr": 0.01, "lr_scaling": "linear",
                  "warmup_epochs": 0, "optimizer": "sgd", "momentum": 0.0, "loop": "fit",
                  "precision": "float32",

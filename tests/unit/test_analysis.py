@@ -198,6 +198,8 @@ def test_the_subtitle_says_what_the_drawn_runs_used_not_what_the_config_says():
          "strategy": "mirrored", "scaling": "weak"}])
     assert describe_runs(runs) == ("ResNet50V2: 256 per GPU, 5 epochs; ResNet152V2: 128 per "
                                    "GPU, 3 epochs; float32/mixed_float16; mirrored; weak scaling")
+    runs["image_size"], runs["resize"] = 128, ["on_device", "on_device", "prepare"]
+    assert describe_runs(runs).split("; ")[2] == "128 px (on_device resize)"
 
 
 def test_points_slower_than_on_synthetic_input_are_flagged_input_bound():

@@ -73,6 +73,17 @@ def test_flags_of_a_point_and_its_launcher(tmp_path):
     assert p.tasks_per_gpu == 1
 
 
+@pytest.mark.parametrize("dataset, resize, folder", [
+    ("cifar10", "on_device", "cifar10-32px"), ("cifar10", "prepare", "cifar10-128px"),
+    ("fashion_mnist", "on_device", "fashion_mnist-28px")])
+def test_shards_are_at_the_models_size_or_the_datasets_own(tmp_path, dataset, resize, folder):
+    s = study(tmp_path, data={"dataset": dataset, "resize": resize, "image_size": 128},
+              sweep={"models": ["SimpleCNN"], "gpus": [1]})
+    assert s.data_dir == f"results/data/{folder}"
+    flags = shlex.split(s.train_flags(s.points["SimpleCNN/gpus1/rep1"]))
+    assert flags[flags.index("--image-size") + 1] == "128"  # the model's size either way
+
+
 def test_a_study_with_nothing_to_run_is_refused(tmp_path):
     with pytest.raises(PlanError, match="nothing to run"):
         study(tmp_path, sweep={"models": []})

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
 
 from conftest import ROOT
 from dlscale.telemetry import HOST_COLUMNS, read_telemetry, summarize

@@ -19,6 +19,7 @@ def test_choices_are_the_vocabularys():
     assert tuple(PROPS["training"]["properties"]["optimizer"]["enum"]) == V.OPTIMIZERS
     assert set(V.SMALL_MODELS) <= set(SCHEMA["$defs"]["model"]["enum"])
     assert tuple(PROPS["sweep"]["properties"]["scaling"]["enum"]) == V.SCALINGS
+    assert tuple(PROPS["data"]["properties"]["resize"]["enum"]) == V.RESIZES
 
 
 def test_defaults_are_the_vocabularys():

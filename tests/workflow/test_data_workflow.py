@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import IN_CI, ROOT, run_snakemake, write_config
+from conftest import FASHION, ROOT, needs_fashion, run_snakemake, write_config
 from dlscale.sources import md5sum
 
 pytestmark = pytest.mark.workflow
 PROFILE = ["--profile", str(ROOT / "profiles" / "local")]
-FASHION = Path("/usr/share/datasets/fashion-mnist")
 
 
 def _config(tmp_path: Path, data: str) -> Path:
@@ -69,8 +68,7 @@ def test_a_download_with_the_wrong_checksum_is_not_kept(tmp_path, cifar_python):
     assert "checksum mismatch" in log
 
 
-@pytest.mark.skipif(not FASHION.is_dir() and not IN_CI,
-                    reason="Debian's dataset-fashion-mnist is not installed (make sysdeps)")
+@needs_fashion
 def test_real_fashion_mnist_from_debian(tmp_path):
     config = write_config(tmp_path / "config.yaml",
                           "data: {dataset: fashion_mnist, image_size: 32, shards: 4}\n"

@@ -4,19 +4,16 @@ report, on Debian's real Fashion-MNIST."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from conftest import IN_CI, ROOT, run_snakemake
+from conftest import ROOT, needs_fashion, run_snakemake
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]
-FASHION = Path("/usr/share/datasets/fashion-mnist")
 
 
-@pytest.mark.skipif(not FASHION.is_dir() and not IN_CI,
-                    reason="Debian's dataset-fashion-mnist is missing (make sysdeps)")
+@needs_fashion
 def test_the_demo_ends_with_tables_plots_and_a_report(tmp_path):
     demo = [f"--configfile={ROOT / 'config' / 'demo.yaml'}", "--profile",
             str(ROOT / "profiles" / "local")]

@@ -6,20 +6,16 @@ import base64
 import re
 import shutil
 import subprocess
-from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
-from conftest import IN_CI, ROOT, run_snakemake, write_config
+from conftest import ROOT, needs_fashion, run_snakemake, write_config
 
 pytestmark = pytest.mark.workflow
 PROFILE = ["--profile", str(ROOT / "profiles" / "local")]
 FAILURES = ROOT / "tests" / "configs" / "failures.yaml"
-FASHION = Path("/usr/share/datasets/fashion-mnist")
-needs_fashion = pytest.mark.skipif(not FASHION.is_dir() and not IN_CI,
-                                   reason="Debian's dataset-fashion-mnist is missing (make sysdeps)")
 
 
 def job_counts(output: str) -> dict[str, int]:
