@@ -105,6 +105,8 @@ dag: setup
 # CPU benchmarks (results: docs/benchmarks.md); bench/bench_training.py is for GPU nodes
 bench: setup
 	$(VENV)/bin/python bench/bench_data.py
+	$(MAKE) cluster-start
+	SLURM_CONF=/etc/slurm/slurm.conf $(VENV)/bin/python bench/bench_slurm.py
 	$(VENV)/bin/python bench/bench_analysis.py
 	$(VENV)/bin/python bench/bench_telemetry.py
 

@@ -16,11 +16,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import make_synthetic_cifar  # noqa: E402
+from dlscale.sources import DEBIAN_FASHION_MNIST  # noqa: E402
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 HOROVOD_PYTHON = ROOT / ".venv-horovod" / "bin" / "python"  # built by `make horovod`
 HOROVOD_READY = (ROOT / ".venv-horovod" / ".installed").exists()
-FASHION = Path("/usr/share/datasets/fashion-mnist")  # Debian's dataset-fashion-mnist
+FASHION = DEBIAN_FASHION_MNIST
 # real data where the machine has it; in CI (make sysdeps installs it) a missing copy fails
 needs_fashion = pytest.mark.skipif(not FASHION.is_dir() and not IN_CI,
                                    reason="Debian's dataset-fashion-mnist is missing (make sysdeps)")

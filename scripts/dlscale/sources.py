@@ -12,6 +12,7 @@ import gzip
 import hashlib
 import io
 import math
+import os
 import pickle
 import struct
 import tarfile
@@ -45,6 +46,7 @@ class DatasetSpec:
     cache_candidates: tuple[str, ...] = field(default=())  # checked by `source: auto`
 
 
+DEBIAN_FASHION_MNIST = Path("/usr/share/datasets/fashion-mnist")  # dataset-fashion-mnist
 _FASHION_URL = "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/"
 _MNIST_URL = "https://ossci-datasets.s3.amazonaws.com/mnist/"
 _IDX_NAMES = (
@@ -76,8 +78,7 @@ DATASETS: dict[str, DatasetSpec] = {
         files=tuple(RemoteFile(n, _FASHION_URL + n, m) for n, m in zip(_IDX_NAMES, (
             "8d4fb7e6c68d591d4c3dfef9ec88bf0d", "25c81989df183df01b3e8a0aad5dffbe",
             "bef4ecab320f06d8554ea6380940ec79", "bb300cfdad3c16e7a12a480ee83cd310"))),
-        cache_candidates=("~/.keras/datasets/fashion-mnist",
-                          "/usr/share/datasets/fashion-mnist"),
+        cache_candidates=("~/.keras/datasets/fashion-mnist", str(DEBIAN_FASHION_MNIST)),
     ),
     "mnist": DatasetSpec(
         name="mnist",
@@ -102,12 +103,19 @@ class Splits:
     source_files: dict[str, str]  # file name -> md5, for the manifest
 
 
+_MD5S: dict[tuple, str] = {}  # (path, size, mtime) -> md5: checked once, recorded after
+
+
 def md5sum(path: str | Path, chunk: int = 1 << 20) -> str:
-    digest = hashlib.md5(usedforsecurity=False)
-    with open(path, "rb") as handle:
-        while block := handle.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
+    stat = os.stat(path)
+    key = (os.path.realpath(path), stat.st_size, stat.st_mtime_ns)
+    if key not in _MD5S:
+        digest = hashlib.md5(usedforsecurity=False)
+        with open(path, "rb") as handle:
+            while block := handle.read(chunk):
+                digest.update(block)
+        _MD5S[key] = digest.hexdigest()
+    return _MD5S[key]
 
 
 def verify_md5(path: str | Path, expected: str) -> str:
@@ -217,27 +225,39 @@ CIFAR_LAYOUTS = {
 }
 
 
-def check_tar_members(tar: tarfile.TarFile, path: Path) -> list[tarfile.TarInfo]:
+def check_tar_member(member: tarfile.TarInfo, path: Path) -> None:
     """Refuse archives with members that would land outside the extraction folder
     (absolute paths, '..', links) or that are devices: even though nothing is
     extracted, such an archive is not a dataset and must not be trusted."""
+    name = member.name
+    parts = Path(name).parts
+    if name.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
+        raise DatasetError(
+            f"archive {path} is unsafe: member '{name}' would land outside the "
+            "extraction folder")
+    if member.issym() or member.islnk():
+        raise DatasetError(
+            f"archive {path} is unsafe: member '{name}' is a link to '{member.linkname}'")
+    if not (member.isfile() or member.isdir()):
+        raise DatasetError(f"archive {path} is unsafe: member '{name}' is not a regular file")
+
+
+def _read_cifar_tar(path: Path) -> dict[str, bytes]:
+    """{member name: bytes} of the CIFAR batch files in an archive, in one sequential
+    pass (a gzip stream cannot seek back cheaply: listing the members first and reading
+    them after decompressed the archive twice). Every member is checked, read or not."""
+    wanted = {f"{folder}/{m}" for folder, train, test, _ in CIFAR_LAYOUTS.values()
+              for m in [*train, test]}
+    blobs = {}
     try:
-        members = tar.getmembers()
+        with tarfile.open(path, "r|*") as tar:
+            for member in tar:
+                check_tar_member(member, path)
+                if member.name in wanted and member.isfile():
+                    blobs[member.name] = tar.extractfile(member).read()
     except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
         raise DatasetError(f"archive {path} is truncated or corrupt: {exc}") from exc
-    for member in members:
-        name = member.name
-        parts = Path(name).parts
-        if name.startswith(("/", "\\")) or ".." in parts or (parts and ":" in parts[0]):
-            raise DatasetError(
-                f"archive {path} is unsafe: member '{name}' would land outside the "
-                "extraction folder")
-        if member.issym() or member.islnk():
-            raise DatasetError(
-                f"archive {path} is unsafe: member '{name}' is a link to '{member.linkname}'")
-        if not (member.isfile() or member.isdir()):
-            raise DatasetError(f"archive {path} is unsafe: member '{name}' is not a regular file")
-    return members
+    return blobs
 
 
 def _read_cifar_members(path: Path) -> tuple[str, dict[str, bytes]]:
@@ -253,22 +273,13 @@ def _read_cifar_members(path: Path) -> tuple[str, dict[str, bytes]]:
         raise DatasetError(
             f"{path} is not a CIFAR-10 folder: expected 'cifar-10-batches-py' (python layout) "
             "or 'cifar-10-batches-bin' (binary layout) files in it")
-    try:
-        tar = tarfile.open(path, "r:*")
-    except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
-        raise DatasetError(f"archive {path} is truncated or corrupt: {exc}") from exc
-    with tar:
-        members = {m.name: m for m in check_tar_members(tar, path)}
-        for layout, (folder, train, test, _) in CIFAR_LAYOUTS.items():
-            if f"{folder}/{test}" in members:
-                missing = [m for m in train if f"{folder}/{m}" not in members]
-                if missing:
-                    raise DatasetError(f"archive {path} lacks {folder}/{', '.join(missing)}")
-                try:
-                    return layout, {m: tar.extractfile(members[f"{folder}/{m}"]).read()
-                                    for m in train + [test]}
-                except (tarfile.TarError, EOFError, OSError, zlib.error) as exc:
-                    raise DatasetError(f"archive {path} is truncated or corrupt: {exc}") from exc
+    blobs = _read_cifar_tar(path)
+    for layout, (folder, train, test, _) in CIFAR_LAYOUTS.items():
+        if f"{folder}/{test}" in blobs:
+            missing = [m for m in train if f"{folder}/{m}" not in blobs]
+            if missing:
+                raise DatasetError(f"archive {path} lacks {folder}/{', '.join(missing)}")
+            return layout, {m: blobs[f"{folder}/{m}"] for m in train + [test]}
     raise DatasetError(
         f"archive {path} is not CIFAR-10: it has neither cifar-10-batches-py/test_batch "
         "(python layout) nor cifar-10-batches-bin/test_batch.bin (binary layout)")

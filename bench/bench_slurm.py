@@ -1,0 +1,138 @@
+#!/usr/bin/env python3
+"""Orchestration overhead on the SLURM test cluster: the wall time of a whole 3-point
+study (`snakemake --profile profiles/slurm`) against the time its SLURM jobs ran.
+
+  scripts/testcluster.sh start && export SLURM_CONF=/etc/slurm/slurm.conf
+  python bench/bench_slurm.py [--work /tmp/dlscale-bench-slurm] [--epochs 6]
+
+The study: SimpleCNN on 1, 2 and 4 (logical CPU) replicas, Fashion-MNIST from Debian
+(or a generated archive in the CIFAR-10 layout when it is missing), each point one SLURM
+job, then the tables and plots on the login node. A thread polls squeue every second
+for the jobs' start times and `scontrol show job` gives their end times.
+
+Reported: the study's wall time (snakemake's start to its exit); the sum of the SLURM
+jobs' run times; their union (the time at least one job was running: with points in
+parallel the sum exceeds the wall time); and the overhead = wall - union, the time no
+job of the study was running (planning, submission, scheduling, status polling, the
+local analysis). Target (issue 16): under 10 % of the wall time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from datetime import date, datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from dlscale.sources import DEBIAN_FASHION_MNIST  # noqa: E402
+
+
+def config_text(work: Path, epochs: int) -> str:
+    if DEBIAN_FASHION_MNIST.is_dir():
+        data = "{dataset: fashion_mnist, source: auto, image_size: 28, shards: 4}"
+    else:
+        import make_synthetic_cifar
+
+        archive = make_synthetic_cifar.write_archive(work / "cifar-10-python.tar.gz",
+                                                     "python", 50000, 10000, seed=0)
+        data = f"{{source: {archive}, image_size: 32, shards: 4}}"
+    return (f"data: {data}\n"
+            "sweep: {models: [SimpleCNN], gpus: [1, 2, 4]}\n"
+            f"training: {{epochs: {epochs}, batch_per_gpu: 64, device: cpu}}\n"
+            "resources: {cpus_per_gpu: 1, mem_mb_per_gpu: 2000, runtime_min: 30}\n")
+
+
+class JobWatch(threading.Thread):
+    """Start times of this user's SLURM jobs, from squeue once a second."""
+
+    def __init__(self):
+        super().__init__(daemon=True)
+        self.jobs: dict[str, dict] = {}
+        self.done = threading.Event()
+
+    def run(self):
+        while not self.done.is_set():
+            out = subprocess.run(["squeue", "-h", "--me", "-o", "%i|%j|%T|%S"],
+                                 capture_output=True, text=True).stdout
+            for line in out.splitlines():
+                job, name, state, start = line.split("|")
+                entry = self.jobs.setdefault(job, {"name": name})
+                if state == "RUNNING" and start not in ("N/A", ""):
+                    entry["start"] = datetime.fromisoformat(start).timestamp()
+            self.done.wait(1.0)
+
+
+def end_time(job: str) -> float | None:
+    out = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True,
+                         text=True).stdout
+    match = re.search(r"EndTime=(\S+)", out)
+    return datetime.fromisoformat(match.group(1)).timestamp() if match else None
+
+
+def union(intervals: list[tuple[float, float]]) -> float:
+    total, last = 0.0, float("-inf")
+    for start, end in sorted(intervals):
+        if end > last:
+            total += end - max(start, last)
+            last = end
+    return total
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/dlscale-bench-slurm"))
+    parser.add_argument("--epochs", type=int, default=6)
+    args = parser.parse_args(argv)
+    if subprocess.run(["sinfo", "-h"], capture_output=True).returncode:
+        raise SystemExit("no SLURM cluster answers sinfo: scripts/testcluster.sh start, "
+                         "export SLURM_CONF=/etc/slurm/slurm.conf")
+    shutil.rmtree(args.work, ignore_errors=True)
+    args.work.mkdir(parents=True)
+    config = args.work / "config.yaml"
+    config.write_text(config_text(args.work, args.epochs))
+    command = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"),
+               "--directory", str(args.work), "--profile", str(ROOT / "profiles" / "slurm"),
+               f"--configfile={config}", "all"]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    watch = JobWatch()
+    watch.start()
+    t0 = time.time()
+    proc = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, env=env)
+    wall = time.time() - t0
+    watch.done.set()
+    watch.join()
+    if proc.returncode:
+        raise SystemExit(f"the study failed ({proc.returncode}):\n{proc.stdout[-4000:]}")
+    rows = []
+    for job, entry in sorted(watch.jobs.items()):
+        end = end_time(job)
+        if "start" in entry and end:
+            rows.append((entry["name"], job, entry["start"], end))
+    intervals = [(max(start, t0), end) for _, _, start, end in rows]
+    busy, total = union(intervals), sum(end - start for start, end in intervals)
+    print(f"machine: {platform.node()}, {os.cpu_count()} cores; SLURM test cluster "
+          f"(scripts/testcluster.sh: 2 nodes, 4 fake GPUs each); {date.today()}")
+    print(f"command: python bench/bench_slurm.py --epochs {args.epochs}\n")
+    print("| SLURM job | id | run time [s] |\n|---|---|---|")
+    for name, job, start, end in rows:
+        print(f"| {name} | {job} | {end - start:.0f} |")
+    print(f"\n| study wall time | jobs' run times, summed | jobs' run times, union | "
+          f"overhead (wall - union) |\n|---|---|---|---|\n"
+          f"| {wall:.0f} s | {total:.0f} s | {busy:.0f} s | {wall - busy:.0f} s = "
+          f"{(wall - busy) / wall:.1%} of the wall time (target < 10 %) |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
