@@ -3,7 +3,7 @@
 study (`snakemake --profile profiles/slurm`) against the time its SLURM jobs ran.
 
   scripts/testcluster.sh start && export SLURM_CONF=/etc/slurm/slurm.conf
-  python bench/bench_slurm.py [--work /tmp/dlscale-bench-slurm] [--epochs 6]
+  python bench/bench_slurm.py [--work /tmp/dlscale-bench-slurm] [--epochs 4] [--images 20000]
 
 The study: SimpleCNN on 1, 2 and 4 (logical CPU) replicas, Fashion-MNIST from Debian
 (or a generated archive in the CIFAR-10 layout when it is missing), each point one SLURM
@@ -36,15 +36,16 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from dlscale.sources import DEBIAN_FASHION_MNIST  # noqa: E402
 
 
-def config_text(work: Path, epochs: int) -> str:
+def config_text(work: Path, epochs: int, images: int) -> str:
     if DEBIAN_FASHION_MNIST.is_dir():
-        data = "{dataset: fashion_mnist, source: auto, image_size: 28, shards: 4}"
+        data = (f"{{dataset: fashion_mnist, source: auto, image_size: 28, shards: 4, "
+                f"limit_train: {images}}}")
     else:
         import make_synthetic_cifar
 
         archive = make_synthetic_cifar.write_archive(work / "cifar-10-python.tar.gz",
                                                      "python", 50000, 10000, seed=0)
-        data = f"{{source: {archive}, image_size: 32, shards: 4}}"
+        data = f"{{source: {archive}, image_size: 32, shards: 4, limit_train: {images}}}"
     return (f"data: {data}\n"
             "sweep: {models: [SimpleCNN], gpus: [1, 2, 4]}\n"
             f"training: {{epochs: {epochs}, batch_per_gpu: 64, device: cpu}}\n"
@@ -52,7 +53,8 @@ def config_text(work: Path, epochs: int) -> str:
 
 
 class JobWatch(threading.Thread):
-    """Start times of this user's SLURM jobs, from squeue once a second."""
+    """Start times of this user's SLURM jobs, from squeue once a second; a job is named
+    by its comment, where the SLURM plugin writes the rule and wildcards."""
 
     def __init__(self):
         super().__init__(daemon=True)
@@ -61,7 +63,7 @@ class JobWatch(threading.Thread):
 
     def run(self):
         while not self.done.is_set():
-            out = subprocess.run(["squeue", "-h", "--me", "-o", "%i|%j|%T|%S"],
+            out = subprocess.run(["squeue", "-h", "--me", "-o", "%i|%k|%T|%S"],
                                  capture_output=True, text=True).stdout
             for line in out.splitlines():
                 job, name, state, start = line.split("|")
@@ -91,7 +93,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", type=Path, default=Path("/tmp/dlscale-bench-slurm"))
-    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--images", type=int, default=20000, help="training images")
     args = parser.parse_args(argv)
     if subprocess.run(["sinfo", "-h"], capture_output=True).returncode:
         raise SystemExit("no SLURM cluster answers sinfo: scripts/testcluster.sh start, "
@@ -99,7 +102,7 @@ def main(argv=None) -> int:
     shutil.rmtree(args.work, ignore_errors=True)
     args.work.mkdir(parents=True)
     config = args.work / "config.yaml"
-    config.write_text(config_text(args.work, args.epochs))
+    config.write_text(config_text(args.work, args.epochs, args.images))
     command = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"),
                "--directory", str(args.work), "--profile", str(ROOT / "profiles" / "slurm"),
                f"--configfile={config}", "all"]
@@ -123,7 +126,7 @@ def main(argv=None) -> int:
     busy, total = union(intervals), sum(end - start for start, end in intervals)
     print(f"machine: {platform.node()}, {os.cpu_count()} cores; SLURM test cluster "
           f"(scripts/testcluster.sh: 2 nodes, 4 fake GPUs each); {date.today()}")
-    print(f"command: python bench/bench_slurm.py --epochs {args.epochs}\n")
+    print(f"command: python bench/bench_slurm.py --epochs {args.epochs} --images {args.images}\n")
     print("| SLURM job | id | run time [s] |\n|---|---|---|")
     for name, job, start, end in rows:
         print(f"| {name} | {job} | {end - start:.0f} |")

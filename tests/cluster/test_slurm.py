@@ -17,7 +17,10 @@ import yaml
 from cluster.conftest import queue
 from conftest import HOROVOD_READY, IN_CI, ROOT, run_snakemake, site_modules, write_config
 
-pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("slurm")]
+# one xdist group: under `make test` (pytest -n 2 --dist loadgroup) these run in order on
+# one worker, so that no two of them share the cluster's queue at once
+pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("slurm"),
+              pytest.mark.xdist_group("slurm")]
 PROFILE = ["--profile", str(ROOT / "profiles" / "slurm")]
 
 

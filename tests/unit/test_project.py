@@ -12,7 +12,7 @@ import yaml
 
 from conftest import ROOT
 
-DEV_ONLY = {"pytest", "snakefmt"}  # test tools: in requirements.txt, not in the rules' env
+DEV_ONLY = {"pytest", "pytest-xdist", "execnet", "snakefmt"}  # test tools: in requirements.txt, not in the rules' env
 
 
 def pins(lines) -> dict[str, str]:
