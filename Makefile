@@ -80,10 +80,11 @@ demo: setup sysdeps
 	@echo "plots: results/plots/   tables: results/tables/   report: results/report.html"
 
 # (horovod in a make of its own: sysdeps may have just installed mpicc)
-# Two pytest workers: the SLURM tests (one xdist group, in order) beside all the others
+# Two pytest workers, a test file per worker at a time: the SLURM tests (one file, in
+# order) beside all the others
 test: setup sysdeps
 	$(MAKE) horovod
-	$(VENV)/bin/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
 
 test-fast: setup
 	$(VENV)/bin/python -m pytest -m "not cluster and not slow" $(PYTEST_ARGS)
