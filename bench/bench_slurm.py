@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Orchestration overhead on the SLURM test cluster: the wall time of a whole 3-point
-study (`snakemake --profile profiles/slurm`) against the time its SLURM jobs ran.
+study (`snakemake --profile profiles/slurm`) against the time its jobs ran.
 
   scripts/testcluster.sh start && export SLURM_CONF=/etc/slurm/slurm.conf
   python bench/bench_slurm.py [--work /tmp/dlscale-bench-slurm] [--epochs 4] [--images 20000]
@@ -8,13 +8,14 @@ study (`snakemake --profile profiles/slurm`) against the time its SLURM jobs ran
 The study: SimpleCNN on 1, 2 and 4 (logical CPU) replicas, Fashion-MNIST from Debian
 (or a generated archive in the CIFAR-10 layout when it is missing), each point one SLURM
 job, then the tables and plots on the login node. A thread polls squeue every second
-for the jobs' start times and `scontrol show job` gives their end times.
+for the SLURM jobs' start times and `scontrol show job` gives their end times; the jobs
+Snakemake runs itself (the analysis) are timed from the timestamps it prints (seconds).
 
-Reported: the study's wall time (snakemake's start to its exit); the sum of the SLURM
-jobs' run times; their union (the time at least one job was running: with points in
-parallel the sum exceeds the wall time); and the overhead = wall - union, the time no
-job of the study was running (planning, submission, scheduling, status polling, the
-local analysis). Target (issue 16): under 10 % of the wall time.
+Reported: the study's wall time (snakemake's start to its exit); the sum of the jobs'
+run times; their union (the time at least one job was running: with points in parallel
+the sum exceeds the wall time); and the overhead = wall - union, the time no job of the
+study was running (start-up and planning, submission, scheduling, status polling).
+Target (issue 16): under 10 % of the wall time.
 """
 
 from __future__ import annotations
@@ -80,6 +81,31 @@ def end_time(job: str) -> float | None:
     return datetime.fromisoformat(match.group(1)).timestamp() if match else None
 
 
+def local_jobs(output: str) -> list[tuple[str, float, float]]:
+    """(rule, start, end) of the jobs Snakemake ran itself (localrule), from the
+    timestamps it prints before "localrule NAME:" and "Finished jobid: N (Rule: NAME)"."""
+    stamp, started, jobs = None, {}, []
+    lines = output.splitlines()
+    for number, line in enumerate(lines):
+        if line.startswith("[") and line.endswith("]"):
+            try:
+                stamp = datetime.strptime(line[1:-1], "%a %b %d %H:%M:%S %Y").timestamp()
+            except ValueError:
+                pass
+        elif line.startswith("localrule ") and stamp is not None:
+            rule = line.split()[1].rstrip(":")
+            following = lines[number + 1:number + 40]
+            jobid = next((x.split(":")[1].strip() for x in following
+                          if x.strip().startswith("jobid:")), None)
+            started[jobid] = (rule, stamp)
+        elif line.startswith("Finished jobid:") and stamp is not None:
+            jobid = line.split(":")[1].split()[0]
+            if jobid in started:
+                rule, start = started.pop(jobid)
+                jobs.append((rule, start, stamp))
+    return jobs
+
+
 def union(intervals: list[tuple[float, float]]) -> float:
     total, last = 0.0, float("-inf")
     for start, end in sorted(intervals):
@@ -122,12 +148,13 @@ def main(argv=None) -> int:
         end = end_time(job)
         if "start" in entry and end:
             rows.append((entry["name"], job, entry["start"], end))
+    rows += [(f"{rule} (local)", "-", start, end) for rule, start, end in local_jobs(proc.stdout)]
     intervals = [(max(start, t0), end) for _, _, start, end in rows]
     busy, total = union(intervals), sum(end - start for start, end in intervals)
     print(f"machine: {platform.node()}, {os.cpu_count()} cores; SLURM test cluster "
           f"(scripts/testcluster.sh: 2 nodes, 4 fake GPUs each); {date.today()}")
     print(f"command: python bench/bench_slurm.py --epochs {args.epochs} --images {args.images}\n")
-    print("| SLURM job | id | run time [s] |\n|---|---|---|")
+    print("| job | SLURM id | run time [s] |\n|---|---|---|")
     for name, job, start, end in rows:
         print(f"| {name} | {job} | {end - start:.0f} |")
     print(f"\n| study wall time | jobs' run times, summed | jobs' run times, union | "
