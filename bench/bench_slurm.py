@@ -8,7 +8,8 @@ study (`snakemake --profile profiles/slurm`) against the time its jobs ran.
 The study: SimpleCNN on 1, 2 and 4 (logical CPU) replicas, Fashion-MNIST from Debian
 (or a generated archive in the CIFAR-10 layout when it is missing), each point one SLURM
 job, then the tables and plots on the login node. A thread polls squeue every second
-for the SLURM jobs' start times and `scontrol show job` gives their end times; the jobs
+for the SLURM jobs' start times and, as each leaves the queue, `scontrol show job` gives
+its end time (slurmctld forgets a job MinJobAge seconds after its end); the jobs
 Snakemake runs itself (the analysis) are timed from the timestamps it prints (seconds).
 
 Reported: the study's wall time (snakemake's start to its exit); the sum of the jobs'
@@ -54,8 +55,8 @@ def config_text(work: Path, epochs: int, images: int) -> str:
 
 
 class JobWatch(threading.Thread):
-    """Start times of this user's SLURM jobs, from squeue once a second; a job is named
-    by its comment, where the SLURM plugin writes the rule and wildcards."""
+    """Start and end times of this user's SLURM jobs, from squeue once a second; a job is
+    named by its comment, where the SLURM plugin writes the rule and wildcards."""
 
     def __init__(self):
         super().__init__(daemon=True)
@@ -64,14 +65,25 @@ class JobWatch(threading.Thread):
 
     def run(self):
         while not self.done.is_set():
-            out = subprocess.run(["squeue", "-h", "--me", "-o", "%i|%k|%T|%S"],
-                                 capture_output=True, text=True).stdout
-            for line in out.splitlines():
-                job, name, state, start = line.split("|")
-                entry = self.jobs.setdefault(job, {"name": name})
-                if state == "RUNNING" and start not in ("N/A", ""):
-                    entry["start"] = datetime.fromisoformat(start).timestamp()
+            self.poll()
             self.done.wait(1.0)
+        self.poll()
+
+    def poll(self):
+        out = subprocess.run(["squeue", "-h", "--me", "-o", "%i|%k|%T|%S"],
+                             capture_output=True, text=True).stdout
+        listed = set()
+        for line in out.splitlines():
+            job, name, state, start = line.split("|")
+            listed.add(job)
+            entry = self.jobs.setdefault(job, {"name": name})
+            if state == "RUNNING" and start not in ("N/A", ""):
+                entry["start"] = datetime.fromisoformat(start).timestamp()
+        # a job gone from squeue has ended: its end time, while slurmctld still has it
+        # (it forgets a job MinJobAge seconds after its end)
+        for job, entry in self.jobs.items():
+            if job not in listed and "end" not in entry:
+                entry["end"] = end_time(job)
 
 
 def end_time(job: str) -> float | None:
@@ -106,13 +118,21 @@ def local_jobs(output: str) -> list[tuple[str, float, float]]:
     return jobs
 
 
-def union(intervals: list[tuple[float, float]]) -> float:
-    total, last = 0.0, float("-inf")
+def merged(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The intervals joined where they overlap: when at least one job was running."""
+    spans: list[list[float]] = []
     for start, end in sorted(intervals):
-        if end > last:
-            total += end - max(start, last)
-            last = end
-    return total
+        if spans and start <= spans[-1][1]:
+            spans[-1][1] = max(spans[-1][1], end)
+        else:
+            spans.append([start, end])
+    return [(a, b) for a, b in spans]
+
+
+def gaps(spans: list[tuple[float, float]], t0: float, t1: float) -> list[tuple[float, float]]:
+    """(from, to) seconds after t0 during which no job ran."""
+    edges = [t0, *[x for span in spans for x in span], t1]
+    return [(a - t0, b - t0) for a, b in zip(edges[::2], edges[1::2]) if b - a >= 0.5]
 
 
 def main(argv=None) -> int:
@@ -144,23 +164,26 @@ def main(argv=None) -> int:
     if proc.returncode:
         raise SystemExit(f"the study failed ({proc.returncode}):\n{proc.stdout[-4000:]}")
     rows = []
-    for job, entry in sorted(watch.jobs.items()):
-        end = end_time(job)
+    for job, entry in sorted(watch.jobs.items(), key=lambda item: int(item[0])):
+        end = entry.get("end")
         if "start" in entry and end:
             rows.append((entry["name"], job, entry["start"], end))
     rows += [(f"{rule} (local)", "-", start, end) for rule, start, end in local_jobs(proc.stdout)]
     intervals = [(max(start, t0), end) for _, _, start, end in rows]
-    busy, total = union(intervals), sum(end - start for start, end in intervals)
+    spans = merged(intervals)
+    busy, total = sum(b - a for a, b in spans), sum(end - start for start, end in intervals)
     print(f"machine: {platform.node()}, {os.cpu_count()} cores; SLURM test cluster "
           f"(scripts/testcluster.sh: 2 nodes, 4 fake GPUs each); {date.today()}")
     print(f"command: python bench/bench_slurm.py --epochs {args.epochs} --images {args.images}\n")
-    print("| job | SLURM id | run time [s] |\n|---|---|---|")
-    for name, job, start, end in rows:
-        print(f"| {name} | {job} | {end - start:.0f} |")
+    print("| job | SLURM id | from [s] | to [s] | run time [s] |\n|---|---|---|---|---|")
+    for name, job, start, end in sorted(rows, key=lambda row: row[2]):
+        print(f"| {name} | {job} | {start - t0:.0f} | {end - t0:.0f} | {end - start:.0f} |")
     print(f"\n| study wall time | jobs' run times, summed | jobs' run times, union | "
           f"overhead (wall - union) |\n|---|---|---|---|\n"
           f"| {wall:.0f} s | {total:.0f} s | {busy:.0f} s | {wall - busy:.0f} s = "
           f"{(wall - busy) / wall:.1%} of the wall time (target < 10 %) |")
+    print("\nwhen no job ran (from-to, seconds after snakemake started): " + ", ".join(
+        f"{a:.0f}-{b:.0f}" for a, b in gaps(spans, t0, t0 + wall)))
     return 0
 
 
