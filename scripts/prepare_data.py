@@ -44,12 +44,13 @@ def limit(splits: Splits, limit_train: int | None, limit_test: int | None) -> Sp
 
 def build_manifest(dataset: str, splits: Splits, size: int, source: Path, md5: str | None,
                    shards: dict[str, list[dict]]) -> dict:
+    native = splits.images["train"].shape[1:]
     return {
         "dataset": dataset,
         "image_shape": [size, size, 3],
-        "native_shape": list(splits.images["train"].shape[1:]),
+        "native_shape": list(native),
         "dtype": "uint8",
-        "resize": ("none: the dataset's own size" if [size, size] == list(splits.images["train"].shape[1:3])
+        "resize": ("none: the dataset's own size" if native[:2] == (size, size)
                    else f"bilinear to {size}x{size}, rounded to uint8"),
         "record_format": {"image": "bytes: raw uint8 pixels, height x width x 3",
                           "label": "int64"},

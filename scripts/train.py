@@ -345,11 +345,12 @@ def inputs(args, manifest: dict, plan):
 
 
 def summary(args, backend, plan, manifest: dict, precision: str) -> str:
+    facts = input_facts(args, manifest)
     return (f"{args.model} on {backend.replicas} replica(s) [{backend.kind}, {args.loop}: "
             f"{', '.join(backend.devices)} x {backend.size} worker(s)], global batch "
             f"{plan.global_batch}, lr {plan.lr:g}, {plan.steps} steps/epoch of "
             f"{manifest['splits']['train']['count']} images "
-            f"({input_facts(args, manifest)['resize']} resize to {model_size(args, manifest)} px), "
+            f"({facts['resize']} resize to {facts['image_size']} px), "
             f"{precision}, "
             f"xla {'on' if plan.xla else 'off'}{', synthetic input' if args.synthetic else ''}")
 

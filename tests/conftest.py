@@ -23,8 +23,9 @@ HOROVOD_PYTHON = ROOT / ".venv-horovod" / "bin" / "python"  # built by `make hor
 HOROVOD_READY = (ROOT / ".venv-horovod" / ".installed").exists()
 FASHION = DEBIAN_FASHION_MNIST
 # real data where the machine has it; in CI (make sysdeps installs it) a missing copy fails
-needs_fashion = pytest.mark.skipif(not FASHION.is_dir() and not IN_CI,
-                                   reason="Debian's dataset-fashion-mnist is missing (make sysdeps)")
+needs_fashion = pytest.mark.skipif(
+    not FASHION.is_dir() and not IN_CI,
+    reason="Debian's dataset-fashion-mnist is missing (make sysdeps)")
 
 
 @pytest.fixture(scope="session")
