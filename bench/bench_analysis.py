@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import os
+import platform
 import sys
 import time
 from pathlib import Path
@@ -53,8 +53,8 @@ def main(argv=None) -> int:
 
     t0 = time.perf_counter()
     import pandas as pd
-
     import parse_logs
+
     from dlscale.analysis import scaling, summarize_runs
     from dlscale.keraslog import parse_file
 
@@ -75,7 +75,8 @@ def main(argv=None) -> int:
     runs = summarize_runs(epochs, 1)
     table = scaling(epochs, runs, 1, 0.05)
     t_aggregate = time.perf_counter() - t0
-    assert len(runs) == args.runs and runs["counted"].all() and len(epochs) == args.runs * args.epochs
+    assert len(runs) == args.runs and runs["counted"].all()
+    assert len(epochs) == args.runs * args.epochs
     total = t_parse + t_aggregate
     print(f"machine: {platform.node()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"{args.runs} runs x {args.epochs} epochs = {len(epochs)} epochs, {len(table)} points")

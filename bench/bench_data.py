@@ -57,7 +57,6 @@ def stage_prepare(work: Path, size: int, scripts: str) -> dict:
     """Preparation as the workflow's rule runs it, by the code in `scripts`."""
     sys.path.insert(0, scripts)
     import prepare_data
-
     import tensorflow  # noqa: F401  (imported before timing: start-up is reported apart)
 
     assert Path(prepare_data.__file__).parent == Path(scripts), prepare_data.__file__

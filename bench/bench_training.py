@@ -56,7 +56,8 @@ def main(argv=None) -> int:
     parser.add_argument("--images", type=int, default=20000, help="training images")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch", type=int, help="batch per GPU (default: found on the GPU)")
-    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "dlscale-bench-train")
+    parser.add_argument("--work", type=Path,
+                        default=Path(tempfile.gettempdir()) / "dlscale-bench-train")
     args = parser.parse_args(argv)
     name = gpu_name() if args.device == "gpu" else f"CPU ({os.cpu_count()} cores)"
     if args.device == "gpu" and not name:

@@ -1,33 +1,33 @@
 # From training logs to the study's tables, plots and report. All cheap: local rules.
 
 
-rule parse_log:
+rule tabulate_run:
     input:
-        log="results/runs/{point}/train.log",
-        records="results/runs/{point}/epochs.jsonl",
-        run="results/runs/{point}/run.json",
+        run=f"{C.RUNS}/{{point}}/{C.RUN_JSON}",
+        epochs=f"{C.RUNS}/{{point}}/{C.EPOCHS}",
+        log=f"{C.RUNS}/{{point}}/{C.TRAIN_LOG}",
     output:
-        "results/runs/{point}/epochs.csv",
+        f"{C.RUNS}/{{point}}/{C.RUN_TABLE}",
     log:
-        "logs/parse_log/{point}.log",
+        "logs/tabulate_run/{point}.log",
     wildcard_constraints:
         point=one_of(POINTS),
     localrule: True
     conda:
         "../envs/dlscale.yaml"
     params:
-        script=script("parse_logs.py"),
+        script=script("tabulate_run.py"),
         meta=of_point(STUDY.point_meta),
+        folder=lambda wildcards, input: str(Path(input.run).parent),
     shell:
-        "python {params.script:q} {input.log:q} --records {input.records:q} "
-        "--run-json {input.run:q} {params.meta} -o {output:q} > {log:q} 2>&1"
+        "python {params.script:q} {params.folder:q} {params.meta} -o {output:q} > {log:q} 2>&1"
 
 
 rule parse_external_log:
     input:
         of_external(lambda key: EXTERNAL[key][0]["log"]),
     output:
-        "results/external/{ext}/epochs.csv",
+        f"{C.EXTERNAL}/{{ext}}/{C.RUN_TABLE}",
     log:
         "logs/parse_external_log/{ext}.log",
     wildcard_constraints:
@@ -46,39 +46,39 @@ rule aggregate_runs:
     input:
         STUDY.run_tables(),
     output:
-        epochs="results/tables/epochs.csv",
+        epochs=C.table("epochs"),
         runs=report(
-            "results/tables/runs.csv",
+            C.table("runs"),
             caption="../report/runs.rst",
             category="Tables",
             labels={"table": "runs"},
         ),
         scaling=report(
-            "results/tables/scaling.csv",
+            C.table("scaling"),
             caption="../report/scaling.rst",
             category="Tables",
             labels={"table": "scaling"},
         ),
         failed=report(
-            "results/tables/failed.csv",
+            C.table("failed"),
             caption="../report/failed.rst",
             category="Tables",
             labels={"table": "failed points"},
         ),
         amdahl=report(
-            "results/tables/amdahl.csv",
+            C.table("amdahl"),
             caption="../report/amdahl.rst",
             category="Tables",
             labels={"table": "serial fraction (Amdahl fit)"},
         ),
         references=report(
-            "results/tables/references.csv",
+            C.table("references"),
             caption="../report/references.rst",
             category="Tables",
             labels={"table": "verdicts against references"},
         ),
         systems=report(
-            "results/tables/systems.csv",
+            C.table("systems"),
             caption="../report/systems.rst",
             category="Systems",
             labels={"table": "what the runs ran on"},
@@ -90,20 +90,21 @@ rule aggregate_runs:
         "../envs/dlscale.yaml"
     params:
         script=script("aggregate.py"),
+        tables=folder_of("scaling"),
         flags=STUDY.analysis_flags(),
     shell:
-        "python {params.script:q} {input:q} --out-dir results/tables {params.flags} "
+        "python {params.script:q} {input:q} --out-dir {params.tables:q} {params.flags} "
         "> {log:q} 2>&1"
 
 
 # The other studies of `compare:` beside this one, in one table for the report.
 rule compare_studies:
     input:
-        scaling="results/tables/scaling.csv",
+        scaling=C.table("scaling"),
         others=[path for _, path in STUDY.compare],
     output:
         report(
-            "results/tables/compared.csv",
+            C.table("compared"),
             caption="../report/compared.rst",
             category="Tables",
             labels={"table": "compared studies"},
@@ -122,21 +123,21 @@ rule compare_studies:
 
 rule plot_scaling:
     input:
-        scaling="results/tables/scaling.csv",
-        runs="results/tables/runs.csv",
-        amdahl="results/tables/amdahl.csv",
+        scaling=C.table("scaling"),
+        runs=C.table("runs"),
+        amdahl=C.table("amdahl"),
         others=[path for _, path in STUDY.compare],
     output:
         [
             report(
-                f"results/plots/{name}.png",
+                f"{C.PLOTS}/{name}.png",
                 caption=f"../report/{name}.rst",
                 category="Scaling",
                 labels={"figure": name.replace("_", " ")},
             )
             for name in PLOT_NAMES
         ],
-        [f"results/plots/{name}.svg" for name in PLOT_NAMES],
+        [f"{C.PLOTS}/{name}.svg" for name in PLOT_NAMES],
     log:
         "logs/plot_scaling.log",
     localrule: True
@@ -144,22 +145,23 @@ rule plot_scaling:
         "../envs/dlscale.yaml"
     params:
         script=script("plot_scaling.py"),
+        plots=folder_of(0),
         subtitle=STUDY.plot_subtitle(),
         compare=STUDY.compare_flags(),
     shell:
         "python {params.script:q} {input.scaling:q} --runs {input.runs:q} "
         "--amdahl {input.amdahl:q} {params.compare} "
-        "--out-dir results/plots --subtitle {params.subtitle:q} > {log:q} 2>&1"
+        "--out-dir {params.plots:q} --subtitle {params.subtitle:q} > {log:q} 2>&1"
 
 
 # Last: fails (non-zero exit of the workflow) when a point failed, once the tables and
 # plots that list it are written; the next run plans the failed points again.
 rule check_points:
     input:
-        runs="results/tables/runs.csv",
-        plots=[f"results/plots/{name}.png" for name in PLOT_NAMES],
+        runs=C.table("runs"),
+        plots=[f"{C.PLOTS}/{name}.png" for name in PLOT_NAMES],
     output:
-        "results/checks/points.txt",
+        f"{C.CHECKS}/points.txt",
     log:
         "logs/check_points.log",
     localrule: True
@@ -175,10 +177,10 @@ rule check_points:
 # when no point is outside its reference's tolerances; else the rule fails, naming them.
 rule verdicts:
     input:
-        references="results/tables/references.csv",
-        plots=[f"results/plots/{name}.png" for name in PLOT_NAMES],
+        references=C.table("references"),
+        plots=[f"{C.PLOTS}/{name}.png" for name in PLOT_NAMES],
     output:
-        "results/tables/verdicts.csv",
+        C.table("verdicts"),
     log:
         "logs/verdicts.log",
     localrule: True

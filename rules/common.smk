@@ -9,13 +9,15 @@ from snakemake.utils import validate
 
 SCRIPTS = Path(workflow.basedir) / "scripts"
 sys.path.insert(0, str(SCRIPTS))  # for a snakemake that runs outside the project's venv
-from dlscale import sweep, vocabulary  # noqa: E402
+from dlscale import schema, sweep, vocabulary  # noqa: E402
+from dlscale import contract as C  # noqa: E402
 from dlscale.plan import PlanError, Study, batch_file, check_raw_config  # noqa: E402
 from dlscale.sources import DATASETS  # noqa: E402
+from dlscale.tfrecords import MANIFEST  # noqa: E402
 
 try:
     check_raw_config(config)
-    validate(config, schema="../config/schema.yaml")
+    validate(config, schema=str(schema.PATH))
     STUDY = Study(config, workflow.basedir)
 except PlanError as exc:
     raise WorkflowError(str(exc))
@@ -98,13 +100,18 @@ def of_external(method):
     return lambda wildcards: method(wildcards.ext)
 
 
+def folder_of(output_key):
+    """The folder of one of the outputs (by name or index), as a param."""
+    return lambda wildcards, output: str(Path(output[output_key]).parent)
+
+
 def run_folder(wildcards, output):
     return str(Path(output.run).parent)
 
 
 def train_input(wildcards):
     p = point(wildcards)
-    inputs = {"manifest": f"{DATA_DIR}/manifest.json"}
+    inputs = {"manifest": f"{DATA_DIR}/{MANIFEST}"}
     if p.batch_per_gpu == "auto":
         inputs["batch"] = batch_file(p)
     return inputs
@@ -127,9 +134,9 @@ def point_resource(name):
 
 def all_targets():
     return (
-        ["results/tables/scaling.csv", "results/tables/failed.csv"]
-        + [f"results/plots/{n}.png" for n in PLOT_NAMES]
-        + ["results/checks/points.txt"]
-        + (["results/tables/verdicts.csv"] if STUDY.references else [])
-        + (["results/tables/compared.csv"] if STUDY.compare else [])
+        [C.table("scaling"), C.table("failed")]
+        + [f"{C.PLOTS}/{n}.png" for n in PLOT_NAMES]
+        + [f"{C.CHECKS}/points.txt"]
+        + ([C.table("verdicts")] if STUDY.references else [])
+        + ([C.table("compared")] if STUDY.compare else [])
     )

@@ -4,7 +4,7 @@
 
 rule download_dataset:
     output:
-        "resources/downloads/{dataset}/{filename}",
+        f"{C.DOWNLOADS}/{{dataset}}/{{filename}}",
     log:
         "logs/download_dataset/{dataset}/{filename}.log",
     localrule: True
@@ -22,7 +22,7 @@ rule prepare_dataset:
     input:
         prepare_input,
     output:
-        "results/data/{dataset}-{size}px/manifest.json",
+        f"{C.DATA}/{{dataset}}-{{size}}px/{MANIFEST}",
     log:
         "logs/prepare_dataset/{dataset}-{size}px.log",
     benchmark:

@@ -4,9 +4,9 @@
 
 rule find_batch_size:
     input:
-        manifest=f"{DATA_DIR}/manifest.json",
+        manifest=f"{DATA_DIR}/{MANIFEST}",
     output:
-        "results/batch/{model}/{precision}.json",
+        f"{C.BATCH}/{{model}}/{{precision}}.json",
     log:
         "logs/find_batch_size/{model}/{precision}.log",
     benchmark:
@@ -41,9 +41,9 @@ rule train:
     input:
         unpack(train_input),
     output:
-        run="results/runs/{point}/run.json",
-        epochs="results/runs/{point}/epochs.jsonl",
-        log="results/runs/{point}/train.log",
+        run=f"{C.RUNS}/{{point}}/{C.RUN_JSON}",
+        epochs=f"{C.RUNS}/{{point}}/{C.EPOCHS}",
+        log=f"{C.RUNS}/{{point}}/{C.TRAIN_LOG}",
     log:
         "logs/train/{point}.log",
     benchmark:
@@ -76,7 +76,7 @@ rule train:
     # succeeds, so the tables are built with it; check_points fails the workflow after.
     shell:
         "python {params.launcher:q} {params.launch} --record {params.out:q} --log {log:q} "
-        "--attempt {params.attempt} -- "
+        "-- "
         "{params.python:q} {params.script:q} {params.flags} --attempt {params.attempt} "
         "--data-dir {params.data:q} --out {params.out:q} > {log:q} 2>&1"
 

@@ -20,17 +20,12 @@ dlscale/amdahl.py, dlscale/references.py and docs/analysis.md.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
+from dlscale.files import write_table
 from dlscale.vocabulary import DEFAULTS
-
-
-
-def write(table, path: Path) -> None:
-    from dlscale.files import write_table
-
-    write_table(table, path)
 
 
 def main(argv=None) -> int:
@@ -53,11 +48,15 @@ def main(argv=None) -> int:
 
     import pandas as pd
 
-    import json
-
     from dlscale.amdahl import fit_table
-    from dlscale.analysis import (EPOCH_COLUMNS, failed_points, read_table, scaling,
-                                  summarize_runs, systems)
+    from dlscale.analysis import (
+        EPOCH_COLUMNS,
+        failed_points,
+        read_table,
+        scaling,
+        summarize_runs,
+        systems,
+    )
     from dlscale.references import judge
 
     try:
@@ -71,13 +70,17 @@ def main(argv=None) -> int:
                     args.gpu_hour_price)
     table, verdicts = judge(table, json.loads(args.references))
     args.out_dir.mkdir(parents=True, exist_ok=True)
-    write(epochs.dropna(subset=["epoch"]), args.out_dir / "epochs.csv")
-    write(runs, args.out_dir / "runs.csv")
-    write(failed_points(runs), args.out_dir / "failed.csv")
-    write(table, args.out_dir / "scaling.csv")
-    write(fit_table(table), args.out_dir / "amdahl.csv")
-    write(verdicts, args.out_dir / "references.csv")
-    write(systems(runs), args.out_dir / "systems.csv")
+    write_table(epochs.dropna(subset=["epoch"]), args.out_dir / "epochs.csv")
+    write_table(runs, args.out_dir / "runs.csv")
+    write_table(failed_points(runs), args.out_dir / "failed.csv")
+    write_table(table, args.out_dir / "scaling.csv")
+    write_table(fit_table(table), args.out_dir / "amdahl.csv")
+    write_table(verdicts, args.out_dir / "references.csv")
+    write_table(systems(runs), args.out_dir / "systems.csv")
+    checked = runs["log_check"].fillna("").astype(str)
+    for _, run in runs[~checked.isin(["", "ok"])].iterrows():
+        print(f"warning: run {run['run']}: train.log does not match the records "
+              f"({run['log_check']}); the tables use the records", file=sys.stderr)
     for _, run in runs[~runs["counted"]].iterrows():
         print(f"warning: run {run['run']} is not counted: {run['problem']}", file=sys.stderr)
     if not table.empty and table["accuracy_flag"].any():

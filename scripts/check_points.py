@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from dlscale.analysis import read_table
+from dlscale.contract import Status
 from dlscale.files import atomic
 
 
@@ -32,7 +33,7 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     ours = runs[runs["source"] == "dlscale"]
-    failed = ours[ours["status"] != "completed"]
+    failed = ours[ours["status"] != Status.COMPLETED]
     for _, run in failed.iterrows():
         print(f"failed point: {run['run']}: {run['problem']}", file=sys.stderr)
     if len(failed):
@@ -42,7 +43,7 @@ def main(argv=None) -> int:
         return 1
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with atomic(args.out) as tmp:
-        tmp.write_text("".join(f"{run} completed\n" for run in ours["run"]))
+        tmp.write_text("".join(f"{run} {Status.COMPLETED}\n" for run in ours["run"]))
     print(f"all {len(ours)} point(s) completed")
     return 0
 

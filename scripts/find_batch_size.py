@@ -20,11 +20,11 @@ import argparse
 import json
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
-from dlscale.batchsearch import search
 from dlscale import cli as K
+from dlscale.batchsearch import search
 from dlscale.cli import quiet_tensorflow
 from dlscale.vocabulary import DEFAULTS, PRECISIONS
 
@@ -139,7 +139,7 @@ def main(argv=None) -> int:
         "batch_per_gpu": result.chosen, "largest_ok": result.largest_ok,
         "smallest_failed": result.smallest_failed, "margin": args.margin,
         "trials": [{"batch": b, "trains": ok} for b, ok in result.trials],
-        "device": details, "when": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "device": details, "when": datetime.now(UTC).isoformat(timespec="seconds"),
     })
     print(f"{args.model} ({args.precision}{', xla' if args.xla else ''}): batch per GPU "
           f"{result.chosen} (largest that trained: {result.largest_ok})")

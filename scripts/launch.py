@@ -35,7 +35,7 @@ import socket
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 
@@ -135,36 +135,52 @@ def run_local(tasks: int, command: list[str], poll: float = 0.2) -> int:
     return status or next((p.returncode for p in procs if p.returncode), 0)
 
 
+def planned_settings(command: list[str]) -> dict:
+    """The run record's planned keys, from the training command's own flags (train.py's
+    parser); {} when they do not parse (train.py said why in the log)."""
+    from dlscale.settings import parse
+
+    script = next((i for i, word in enumerate(command) if word.endswith(".py")), None)
+    if script is None:
+        return {}
+    try:
+        return parse(command[script + 1:]).planned()
+    except (SystemExit, OSError, ValueError, KeyError):
+        return {}
+
+
 def record_end(out: Path, returncode: int, log: str | None, started: datetime,
-               terminated: bool = False, attempt: int | None = None) -> None:
+               command: list[str], terminated: bool = False) -> None:
     """run.json for a training that ended without writing one (see --record)."""
-    from dlscale.outcomes import STATE, write_outcome
-    from dlscale.training import environment_facts, read_records, slurm_time_left
+    from dlscale.contract import EPOCHS, STATE, RunRecord, Status, read_epochs
+    from dlscale.training import environment_facts, slurm_time_left
 
     see = f"; see {log}" if log else ""
+    notes = []
     if terminated:
         job = os.environ.get("SLURM_JOB_ID")
-        left = slurm_time_left(job) if job else None
+        try:
+            left = slurm_time_left(job) if job else None
+        except OSError as exc:
+            left = None
+            notes.append(f"cannot tell a time limit from a cancel: {exc}")
         timeout = left is not None and left <= 5
-        status = "timeout" if timeout else "killed"
+        status = Status.TIMEOUT if timeout else Status.KILLED
         reason = ("SLURM ended the job at its time limit before an epoch boundary; a rerun "
                   "continues from the last epoch" if timeout else
                   "stopped by SIGTERM (scancel, or the end of the SLURM job)") + see
     elif returncode < 0:
         name = signal.Signals(-returncode).name
-        status = "killed"
+        status = Status.KILLED
         reason = (f"the training process was killed by {name}"
                   + (" (the kernel's or SLURM's out-of-memory killer sends it)"
                      if name == "SIGKILL" else "") + see)
     else:
-        status = "failed"
+        status = Status.FAILED
         reason = f"the training process exited with status {returncode} without a record{see}"
-    records = read_records(out / STATE / "epochs.jsonl")
-    write_outcome(out, {"status": status, "failure": reason, "epochs_completed": len(records),
-                        "attempt": attempt,
-                        **environment_facts(),
-                        "started": started.isoformat(timespec="seconds"),
-                        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+    RunRecord.ending(status, reason, **planned_settings(command), **environment_facts(),
+                     epochs_completed=len(read_epochs(out / STATE / EPOCHS)), notes=notes,
+                     started=started.isoformat(timespec="seconds")).write(out)
 
 
 def main(argv=None) -> int:
@@ -178,7 +194,6 @@ def main(argv=None) -> int:
     parser.add_argument("--record", type=Path, metavar="DIR",
                         help="run folder: record the outcome whatever happens, then exit 0")
     parser.add_argument("--log", help="the job's log, named in a recorded failure")
-    parser.add_argument("--attempt", type=int, help="the attempt's number, for its record")
     parser.add_argument("--timeline", action="store_true",
                         help="with --horovod: rank 0 writes Horovod's timeline to "
                              "DIR/timeline.json (--record DIR)")
@@ -196,8 +211,10 @@ def main(argv=None) -> int:
         os.environ["HOROVOD_TIMELINE"] = str((args.record / "timeline.json").resolve())
     if not args.record:
         return start(args, command)
-    started = datetime.now(timezone.utc)
-    (args.record / "run.json").unlink(missing_ok=True)  # the last attempt's: attempts.jsonl has it
+    started = datetime.now(UTC)
+    from dlscale.contract import RUN_JSON
+
+    (args.record / RUN_JSON).unlink(missing_ok=True)  # the last attempt's: attempts.jsonl has it
     terminated = []
 
     def on_term(signum, frame):
@@ -209,9 +226,9 @@ def main(argv=None) -> int:
         returncode = start(args, command)
     except KeyboardInterrupt:
         returncode = -signal.SIGTERM
-    if not (args.record / "run.json").exists():
-        record_end(args.record, returncode, args.log, started, terminated=bool(terminated),
-                   attempt=args.attempt)
+    if not (args.record / RUN_JSON).exists():
+        record_end(args.record, returncode, args.log, started, command,
+                   terminated=bool(terminated))
     return 128 + signal.SIGTERM if terminated else 0
 
 

@@ -11,149 +11,30 @@ settings the log states (gpus, global batch), and the script says how many runs 
 file held. A run that ends inside an epoch gives its finished epochs and a warning; a
 file without any finished epoch is an error.
 
-For a dlscale run folder, --records cross-checks the log against epochs.jsonl (same
-epochs, seconds within the log's rounding) and takes the precise seconds from it;
---run-json and --meta KEY=VALUE add the run's settings as columns, which the
-aggregation step groups by.
+--meta KEY=VALUE adds a column with a constant value (the workflow passes the external
+run's settings), which the aggregation step groups by. dlscale's own run folders are
+tabulated from their records by tabulate_run.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 from pathlib import Path
 
-from dlscale.files import atomic
-from dlscale.keraslog import (LogError, ParsedLog, compile_patterns, parse_file,
-                              parse_file_runs)
-from dlscale.training import read_records
-from dlscale.vocabulary import EPOCH_COLUMNS, SYSTEM_FIELDS, TELEMETRY_FIELDS
-
-FIRST_COLUMNS = ["run", "source", "series", "model", "gpus", "nodes", "strategy", "precision",
-                 "repeat", "global_batch", "images_per_epoch", "status", "file", "log_run",
-                 "epoch",
-                 "epochs_total", "steps", "samples", "seconds", "seconds_log", "loss",
-                 "accuracy", "lr", "cut"]
+from dlscale.cli import parse_meta
+from dlscale.files import write_rows
+from dlscale.keraslog import LogError, ParsedLog, compile_patterns, parse_file_runs
 
 
-class CrossCheckError(ValueError):
-    pass
-
-
-def cross_check(parsed: ParsedLog, records: list[dict]) -> None:
-    """Raise CrossCheckError unless the log and the records tell the same story."""
-    log_epochs, rec_epochs = set(parsed.epochs), {r["epoch"] for r in records}
-    if log_epochs != rec_epochs:
-        raise CrossCheckError(
-            f"{parsed.path}: the log has epochs {sorted(log_epochs)} but the records have "
-            f"{sorted(rec_epochs)}")
-    for record in records:
-        logged = parsed.epochs[record["epoch"]]
-        tolerance = logged["seconds_resolution"] + 0.25 + 0.05 * record["seconds"]
-        if abs(logged["seconds"] - record["seconds"]) > tolerance:
-            raise CrossCheckError(
-                f"{parsed.path}: epoch {record['epoch']} took {logged['seconds']:g} s in the "
-                f"log but {record['seconds']:g} s in the records (tolerance {tolerance:.2f} s)")
-
-
-# column <- run.json key; a record of a run that failed early may lack most of them, and
-# then the planned values given with --meta stand
-RUN_COLUMNS = {"model": "model", "gpus": "replicas", "gpus_asked": "gpus_asked",
-               "nodes": "nodes", "strategy": "strategy", "precision": "precision",
-               "global_batch": "global_batch", "images_per_epoch": "images_per_epoch",
-               "epochs_expected": "epochs", "status": "status", "failure": "failure",
-               "test_accuracy": "test_accuracy", "host": "host", "image_size": "image_size",
-               "resize": "resize"}
-
-
-def run_metadata(run: dict, path) -> dict:
-    if "status" not in run:
-        raise ValueError(f"{path} lacks the key status: expected a run.json written by "
-                         "train.py or launch.py")
-    meta = {column: run[key] for column, key in RUN_COLUMNS.items()
-            if run.get(key) is not None}
-    meta["slurm_job_id"] = (run.get("env") or {}).get("SLURM_JOB_ID")
-    system = run.get("system") or {}
-    for name in SYSTEM_FIELDS:
-        value = system.get(name)
-        if value not in (None, [], ""):
-            meta[f"system_{name}"] = ":".join(value) if isinstance(value, list) else value
-    if run.get("synthetic_images_per_s"):
-        meta["synthetic_images_per_s"] = run["synthetic_images_per_s"]
-    return meta
-
-
-def check_records(records: list[dict], path) -> list[dict]:
-    for number, record in enumerate(records, 1):
-        missing = [k for k in ("epoch", "seconds") if k not in record]
-        if missing:
-            raise ValueError(f"{path}: record {number} lacks {', '.join(missing)}: expected "
-                             "epochs.jsonl written by train.py")
-    return records
-
-
-def table(parsed: ParsedLog, meta: dict, records: list[dict] | None = None) -> list[dict]:
-    by_epoch = {r["epoch"]: r for r in records or []}
+def table(parsed: ParsedLog, meta: dict) -> list[dict]:
     rows = []
     for logged in parsed.rows():
         row = {**meta, "file": parsed.path, **logged, "cut": parsed.cut}
         row.pop("seconds_resolution", None)
-        row["seconds_log"] = logged["seconds"]
-        if logged["epoch"] in by_epoch:
-            precise = by_epoch[logged["epoch"]]
-            row["seconds"] = precise["seconds"]
-            row["lr"] = precise.get("lr")
-            row.update({k: precise[k] for k in TELEMETRY_FIELDS if k in precise})
         rows.append(row)
     return rows
-
-
-def write_csv(rows: list[dict], out: Path) -> None:
-    columns = [c for c in FIRST_COLUMNS if any(c in r for r in rows)]
-    columns += sorted({k for r in rows for k in r} - set(columns))
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with atomic(out) as tmp, open(tmp, "w", newline="") as handle:
-        writer = csv.DictWriter(handle, columns)
-        writer.writeheader()
-        writer.writerows(rows)
-
-
-def parse_meta(items: list[str]) -> dict:
-    meta = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--meta takes KEY=VALUE, got '{item}'")
-        meta[key] = value
-    return meta
-
-
-def dlscale_run(path, meta: dict, records_path: Path | None) -> list[dict]:
-    """The rows of a dlscale run folder's train.log: one run, cross-checked with its
-    records; a failed run before any epoch is one row with empty epoch columns."""
-    failed = meta.get("status", "completed") != "completed"
-    try:
-        parsed = parse_file(path)
-    except LogError:
-        if not failed:
-            raise
-        return [{**dict.fromkeys(EPOCH_COLUMNS), **meta, "file": path}]
-    warn_cut(parsed)
-    records = None
-    if records_path:
-        records = check_records(read_records(records_path), records_path)
-        try:
-            cross_check(parsed, records)
-        except CrossCheckError as exc:
-            if not failed:
-                raise
-            # a run that failed anyway: list it, with the epochs both agree on
-            print(f"warning: {exc}; keeping the epochs both have", file=sys.stderr)
-            both = set(parsed.epochs) & {r["epoch"] for r in records}
-            parsed.epochs = {k: v for k, v in parsed.epochs.items() if k in both}
-    return table(parsed, meta, records)
 
 
 def log_runs(path, meta: dict, per_run: list[dict] | None, patterns: dict) -> list[dict]:
@@ -194,8 +75,6 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("logs", nargs="+", help="Keras training output (train.log, *.out)")
     parser.add_argument("-o", "--out", required=True, type=Path, help="CSV to write")
-    parser.add_argument("--records", type=Path, help="epochs.jsonl to cross-check (one log)")
-    parser.add_argument("--run-json", type=Path, help="run.json whose settings become columns")
     parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
                         help="a column with a constant value (repeatable)")
     parser.add_argument("--per-run", metavar="JSON",
@@ -204,25 +83,19 @@ def main(argv=None) -> int:
                         help="a setting stated in the log, as a regex with one group "
                              "(repeatable): e.g. gpus='Running on (\\d+) GPUs'")
     args = parser.parse_args(argv)
-    if (args.records or args.run_json or args.per_run) and len(args.logs) != 1:
-        parser.error("--records, --run-json and --per-run go with exactly one log")
+    if args.per_run and len(args.logs) != 1:
+        parser.error("--per-run goes with exactly one log")
     try:
         meta = parse_meta(args.meta)
-        patterns = compile_patterns(parse_meta(args.pattern), "--pattern")
+        patterns = compile_patterns(parse_meta(args.pattern, "--pattern"), "--pattern")
         per_run = json.loads(args.per_run) if args.per_run else None
         rows = []
-        if args.run_json or args.records:  # a dlscale run folder: one run, checked
-            if args.run_json:
-                meta = {**meta, **run_metadata(json.loads(args.run_json.read_text()),
-                                               args.run_json)}
-            rows = dlscale_run(args.logs[0], meta, args.records)
-        else:
-            for path in args.logs:
-                rows += log_runs(path, meta, per_run, patterns)
-    except (LogError, CrossCheckError, ValueError, OSError, json.JSONDecodeError) as exc:
+        for path in args.logs:
+            rows += log_runs(path, meta, per_run, patterns)
+    except (LogError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    write_csv(rows, args.out)
+    write_rows(rows, args.out)
     print(f"wrote {args.out}: {len(rows)} row(s) from {len(args.logs)} log(s)")
     return 0
 

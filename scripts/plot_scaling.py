@@ -145,17 +145,19 @@ def draw_others(ax, others, x: str, y: str) -> None:
 def draw_amdahl(ax, amdahl, gpus: list[int], colours: dict) -> list[int]:
     """Each series' Amdahl model from 1 GPU to 4x its largest measured count, dashed in
     the series' colour and labelled as a model; the GPU ticks gain the predicted counts."""
-    from dlscale.amdahl import amdahl as model
-
     import numpy as np
+
+    from dlscale.amdahl import amdahl as model
 
     for _, row in amdahl.iterrows():
         n = np.geomspace(1, row["gpus_4x"], 50)
         se = row["serial_fraction_se"]
         spread = f" ± {se:.3f}" if se == se else ""
         ax.plot(n, model(n, row["serial_fraction"]), linestyle="--", linewidth=1,
-                color=colours.get(row["series"]), label=f"{row['series']}: Amdahl model, f = {row['serial_fraction']:.3f}{spread}")
-    return sorted(set(gpus) | set(amdahl["gpus_2x"].astype(int)) | set(amdahl["gpus_4x"].astype(int)))
+                color=colours.get(row["series"]),
+                label=f"{row['series']}: Amdahl model, f = {row['serial_fraction']:.3f}{spread}")
+    return sorted(set(gpus) | set(amdahl["gpus_2x"].astype(int))
+                  | set(amdahl["gpus_4x"].astype(int)))
 
 
 def draw_cost(ax, table, others=()) -> None:

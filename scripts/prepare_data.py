@@ -23,8 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from dlscale.cli import fail, quiet_tensorflow
-from dlscale.sources import DATASETS, DatasetError, Splits, read_dataset
 from dlscale.files import write_json_atomic
+from dlscale.sources import DATASETS, DatasetError, Splits, read_dataset
 from dlscale.tfrecords import MANIFEST, write_split
 from dlscale.vocabulary import DEFAULTS
 
@@ -36,7 +36,8 @@ def limit(splits: Splits, limit_train: int | None, limit_test: int | None) -> Sp
             continue
         available = len(splits.labels[split])
         if n > available:
-            raise DatasetError(f"limit_{split}={n} but the {split} split has only {available} images")
+            raise DatasetError(f"limit_{split}={n} but the {split} split has only {available} "
+                               "images")
         splits.images[split] = splits.images[split][:n]
         splits.labels[split] = splits.labels[split][:n]
     return splits
@@ -107,7 +108,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--image-size", type=int, default=DEFAULTS["data"]["image_size"],
                         help="output height and width in pixels (default: %(default)s)")
     parser.add_argument("--shards", type=int, default=DEFAULTS["data"]["shards"],
-                        help="TFRecord files per split; small splits get fewer (default: %(default)s)")
+                        help="TFRecord files per split; small splits get fewer "
+                             "(default: %(default)s)")
     parser.add_argument("--limit-train", type=int, help="keep only the first N training images")
     parser.add_argument("--limit-test", type=int, help="keep only the first N test images")
     parser.add_argument("--out", required=True, type=Path, help="output folder")

@@ -27,9 +27,14 @@ import numpy as np
 import pandas as pd
 
 from dlscale.amdahl import karp_flatt
-from dlscale.vocabulary import (COMPARED_COLUMNS, INPUT_BOUND_RATIO, SYSTEM_FIELDS,
-                                TELEMETRY_FIELDS)
-from dlscale.vocabulary import EPOCH_COLUMNS  # noqa: F401 (aggregate.py reads it here)
+from dlscale.contract import Status
+from dlscale.vocabulary import (
+    COMPARED_COLUMNS,
+    EPOCH_COLUMNS,  # noqa: F401 (aggregate.py reads it here)
+    INPUT_BOUND_RATIO,
+    SYSTEM_FIELDS,
+    TELEMETRY_FIELDS,
+)
 
 # two-sided 95% Student t quantiles for 1..30 degrees of freedom; 1.96 beyond
 T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
@@ -76,7 +81,7 @@ def t95(dof: int) -> float:
 def _defaults(epochs: pd.DataFrame) -> pd.DataFrame:
     epochs = epochs.copy()
     fill = {"source": "dlscale", "nodes": 1, "repeat": 1, "strategy": "", "precision": "",
-            "scaling": "", "status": "completed", "cut": False}
+            "scaling": "", "status": Status.COMPLETED.value, "cut": False, "log_check": ""}
     for column, value in fill.items():
         if column not in epochs:
             epochs[column] = value
@@ -88,7 +93,7 @@ def _defaults(epochs: pd.DataFrame) -> pd.DataFrame:
         epochs["run"] = epochs["file"].astype(str)
         if "log_run" in epochs:
             epochs["run"] += "#" + epochs["log_run"].astype(str)
-    for column in ("gpus_asked", "epochs_expected", "test_accuracy", "images_per_epoch",
+    for column in ("gpus_asked", "epochs_expected", "notes", "test_accuracy", "images_per_epoch",
                    "failure", "synthetic_images_per_s", *TELEMETRY_FIELDS,
                    *(f"system_{name}" for name in SYSTEM_FIELDS)):
         if column not in epochs:
@@ -129,7 +134,7 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
         if pd.isna(expected) and "epochs_total" in first:
             expected = first["epochs_total"]
         problems = []
-        if first["status"] != "completed":
+        if first["status"] != Status.COMPLETED:
             why = first["failure"] if isinstance(first["failure"], str) else "no reason given"
             problems.append(f"{first['status']}: {why}")
         if group["cut"].any():
@@ -162,7 +167,9 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
             "synthetic_images_per_s": first["synthetic_images_per_s"],
             **{f"system_{name}": first[f"system_{name}"] for name in SYSTEM_FIELDS},
             "host": first.get("host"), "slurm_job_id": first.get("slurm_job_id"),
+            "notes": first["notes"],
             "status": first["status"], "epochs_expected": expected,
+            "log_check": first["log_check"],
             "counted": not problems, "problem": "; ".join(problems),
         })
     runs = pd.DataFrame(rows)

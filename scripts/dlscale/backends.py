@@ -3,7 +3,7 @@
 A backend knows who this process is (rank, size, local rank), sets up the devices and
 the scope models are built in, wraps the optimizer, adds the callbacks it needs, shards
 the input, reduces metrics over the workers, says whether a killed run can resume, and
-adds its facts to run.json. `make_backend(kind, args)` picks one, as tensorflow/models'
+adds its facts to run.json. `make_backend(kind, settings)` picks one, as tensorflow/models'
 `get_distribution_strategy` does; the driver (scripts/train.py) has no strategy branches.
 
 TensorFlow and Horovod are imported inside the methods, so that importing this module
@@ -19,8 +19,15 @@ import tempfile
 from pathlib import Path
 
 from dlscale import cli as K
-from dlscale.training import (RunError, cuda_visible_devices, make_optimizer, make_strategy,
-                              setup_devices, slurm_tf_config, worker_identity)
+from dlscale.training import (
+    RunError,
+    cuda_visible_devices,
+    make_optimizer,
+    make_strategy,
+    setup_devices,
+    slurm_tf_config,
+    worker_identity,
+)
 
 
 class Backend:
@@ -28,11 +35,12 @@ class Backend:
     can_resume = True   # whether BackupAndRestore can bring a killed run back
     several_processes = False
 
-    def __init__(self, args):
-        self.args = args
+    def __init__(self, settings):
+        self.settings = settings
         self.rank, self.size, self.local_rank = self.identity()
-        if self.args.gpus % self.size:
-            raise RunError(f"{self.args.gpus} replicas cannot be shared by {self.size} workers", 2)
+        if self.settings.gpus % self.size:
+            raise RunError(f"{self.settings.gpus} replicas cannot be shared by {self.size} "
+                           "workers", 2)
         self.devices: list[str] = []
         self.strategy = None
         self.replicas = 0
@@ -46,14 +54,14 @@ class Backend:
 
     def setup(self) -> None:
         """Make the devices visible, build the strategy, check the replicas are as asked."""
-        self.devices = setup_devices(self.args.device, self.args.gpus // self.size,
+        self.devices = setup_devices(self.settings.device, self.settings.gpus // self.size,
                                      self.several_processes, self.local_rank)
-        self.strategy = make_strategy(self.kind, self.devices, self.args.device,
-                                      self.args.communication)
+        self.strategy = make_strategy(self.kind, self.devices, self.settings.device,
+                                      self.settings.communication)
         self.replicas = self.strategy.num_replicas_in_sync
-        if self.replicas != self.args.gpus:
+        if self.replicas != self.settings.gpus:
             raise RunError(
-                f"{self.args.gpus} replicas asked for but TensorFlow uses {self.replicas} "
+                f"{self.settings.gpus} replicas asked for but TensorFlow uses {self.replicas} "
                 f"({self.size} worker(s), devices {self.devices}, "
                 f"CUDA_VISIBLE_DEVICES={cuda_visible_devices()})")
 
@@ -62,7 +70,7 @@ class Backend:
 
     def optimizer(self, plan, schedule):
         """The optimizer, its rate following the warm-up schedule."""
-        return make_optimizer(self.args.optimizer, schedule, self.args.momentum)
+        return make_optimizer(self.settings.optimizer, schedule, self.settings.momentum)
 
     def lr_of(self, schedule):
         """model -> the learning rate of the step it is at (for the records)."""
@@ -109,8 +117,8 @@ class Backend:
 class Mirrored(Backend):
     kind = "mirrored"
 
-    def __init__(self, args):
-        super().__init__(args)
+    def __init__(self, settings):
+        super().__init__(settings)
         if self.size > 1:
             raise RunError(f"strategy mirrored runs in one process, but {self.size} workers "
                            "were started: use multiworker", 2)
@@ -137,8 +145,8 @@ class MultiWorker(Backend):
 
         return {**super().facts(),
                 "cluster": json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"],
-                "communication": resolve_communication(self.args.communication,
-                                                       self.args.device)}
+                "communication": resolve_communication(self.settings.communication,
+                                                       self.settings.device)}
 
 
 class Horovod(Backend):
@@ -161,7 +169,7 @@ class Horovod(Backend):
     def setup(self) -> None:
         import tensorflow as tf
 
-        self.devices = setup_devices(self.args.device, self.args.gpus // self.size, True,
+        self.devices = setup_devices(self.settings.device, self.settings.gpus // self.size, True,
                                      self.local_rank)
         self.strategy = tf.distribute.get_strategy()
         self.replicas = self.size
@@ -177,7 +185,7 @@ class Horovod(Backend):
         # 0.28 works with Keras' legacy optimizers (its warm-up callback sets the momentum
         # variable that the newer optimizers no longer have)
         return self.hvd.DistributedOptimizer(
-            make_optimizer(self.args.optimizer, plan.lr, self.args.momentum, legacy=True))
+            make_optimizer(self.settings.optimizer, plan.lr, self.settings.momentum, legacy=True))
 
     def lr_of(self, schedule):
         keras = K.keras()
@@ -190,7 +198,7 @@ class Horovod(Backend):
                      hvd.callbacks.MetricAverageCallback(), recorder, stop_on_nan]
         if plan.warmup_steps > 0:
             callbacks.append(hvd.callbacks.LearningRateWarmupCallback(
-                initial_lr=plan.lr, warmup_epochs=self.args.warmup_epochs,
+                initial_lr=plan.lr, warmup_epochs=self.settings.warmup_epochs,
                 steps_per_epoch=plan.steps))
         return callbacks
 
@@ -201,7 +209,7 @@ class Horovod(Backend):
                                              input_pipeline_id=self.rank,
                                              num_replicas_in_sync=self.size)
         return (train_input(context),
-                test_input(self.args.batch_per_gpu, self.size, self.rank))
+                test_input(self.settings.batch_per_gpu, self.size, self.rank))
 
     def reduce_test(self, test: dict, manifest: dict) -> dict:
         """Each rank saw its shard of the test set: weigh its metrics by its records."""
@@ -232,7 +240,7 @@ class Horovod(Backend):
 BACKENDS = {b.kind: b for b in (Mirrored, MultiWorker, Horovod)}
 
 
-def make_backend(kind: str, args) -> Backend:
+def make_backend(kind: str, settings) -> Backend:
     if kind not in BACKENDS:
         raise RunError(f"unknown strategy '{kind}': expected one of {', '.join(BACKENDS)}", 2)
-    return BACKENDS[kind](args)
+    return BACKENDS[kind](settings)

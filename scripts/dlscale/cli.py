@@ -34,3 +34,14 @@ def keras():
     except ImportError:
         from tensorflow import keras as tf_keras
     return tf_keras
+
+
+def parse_meta(items: list[str], flag: str = "--meta") -> dict:
+    """KEY=VALUE flags as a dict; ValueError naming the flag for one without '='."""
+    meta = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"{flag} takes KEY=VALUE, got '{item}'")
+        meta[key] = value
+    return meta

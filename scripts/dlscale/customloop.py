@@ -100,8 +100,10 @@ class CustomLoop:
 
     def restore(self) -> int:
         """The epochs a previous attempt finished (0: start from the beginning)."""
-        latest = self.manager.latest_checkpoint if self.backend.chief else \
-            __import__("tensorflow").train.latest_checkpoint(str(self.read_dir))
+        import tensorflow as tf
+
+        latest = (self.manager.latest_checkpoint if self.backend.chief
+                  else tf.train.latest_checkpoint(str(self.read_dir)))
         if latest:
             self.checkpoint.restore(latest)
         return int(self.epoch.numpy())

@@ -13,8 +13,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dlscale.keraslog import (LogError, compile_patterns, parse_file_runs, read_text,
-                              settings_sequence)
+from dlscale.keraslog import (
+    LogError,
+    compile_patterns,
+    parse_file_runs,
+    read_text,
+    settings_sequence,
+)
 
 PER_RUN = ("gpus", "global_batch")  # what every run needs, from the config or the log
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 from contextlib import contextmanager
@@ -57,3 +58,21 @@ def write_table(table, path: str | Path) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with atomic(path) as tmp:
         table.to_csv(tmp, index=False, float_format="%.6g")
+
+
+# the leading columns of a per-run table, in this order; any others follow, sorted
+RUN_TABLE_FIRST = ["run", "source", "series", "model", "gpus", "nodes", "strategy", "precision",
+                   "repeat", "global_batch", "images_per_epoch", "status", "log_check", "file",
+                   "log_run", "epoch", "epochs_total", "steps", "samples", "seconds",
+                   "seconds_log", "loss", "accuracy", "lr", "cut"]
+
+
+def write_rows(rows: list[dict], path: str | Path) -> None:
+    """Dicts as a CSV table (a per-run table's columns first), whole or not at all."""
+    columns = [c for c in RUN_TABLE_FIRST if any(c in r for r in rows)]
+    columns += sorted({k for r in rows for k in r} - set(columns))
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with atomic(path) as tmp, open(tmp, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, columns)
+        writer.writeheader()
+        writer.writerows(rows)

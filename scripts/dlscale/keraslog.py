@@ -2,7 +2,8 @@
 
 Understood (tests/unit/test_keraslog.py has each, and real captured logs):
   verbose=2, Keras 2 (2021):   196/196 - 45s - loss: 1.7626 - accuracy: 0.3536
-  verbose=2, Keras 2.11-2.13:  25/25 - 14s - loss: 2.1255 - accuracy: 0.2195 - 14s/epoch - 544ms/step
+  verbose=2, Keras 2.11-2.13:  25/25 - 14s - loss: 2.1255 - accuracy: 0.2195 - 14s/epoch
+                               - 544ms/step (one line)
   verbose=2, tf-keras 2.21:    4/4 - 1s - loss: 2.3112 - accuracy: 0.1133 - 878ms/epoch - 219ms/step
   verbose=2, Keras 3:          8/8 - 9s - 1s/step - accuracy: 0.0918 - loss: 2.6331
   verbose=1, Keras 2:          600/600 [====] - 2s 3ms/step - loss: 0.3 - acc: 0.9
@@ -70,7 +71,8 @@ def compile_patterns(patterns: dict[str, str] | None, where: str = "patterns"
         try:
             regex = re.compile(text)
         except re.error as exc:
-            raise ValueError(f"{where}.{key}: '{text}' is not a regular expression ({exc})")
+            raise ValueError(f"{where}.{key}: '{text}' is not a regular expression "
+                             f"({exc})") from None
         if regex.groups < 1:
             raise ValueError(f"{where}.{key}: '{text}' has no group: put the value in "
                              "parentheses, e.g. 'Num_replicas: (\\d+)'")

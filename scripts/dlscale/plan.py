@@ -15,13 +15,14 @@ from functools import cached_property
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
-from dlscale.external import entry_key, resolve as resolve_external
+from dlscale.contract import BATCH, DATA, DOWNLOADS, EXTERNAL, RUN_TABLE, run_dir
+from dlscale.external import entry_key
+from dlscale.external import resolve as resolve_external
 from dlscale.outcomes import failed_record, planned_attempt, runtime_factor
 from dlscale.sources import DATASETS, find_cached
 from dlscale.sweep import Point, SweepError, plan_sweep
 
 URL_FILE_NAME = re.compile(r"[A-Za-z0-9._+-]+")
-SCHEMA = Path(__file__).resolve().parents[2] / "config" / "schema.yaml"
 # steps timed on synthetic input by analysis.synthetic_check (after as many untimed ones)
 SYNTHETIC_CHECK_STEPS = 10
 
@@ -69,8 +70,8 @@ def resolve_source(data: dict, dataset: str) -> Source:
         cached = find_cached(spec)
         if cached is not None:
             return Source(dataset, str(cached))
-        targets = {f"resources/downloads/{dataset}/{f.name}": (f.url, f.md5) for f in spec.files}
-        path = next(iter(targets)) if len(targets) == 1 else f"resources/downloads/{dataset}"
+        targets = {f"{DOWNLOADS}/{dataset}/{f.name}": (f.url, f.md5) for f in spec.files}
+        path = next(iter(targets)) if len(targets) == 1 else f"{DOWNLOADS}/{dataset}"
         return Source(dataset, path, None, targets)
     if "://" in source:
         name = PurePosixPath(urlparse(source).path).name
@@ -78,7 +79,7 @@ def resolve_source(data: dict, dataset: str) -> Source:
             raise PlanError(f"data.source '{source}': the file name '{name}' may hold only "
                             "letters, digits and . _ + - (it names the downloaded file)")
         official = {f.name: f.md5 for f in spec.files}
-        target = f"resources/downloads/{dataset}/{name}"
+        target = f"{DOWNLOADS}/{dataset}/{name}"
         return Source(dataset, target, None, {target: (source, md5 or official.get(name))})
     path = Path(source).expanduser()
     if not path.exists():
@@ -95,12 +96,8 @@ def meta_flags(meta: dict) -> str:
     return " ".join(f"--meta {shlex.quote(f'{k}={v}')}" for k, v in meta.items())
 
 
-def run_dir(key: str) -> str:
-    return f"results/runs/{key}"
-
-
 def batch_file(p: Point) -> str:
-    return f"results/batch/{p.model}/{p.precision}.json"
+    return f"{BATCH}/{p.model}/{p.precision}.json"
 
 
 class Study:
@@ -109,7 +106,7 @@ class Study:
     def __init__(self, config: dict, basedir: str | Path):
         self.config, self.basedir = config, Path(basedir)
         self.data = config["data"]
-        self.data_dir = f"results/data/{self.data['dataset']}-{self.shard_size()}px"
+        self.data_dir = f"{DATA}/{self.data['dataset']}-{self.shard_size()}px"
         try:
             points, self.skipped = plan_sweep(config)
         except SweepError as exc:
@@ -157,7 +154,7 @@ class Study:
         return self._sources[dataset]
 
     def download(self, dataset: str, filename: str) -> tuple[str, str | None]:
-        target = f"resources/downloads/{dataset}/{filename}"
+        target = f"{DOWNLOADS}/{dataset}/{filename}"
         downloads = self.source(dataset).downloads
         if target not in downloads:
             raise PlanError(f"{target} is not a download of the configured data source")
@@ -236,16 +233,14 @@ class Study:
         return runs
 
     def _references(self) -> list[dict]:
-        import yaml
-
+        from dlscale import schema
         from dlscale.references import ReferenceError, load
 
         spec = self.config["references"]
         if not spec:
             return []
-        schema = yaml.safe_load(SCHEMA.read_text())
         try:
-            return load(spec, self.basedir, schema)
+            return load(spec, self.basedir, schema.load())
         except ReferenceError as exc:
             raise PlanError(str(exc)) from exc
 
@@ -299,8 +294,8 @@ class Study:
         return f"{meta_flags(meta)} --per-run {shlex.quote(json.dumps(per_run))}{patterns}"
 
     def run_tables(self) -> list[str]:
-        return ([f"{run_dir(k)}/epochs.csv" for k in self.points]
-                + [f"results/external/{k}/epochs.csv" for k in self.external])
+        return ([f"{run_dir(k)}/{RUN_TABLE}" for k in self.points]
+                + [f"{EXTERNAL}/{k}/{RUN_TABLE}" for k in self.external])
 
     def plot_subtitle(self) -> str:
         if not self.points:

@@ -42,7 +42,8 @@ def load(spec, basedir: Path, schema: dict) -> list[dict]:
         try:
             spec = yaml.safe_load(path.read_text())
         except yaml.YAMLError as exc:
-            raise ReferenceError(f"references file '{path}': not YAML ({exc})".replace("\n", " "))
+            raise ReferenceError(f"references file '{path}': not YAML ({exc})"
+                                 .replace("\n", " ")) from None
         where = f"references file '{path}'"
         if isinstance(spec, dict):
             spec = spec.get("references")

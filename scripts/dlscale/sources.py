@@ -165,7 +165,8 @@ def load_cifar_pickle(data: bytes, member: str) -> dict:
             f"refusing to load CIFAR-10 batch '{member}': {exc}; a python-layout batch "
             "holds only a dict of labels, file names and a uint8 array") from exc
     if not isinstance(batch, dict):
-        raise DatasetError(f"CIFAR-10 batch '{member}' is a {type(batch).__name__}, expected a dict")
+        raise DatasetError(f"CIFAR-10 batch '{member}' is a {type(batch).__name__}, "
+                           "expected a dict")
     return {(k.decode() if isinstance(k, bytes) else k): v for k, v in batch.items()}
 
 

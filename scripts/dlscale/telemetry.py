@@ -24,7 +24,8 @@ import threading
 import time
 from pathlib import Path
 
-TELEMETRY = "telemetry.csv"
+from dlscale.contract import TELEMETRY  # noqa: F401 (the file name, for readers)
+
 HOST_COLUMNS = ["time_s", "cpu_percent", "rss_mb"]
 GPU_FIELDS = ["util_percent", "mem_used_mb", "power_w", "energy_j"]
 
@@ -115,6 +116,7 @@ class Sampler:
         self.columns = HOST_COLUMNS + [f"gpu{i}_{f}" for i in range(len(self.handles))
                                        for f in GPU_FIELDS]
         self.rows: list[dict] = []
+        self.error: str | None = None  # why the thread stopped sampling, if it did
         self._written = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -122,8 +124,10 @@ class Sampler:
                                         daemon=True)
         self.t0 = time.perf_counter()
 
-    def start(self) -> "Sampler":
-        __import__("psutil").cpu_percent(None)  # the first reading is 0: prime it
+    def start(self) -> Sampler:
+        import psutil
+
+        psutil.cpu_percent(None)  # the first reading is 0: prime it
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with open(self.path, "w", newline="") as handle:
             csv.writer(handle).writerow(self.columns)
@@ -164,9 +168,12 @@ class Sampler:
                 csv.DictWriter(handle, self.columns).writerows(new)
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            self._take()
-            self._write()
+        try:
+            while not self._stop.wait(self.interval):
+                self._take()
+                self._write()
+        except Exception as exc:  # the thread's death is reported by the driver, not lost
+            self.error = f"{type(exc).__name__}: {exc}"
 
     def summary(self, start: float, end: float, images: int) -> dict:
         """The epoch's summary (see summarize) from this sampler's samples; asked at the

@@ -15,14 +15,15 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from dlscale import cli as K
-from dlscale.files import append_jsonl, read_jsonl
+from dlscale.contract import EPOCHS, SETTINGS, read_epochs
+from dlscale.files import append_jsonl
 from dlscale.vocabulary import SMALL_MODELS
-
 
 
 class RunError(Exception):
@@ -326,10 +327,6 @@ def warmup_schedule(base_lr: float, target_lr: float, warmup_steps: int):
 
 # --- records ----------------------------------------------------------------------------
 
-def read_records(path: Path) -> list[dict]:
-    return read_jsonl(path)  # a line cut by a kill ends them: what follows is not trusted
-
-
 def epoch_recorder(path: Path, steps: int, global_batch: int, lr_of, write: bool,
                    sampler=None):
     """Keras callback appending one JSON object per finished epoch to `path`, with the
@@ -351,7 +348,7 @@ def epoch_recorder(path: Path, steps: int, global_batch: int, lr_of, write: bool
             if self.first_epoch is None:
                 self.first_epoch = epoch
                 if write:
-                    kept = [r for r in read_records(path) if r["epoch"] <= epoch]
+                    kept = [r for r in read_epochs(path) if r["epoch"] <= epoch]
                     path.write_text("".join(json.dumps(r) + "\n" for r in kept))
             self._start = time.perf_counter()
             self._sampled = sampler.now() if sampler else None
@@ -389,12 +386,14 @@ def versions() -> dict:
     import tensorflow as tf
     build = tf.sysconfig.get_build_info()
     keras = K.keras()
-    keras_version = getattr(keras, "__version__", None) or f"built into TensorFlow {tf.__version__}"
-    horovod = __import__("sys").modules.get("horovod")
-    return {"tensorflow": tf.__version__, "keras": f"{keras.__name__.split('.')[0]} {keras_version}",
+    keras_version = (getattr(keras, "__version__", None)
+                     or f"built into TensorFlow {tf.__version__}")
+    horovod = sys.modules.get("horovod")  # loaded by the Horovod backend, if it runs
+    return {"tensorflow": tf.__version__,
+            "keras": f"{keras.__name__.split('.')[0]} {keras_version}",
             "cuda_build": build.get("cuda_version"), "cudnn_build": build.get("cudnn_version"),
             "horovod": getattr(horovod, "__version__", None),
-            "python": ".".join(map(str, __import__("sys").version_info[:3]))}
+            "python": ".".join(map(str, sys.version_info[:3]))}
 
 
 # --- time limit ---------------------------------------------------------------------------
@@ -420,21 +419,34 @@ def parse_slurm_duration(text: str) -> float | None:
 
 
 def slurm_time_left(job_id: str) -> float | None:
-    """Seconds until SLURM ends the job (squeue's %L), or None when it cannot tell."""
+    """Seconds until SLURM ends the job (squeue's %L); None for no limit (UNLIMITED).
+    OSError naming squeue when it cannot be asked or does not answer."""
     try:
-        out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%L"], capture_output=True,
-                             text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return parse_slurm_duration(out.strip().splitlines()[0]) if out.strip() else None
+        proc = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%L"], capture_output=True,
+                              text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise OSError(f"squeue -j {job_id} failed: {exc}") from exc
+    out = proc.stdout.strip()
+    if proc.returncode or not out:
+        why = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "no answer"
+        raise OSError(f"squeue -j {job_id} exited {proc.returncode}: {why}")
+    return parse_slurm_duration(out.splitlines()[0])
 
 
-def job_deadline(time_limit_min: float | None, started: float) -> float | None:
+def job_deadline(time_limit_min: float | None, started: float,
+                 notes: list[str] | None = None) -> float | None:
     """When this process must be done (time.time() scale): the SLURM job's end inside a
-    job, else start + --time-limit-min, else None (no limit)."""
+    job, else start + --time-limit-min, else None (no limit). When squeue cannot say,
+    the reason goes to `notes` and the --time-limit-min rule applies."""
     job_id = os.environ.get("SLURM_JOB_ID")
     if job_id:
-        left = slurm_time_left(job_id)
+        try:
+            left = slurm_time_left(job_id)
+        except OSError as exc:
+            left = None
+            if notes is not None:
+                notes.append(f"the time-limit guard cannot read the job's end ({exc}): "
+                             "a time limit reached mid-epoch loses that epoch")
         if left is not None:
             return time.time() + left
     return started + time_limit_min * 60 if time_limit_min else None
@@ -469,15 +481,8 @@ def deadline_stop(deadline: float, agree, reserve: float = 10.0):
 
 # --- resuming -------------------------------------------------------------------------------
 
-# the settings that define a run: a backup made with others is not resumed
-RESUME_KEYS = ("model", "gpus", "strategy", "loop", "optimizer", "batch_per_gpu", "base_lr",
-               "lr_scaling",
-               "warmup_epochs", "momentum", "precision", "seed", "synthetic", "steps_per_epoch",
-               "image_shape", "image_size", "data_sha256")
-
-
 def describe_change(old: dict, new: dict) -> str:
-    changed = [k for k in RESUME_KEYS if old.get(k) != new.get(k)]
+    changed = [k for k in new if old.get(k) != new.get(k)]
     return ", ".join(f"{k} {old.get(k)!r} -> {new.get(k)!r}" for k in changed)
 
 
@@ -488,21 +493,21 @@ def prepare_state(state: Path, settings: dict, epochs: int) -> str | None:
     finished epochs than `epochs` asks for (RunError: that would silently drop them).
     Other settings: the old state is moved aside to superseded-<time>/ and the run
     starts over."""
-    saved_path = state / "settings.json"
+    saved_path = state / SETTINGS
     note = None
     if state.is_dir() and any(state.iterdir()):
         try:
-            saved = json.loads(saved_path.read_text())
-        except (OSError, json.JSONDecodeError):
+            saved = json.loads(saved_path.read_bytes())
+        except (OSError, ValueError):  # missing, not UTF-8, not JSON: not resumable
             saved = {}
-        if {k: saved.get(k) for k in RESUME_KEYS} != {k: settings.get(k) for k in RESUME_KEYS}:
+        if {k: saved.get(k) for k in settings} != settings:
             aside = state.parent / f"superseded-{time.strftime('%Y%m%dT%H%M%S')}"
             state.rename(aside)
             what = describe_change(saved, settings) if saved else "no settings recorded"
             note = (f"the saved state was made with other settings ({what}): starting over; "
                     f"the old state is in {aside}")
         else:
-            finished = len(read_records(state / "epochs.jsonl"))
+            finished = len(read_epochs(state / EPOCHS))
             if finished > epochs:
                 raise RunError(f"{finished} epochs of this run are already finished in {state} "
                                f"but --epochs is {epochs}: ask for at least {finished}, or move "

@@ -1,39 +1,26 @@
 """Names, choices and defaults that several parts of dlscale share, written once.
 
-argparse in the scripts, the rules, the analysis and the plots read them from here, and
-tests/unit/test_vocabulary.py checks that config/schema.yaml says the same. Importing
-this module is cheap: no pandas, no TensorFlow.
+argparse in the scripts, the rules, the analysis and the plots read them from here; the
+choices and defaults of config keys come from the schema. Importing this module is
+cheap: no pandas, no TensorFlow.
 """
 
 from __future__ import annotations
 
-PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16", "mixed_auto")
-STRATEGIES = ("mirrored", "multiworker", "horovod")
-DEVICES = ("gpu", "cpu")
-LR_SCALINGS = ("linear", "none")
-OPTIMIZERS = ("sgd", "adam")
-LOOPS = ("fit", "custom")  # Keras' fit, or the IDRIS course's custom training loop
+from dlscale import schema
+
+# choices and defaults: the schema's (scripts/dlscale/schema.yaml), read once here
+PRECISIONS = schema.choices("precision")
+STRATEGIES = schema.choices("strategy")
+DEVICES = schema.choices("training", "device")
+LR_SCALINGS = schema.choices("training", "lr_scaling")
+OPTIMIZERS = schema.choices("training", "optimizer")
+LOOPS = schema.choices("training", "loop")  # Keras' fit, or the IDRIS course's custom loop
 # MultiWorkerMirroredStrategy's collectives: auto is NCCL on GPUs, ring on CPUs
-COMMUNICATIONS = ("auto", "nccl", "ring")
+COMMUNICATIONS = schema.choices("training", "communication")
 # models beside keras.applications: the course's small CNN and JSC's MNIST network
 SMALL_MODELS = ("SimpleCNN", "MLP")
-# where images are brought to data.image_size: in preparation (shards at that size), or
-# by the model's first layer on the accelerator (shards at the dataset's own size)
-RESIZES = ("prepare", "on_device")
-# weak: the batch per GPU is kept as GPUs grow; strong: the global batch is kept
-SCALINGS = ("weak", "strong")
-
-# the schema's defaults for the keys the scripts take as flags
-DEFAULTS = {
-    "data": {"image_size": 128, "resize": "on_device", "shards": 16, "shuffle_buffer": 4096},
-    "training": {"epochs": 5, "batch_per_gpu": 256, "base_lr": 0.01, "lr_scaling": "linear",
-                 "warmup_epochs": 0, "optimizer": "sgd", "momentum": 0.0, "loop": "fit",
-                 "precision": "float32",
-                 "device": "gpu", "seed": 42, "communication": "auto",
-                 "telemetry_interval_s": 1.0},
-    "analysis": {"skip_epochs": 1, "accuracy_tolerance": 0.05, "gpu_hour_price": None,
-                 "target_accuracy": None},
-}
+DEFAULTS = {name: schema.defaults(name) for name in ("data", "training", "analysis")}
 # Records held for shuffling: 4096 x 49 KB = 200 MB at 128 px, which keeps the reader
 # under 1.5 GB of RSS (docs/benchmarks.md).
 SHUFFLE_BUFFER = DEFAULTS["data"]["shuffle_buffer"]

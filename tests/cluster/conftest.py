@@ -10,7 +10,6 @@ import shutil
 import subprocess
 
 import pytest
-
 from conftest import IN_CI, ROOT
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from conftest import HOROVOD_READY, IN_CI, ROOT, run_snakemake, site_modules, write_config
 
 from cluster.conftest import queue
-from conftest import HOROVOD_READY, IN_CI, ROOT, run_snakemake, site_modules, write_config
 
 # `make test` runs pytest -n 2 --dist loadfile: the tests of this file run in order on one
 # worker, so that no two of them share the cluster's queue at once. (--dist loadgroup
@@ -48,7 +48,8 @@ def test_sweep_through_the_slurm_profile_gets_the_gpus_and_cpus_it_asked_for(tmp
     run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", "--sdm=env-modules",
                   env=module_env)
     for gpus in (1, 2, 4):
-        run = json.loads((tmp_path / f"results/runs/SimpleCNN/gpus{gpus}/rep1/run.json").read_text())
+        folder = tmp_path / f"results/runs/SimpleCNN/gpus{gpus}/rep1"
+        run = json.loads((folder / "run.json").read_text())
         env = run["env"]
         assert (env["LOADEDMODULES"], env["DLSCALE_SITE_STACK"]) == (module, "test-stack")
         assert run["system"]["modules"] == [module]
@@ -205,7 +206,7 @@ def test_a_sweep_with_a_timeout_and_a_failure_reports_both_and_reruns_only_them(
                               env=env)
     limits, deadline = {}, time.time() + 600
     while time.time() < deadline and second.poll() is None:
-        for job, limit, comment in queue("%i", "%l", "%k"):
+        for _job, limit, comment in queue("%i", "%l", "%k"):
             limits[comment] = limit
         resumed = timed_log.exists() and "resuming from the backup" in timed_log.read_text()
         if resumed and len(nan_attempts.read_text().splitlines()) >= 2:

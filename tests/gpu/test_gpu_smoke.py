@@ -11,7 +11,6 @@ import sys
 
 import pytest
 import yaml
-
 from conftest import ROOT, run_snakemake, write_config
 
 pytestmark = pytest.mark.gpu

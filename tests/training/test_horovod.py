@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import HOROVOD_PYTHON, HOROVOD_READY, IN_CI, SCRIPTS
 
 pytestmark = pytest.mark.skipif(not HOROVOD_READY and not IN_CI,

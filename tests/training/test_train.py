@@ -10,7 +10,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import SCRIPTS, run_script
 
 COMMON = ["--model", "SimpleCNN", "--device", "cpu", "--batch-per-gpu", "8"]
@@ -157,8 +156,8 @@ def test_out_of_memory_in_fit_ends_with_status_and_hint(small_data, tmp_path, mo
     """Fakes the OOM (patched Model.fit): on CPUs a real one ends in the kernel's OOM
     killer, not in TensorFlow's ResourceExhaustedError that GPUs raise."""
     import tensorflow as tf
-
     import train as train_script
+
     from dlscale.cli import keras
 
     def exhausted(self, *args, **kwargs):

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 
+import aggregate
 import numpy as np
 import pandas as pd
-import pytest
-
 import parse_logs
+import pytest
+import tabulate_run
 from conftest import ROOT
+
+from dlscale import runtable
 from dlscale.analysis import scaling, summarize_runs, t95
+from dlscale.contract import RunRecord, Status
 from dlscale.keraslog import parse_file
 
 STUDY = ROOT / "tests" / "data" / "reference-study"
@@ -88,21 +92,61 @@ def test_accuracy_change_beyond_tolerance_is_flagged():
     assert list(table["accuracy_flag"]) == [False, False, True]
 
 
-def test_parse_logs_cli_cross_checks_against_the_records(tmp_path):
-    log = tmp_path / "train.log"
-    log.write_text("Epoch 1/2\n4/4 - 1s - loss: 2.0 - accuracy: 0.2 - 900ms/epoch - 225ms/step\n"
-                   "Epoch 2/2\n4/4 - 0s - loss: 1.5 - accuracy: 0.4 - 400ms/epoch - 100ms/step\n")
-    records = tmp_path / "epochs.jsonl"
-    records.write_text(json.dumps({"epoch": 1, "seconds": 0.88, "lr": 0.01}) + "\n"
-                       + json.dumps({"epoch": 2, "seconds": 0.41, "lr": 0.01}) + "\n")
+def completed_run(folder, epochs: list[dict], log: str):
+    """A run folder as train.py leaves it: run.json, epochs.jsonl, train.log."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "train.log").write_text(log)
+    (folder / "epochs.jsonl").write_text("".join(json.dumps(e) + "\n" for e in epochs))
+    record = RunRecord.ending(Status.COMPLETED, None, model="M", replicas=1, gpus_asked=1,
+                              nodes=1, global_batch=4, images_per_epoch=16, epochs=len(epochs),
+                              epochs_completed=len(epochs), test_accuracy=0.5)
+    (folder / "run.json").write_text(json.dumps(record))
+    return folder
+
+
+LOG = ("Epoch 1/2\n4/4 - 1s - loss: 2.0 - accuracy: 0.2 - 900ms/epoch - 225ms/step\n"
+       "Epoch 2/2\n4/4 - 0s - loss: 1.5 - accuracy: 0.4 - 400ms/epoch - 100ms/step\n")
+EPOCHS = [{"epoch": 1, "seconds": 0.88, "lr": 0.01, "loss": 2.01234, "accuracy": 0.1875,
+           "images": 16},
+          {"epoch": 2, "seconds": 0.41, "lr": 0.01, "loss": 1.49876, "accuracy": 0.4375,
+           "images": 16}]
+
+
+def test_a_run_table_comes_from_the_records_and_the_log_is_a_cross_check(tmp_path):
+    folder = completed_run(tmp_path / "run", EPOCHS, LOG)
     out = tmp_path / "out.csv"
-    assert parse_logs.main([str(log), "--records", str(records), "-o", str(out)]) == 0
-    assert list(pd.read_csv(out)["seconds"]) == [0.88, 0.41]
-    records.write_text(json.dumps({"epoch": 1, "seconds": 0.88}) + "\n"
-                       + json.dumps({"epoch": 2, "seconds": 9.0}) + "\n")
-    assert parse_logs.main([str(log), "--records", str(records), "-o", str(out)]) == 1
-    records.write_text(json.dumps({"epoch": 1, "seconds": 0.88}) + "\n")
-    assert parse_logs.main([str(log), "--records", str(records), "-o", str(out)]) == 1
+    assert tabulate_run.main([str(folder), "-o", str(out)]) == 0
+    table = pd.read_csv(out)
+    assert list(table["seconds"]) == [0.88, 0.41]
+    # loss and accuracy are the records' exact values, not the log's rounded ones
+    assert list(table["loss"]) == [2.01234, 1.49876]
+    assert list(table["accuracy"]) == [0.1875, 0.4375]
+    assert list(table["log_check"]) == ["ok", "ok"]
+
+
+def test_a_log_that_disagrees_with_the_records_is_a_warning_not_a_lost_point(tmp_path, capsys):
+    # what a busy machine does: Keras prints 99 s for epoch 1 while the records say 12 s
+    doctored = LOG.replace("4/4 - 1s - loss: 2.0", "4/4 - 99s - loss: 2.0").replace(
+        "900ms/epoch", "99s/epoch")
+    epochs = [dict(EPOCHS[0], seconds=12.0), EPOCHS[1]]
+    folder = completed_run(tmp_path / "M/gpus1/rep1", epochs, doctored)
+    out = folder / "epochs.csv"
+    assert tabulate_run.main([str(folder), "--meta", "run=M/gpus1/rep1", "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "epoch 1 99 s in the log, 12 s in the records" in err
+    assert "the tables use the records" in err
+    assert aggregate.main([str(out), "--out-dir", str(tmp_path / "t")]) == 0
+    runs = pd.read_csv(tmp_path / "t" / "runs.csv")
+    assert bool(runs["counted"][0]) and "epoch 1 99 s in the log" in runs["log_check"][0]
+    scaling_table = pd.read_csv(tmp_path / "t" / "scaling.csv")
+    assert scaling_table["epoch_time_s"][0] == 0.41  # epoch 2, from the records
+    assert "train.log does not match the records" in capsys.readouterr().err
+
+
+def test_a_log_missing_an_epoch_is_named_in_the_log_check(tmp_path):
+    folder = completed_run(tmp_path / "run", EPOCHS, LOG.split("Epoch 2/2")[0])
+    rows, check = runtable.run_rows(folder, {})
+    assert len(rows) == 2 and check == "the log has epochs [1], the records [1, 2]"
 
 
 def test_parse_logs_cli_warns_on_cut_and_fails_on_empty(tmp_path, capsys):
@@ -128,7 +172,8 @@ def test_serial_fraction_per_point_and_the_amdahl_fit_of_the_published_study():
     fit = fit_table(table).iloc[0]
     # the least-squares f, found here independently by scanning f in steps of 1e-6
     grid = np.arange(0, 0.1, 1e-6)
-    sse = (1.875 - amdahl(2, grid[:, None]))[:, 0] ** 2 + (3.75 - amdahl(4, grid[:, None]))[:, 0] ** 2
+    sse = ((1.875 - amdahl(2, grid[:, None]))[:, 0] ** 2
+           + (3.75 - amdahl(4, grid[:, None]))[:, 0] ** 2)
     assert fit["serial_fraction"] == pytest.approx(grid[np.argmin(sse)], abs=2e-6)
     assert 0.0222 < fit["serial_fraction"] < 0.0667
     assert fit["serial_fraction_se"] > 0 and fit["points"] == 2

@@ -55,9 +55,9 @@ def test_optimizers():
 def test_communication_choice_and_nccl_on_cpus_refused_at_planning():
     import copy
 
+    from conftest import ROOT
     from snakemake.utils import validate
 
-    from conftest import ROOT
     from dlscale.sweep import SweepError, expand
     from dlscale.training import resolve_communication
 
@@ -75,9 +75,9 @@ def test_communication_choice_and_nccl_on_cpus_refused_at_planning():
 def test_the_custom_loop_with_horovod_is_refused_at_planning():
     import copy
 
+    from conftest import ROOT
     from snakemake.utils import validate
 
-    from conftest import ROOT
     from dlscale.sweep import SweepError, expand
 
     config = copy.deepcopy({"sweep": {"models": ["SimpleCNN"], "gpus": [2],

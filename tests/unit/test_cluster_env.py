@@ -4,11 +4,15 @@ import shutil
 import subprocess
 
 import pytest
-
 from conftest import IN_CI
 
-from dlscale.training import (RunError, expand_slurm_hostlist, expand_tasks_per_node,
-                              parse_hostlist, slurm_tf_config)
+from dlscale.training import (
+    RunError,
+    expand_slurm_hostlist,
+    expand_tasks_per_node,
+    parse_hostlist,
+    slurm_tf_config,
+)
 
 HOSTLISTS = {
     "gpu[01-02,05],login1": ["gpu01", "gpu02", "gpu05", "login1"],

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 
 import pytest
-
 from conftest import ROOT, run_snakemake
 
 CONFIGS = sorted([*(ROOT / "config").glob("*.yaml"), *(ROOT / "tests" / "configs").glob("*.yaml")])

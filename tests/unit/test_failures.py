@@ -8,19 +8,18 @@ import gzip
 import json
 import struct
 
-import numpy as np
-import pandas as pd
-import pytest
-from snakemake.utils import validate
-
 import aggregate
 import make_synthetic_cifar
-import parse_logs
+import numpy as np
+import pandas as pd
 import prepare_data
+import pytest
+import tabulate_run
 from conftest import ROOT
-from dlscale import outcomes
-from dlscale.sources import (DATASETS, DatasetError, _cifar_python_batch, parse_idx,
-                             read_idx_dataset)
+from snakemake.utils import validate
+
+from dlscale import contract, outcomes
+from dlscale.sources import DATASETS, DatasetError, _cifar_python_batch, parse_idx, read_idx_dataset
 from dlscale.sweep import SweepError, expand
 from dlscale.training import RunError, parse_slurm_duration, prepare_state
 
@@ -29,7 +28,7 @@ SCHEMA = str(ROOT / "config" / "schema.yaml")
 
 def write_attempts(folder, *statuses):
     for status in statuses:
-        outcomes.append_attempt(folder, {"status": status})
+        contract.append_attempt(folder, {"status": status})
 
 
 @pytest.mark.parametrize("statuses, attempt, factor", [
@@ -51,7 +50,7 @@ def test_attempt_and_runtime_factor_follow_the_history(tmp_path, statuses, attem
 
 def test_a_cut_attempt_line_does_not_hide_the_others(tmp_path):
     write_attempts(tmp_path, "failed")
-    with open(tmp_path / outcomes.ATTEMPTS, "a") as handle:
+    with open(tmp_path / contract.ATTEMPTS, "a") as handle:
         handle.write('{"status": "tim')
     assert outcomes.planned_attempt(tmp_path) == 2
 
@@ -190,22 +189,25 @@ def test_aggregate_names_the_file_and_the_missing_columns(tmp_path, capsys):
     assert not (tmp_path / "t").exists()
 
 
-def test_parse_logs_names_a_run_json_without_status(tmp_path, capsys):
+def test_a_run_record_without_a_required_key_is_named_with_its_file(tmp_path, capsys):
     (tmp_path / "train.log").write_text("Epoch 1/1\n4/4 - 1s - loss: 2.0 - accuracy: 0.2\n")
+    (tmp_path / "epochs.jsonl").write_text("")
     (tmp_path / "run.json").write_text('{"model": "M"}')
-    assert parse_logs.main([str(tmp_path / "train.log"), "--run-json", str(tmp_path / "run.json"),
-                            "-o", str(tmp_path / "e.csv")]) == 1
-    assert f"{tmp_path / 'run.json'} lacks the key status" in capsys.readouterr().err
+    assert tabulate_run.main([str(tmp_path), "-o", str(tmp_path / "e.csv")]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'run.json'} lacks the key(s) record_version, status" in err
+    assert not (tmp_path / "e.csv").exists()
 
 
 def test_a_failed_run_without_epochs_is_one_row_and_listed_as_failed(tmp_path):
     (tmp_path / "train.log").write_text("dlscale train: error before the first epoch\n")
-    (tmp_path / "run.json").write_text(json.dumps(
-        {"status": "failed", "failure": "2 GPU(s) asked for but TensorFlow sees 0"}))
+    (tmp_path / "epochs.jsonl").write_text("")
+    record = contract.RunRecord.ending(contract.Status.FAILED,
+                                       "2 GPU(s) asked for but TensorFlow sees 0")
+    (tmp_path / "run.json").write_text(json.dumps(record))
     out = tmp_path / "epochs.csv"
-    assert parse_logs.main([str(tmp_path / "train.log"), "--run-json", str(tmp_path / "run.json"),
-                            "--meta", "run=M/gpus2/rep1", "--meta", "model=M", "--meta", "gpus=2",
-                            "-o", str(out)]) == 0
+    assert tabulate_run.main([str(tmp_path), "--meta", "run=M/gpus2/rep1", "--meta", "model=M",
+                              "--meta", "gpus=2", "-o", str(out)]) == 0
     ok = pd.DataFrame({"run": ["M/gpus1/rep1"] * 2, "model": "M", "gpus": 1, "epoch": [1, 2],
                        "seconds": 3.0, "loss": 1.0, "accuracy": 0.5, "images_per_epoch": 300})
     ok.to_csv(tmp_path / "ok.csv", index=False)
@@ -223,6 +225,7 @@ def test_labels_are_drawn_literally_and_missing_points_are_named(tmp_path):
 
     matplotlib.use("Agg")
     import plot_scaling
+
     from dlscale.analysis import SCALING_COLUMNS
 
     labels = ["Bob's $5 & $6 study", "_under_score", "100% {braces}"]

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import ROOT
-from dlscale.keraslog import (LogError, compile_patterns, parse_runs, parse_text, read_text,
-                              settings_sequence)
+
+from dlscale.keraslog import (
+    LogError,
+    compile_patterns,
+    parse_runs,
+    parse_text,
+    read_text,
+    settings_sequence,
+)
 
 DATA = ROOT / "tests" / "data"
 STUDY = DATA / "reference-study"
@@ -152,7 +158,8 @@ def test_user_patterns_are_checked_and_used():
 
 def test_an_earlier_epoch_inside_a_run_is_a_warning_naming_the_line():
     text = ("Epoch 1/3\n4/4 - 1s - loss: 2.0 - accuracy: 0.2\nEpoch 2/3\n"
-            "4/4 - 1s - loss: 1.5 - accuracy: 0.4\nEpoch 2/3\n4/4 - 1s - loss: 1.4 - accuracy: 0.4\n"
+            "4/4 - 1s - loss: 1.5 - accuracy: 0.4\nEpoch 2/3\n"
+            "4/4 - 1s - loss: 1.4 - accuracy: 0.4\n"
             "Epoch 3/3\n4/4 - 1s - loss: 1.2 - accuracy: 0.5\n")
     runs = parse_runs(text, "job.out")
     assert len(runs) == 1 and [r["loss"] for r in runs[0].rows()] == [2.0, 1.4, 1.2]

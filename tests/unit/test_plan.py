@@ -7,9 +7,9 @@ import re
 import shlex
 
 import pytest
+from conftest import ROOT
 from snakemake.utils import validate
 
-from conftest import ROOT
 from dlscale.plan import PlanError, Study, check_raw_config, resolve_source
 
 SCHEMA = str(ROOT / "config" / "schema.yaml")

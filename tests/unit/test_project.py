@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import ROOT
 
-DEV_ONLY = {"pytest", "pytest-xdist", "execnet", "snakefmt"}  # test tools: in requirements.txt, not in the rules' env
+# test and lint tools: in requirements.txt, not in the rules' env
+DEV_ONLY = {"pytest", "pytest-xdist", "execnet", "snakefmt", "ruff"}
 
 
 def pins(lines) -> dict[str, str]:

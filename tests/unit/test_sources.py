@@ -9,10 +9,10 @@ import struct
 import tarfile
 from pathlib import Path
 
+import make_synthetic_cifar
 import numpy as np
 import pytest
 
-import make_synthetic_cifar
 from dlscale.sources import DatasetError, md5sum, parse_idx, read_dataset
 
 
@@ -46,7 +46,8 @@ def test_unpacked_python_folder_like_a_prestaged_cluster_copy(cifar_python, tmp_
 def test_md5_is_checked_before_reading(cifar_python):
     good = md5sum(cifar_python)
     assert read_dataset("cifar10", cifar_python, md5=good).labels["train"].size == 100
-    with pytest.raises(DatasetError, match=r"checksum mismatch .* md5 is [0-9a-f]{32}, expected 0{32}"):
+    with pytest.raises(DatasetError,
+                       match=r"checksum mismatch .* md5 is [0-9a-f]{32}, expected 0{32}"):
         read_dataset("cifar10", cifar_python, md5="0" * 32)
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-
 from conftest import ROOT
+
 from dlscale.telemetry import HOST_COLUMNS, read_telemetry, summarize
 
 RECORDED = ROOT / "tests" / "data" / "telemetry" / "telemetry.csv"

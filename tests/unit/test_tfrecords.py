@@ -6,9 +6,9 @@ import hashlib
 import json
 
 import numpy as np
+import prepare_data
 import pytest
 
-import prepare_data
 from dlscale.sources import DatasetError
 from dlscale.tfrecords import ExampleEncoder, make_dataset, shard_bounds
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pandas as pd
 import pytest
-
 from conftest import IN_CI, ROOT, run_snakemake, write_config
 
 pytestmark = pytest.mark.workflow
@@ -18,7 +18,8 @@ PLOTS = ["epoch_time", "throughput", "speedup", "efficiency", "accuracy", "overv
 def test_external_logs_alone_reproduce_the_published_study(tmp_path):
     runs = "\n".join(
         f"  - {{log: {STUDY}/ResNet50_{g}gpu.out, model: ResNet50V2, gpus: {g}, "
-        f"global_batch: {256 * g}, train_images: 50000, label: \"Bob's $5 study\"}}" for g in (1, 2, 4))
+        f"global_batch: {256 * g}, train_images: 50000, label: \"Bob's $5 study\"}}"
+        for g in (1, 2, 4))
     config = write_config(tmp_path / "c.yaml", f"sweep: {{models: []}}\nexternal_runs:\n{runs}\n")
     proc = run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
     assert "rule train" not in proc.stdout and "prepare_dataset" not in proc.stdout
@@ -38,7 +39,8 @@ def test_missing_external_log_fails_before_any_job(tmp_path):
                           "  - {log: /no/such.out, model: M, gpus: 1, global_batch: 8, "
                           "train_images: 80}\n")
     proc = run_snakemake(tmp_path, "-n", f"--configfile={config}", check=False)
-    assert proc.returncode != 0 and "external_runs[0]: log '/no/such.out' does not exist" in proc.stdout
+    assert proc.returncode != 0
+    assert "external_runs[0]: log '/no/such.out' does not exist" in proc.stdout
 
 
 def test_whole_sweep_ends_with_tables_plots_and_report(tmp_path, cifar_python):
@@ -74,7 +76,7 @@ analysis: {{accuracy_tolerance: 1.0}}
     assert "speedup" in html and "scaling.csv" in html
 
 
-@pytest.mark.skipif(not __import__("shutil").which("dot") and not IN_CI,
+@pytest.mark.skipif(not shutil.which("dot") and not IN_CI,
                     reason="graphviz's dot is missing (make sysdeps)")
 def test_dag_and_rulegraph_pictures_from_a_dry_run(tmp_path):
     import subprocess
@@ -126,7 +128,8 @@ analysis: {{accuracy_tolerance: 1.0}}
 
 @pytest.mark.parametrize("entry, words", [
     ("gpus: [1, 2], global_batch: 256",
-     "external_runs[0].gpus lists 2 value(s) but {log} holds 3 run(s) (starting at lines 1, 11, 21)"),
+     "external_runs[0].gpus lists 2 value(s) but {log} holds 3 run(s) "
+     "(starting at lines 1, 11, 21)"),
     ("global_batch: [256, 512, 1024]",
      "external_runs[0]: run 1 of {log} (line 1) states no gpus: give gpus in the entry"),
     ("gpus: [1, 2, 4], global_batch: 256, patterns: {global_batch: 'Batch \\d+'}",

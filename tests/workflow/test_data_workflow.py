@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import FASHION, ROOT, needs_fashion, run_snakemake, write_config
+
 from dlscale.sources import md5sum
 
 pytestmark = pytest.mark.workflow
@@ -15,7 +15,8 @@ PROFILE = ["--profile", str(ROOT / "profiles" / "local")]
 
 
 def _config(tmp_path: Path, data: str) -> Path:
-    return write_config(tmp_path / "config.yaml", f"data:\n{data}\nsweep: {{models: [SimpleCNN]}}\n")
+    return write_config(tmp_path / "config.yaml",
+                        f"data:\n{data}\nsweep: {{models: [SimpleCNN]}}\n")
 
 
 def test_local_archive_with_its_md5_gives_a_manifest_matching_the_archive(tmp_path, cifar_python):

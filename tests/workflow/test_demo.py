@@ -7,7 +7,6 @@ import re
 
 import pandas as pd
 import pytest
-
 from conftest import ROOT, needs_fashion, run_snakemake
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]

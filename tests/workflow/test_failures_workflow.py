@@ -10,7 +10,6 @@ import subprocess
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import ROOT, needs_fashion, run_snakemake, write_config
 
 pytestmark = pytest.mark.workflow

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
-
 import prepare_data
+import pytest
 from conftest import FASHION, needs_fashion, run_script
+
 from dlscale.tfrecords import make_dataset
 
 tf = pytest.importorskip("tensorflow")

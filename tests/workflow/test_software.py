@@ -7,7 +7,6 @@ import json
 import shutil
 
 import pytest
-
 from conftest import IN_CI, MODULES_INIT, ROOT, run_snakemake, site_modules, write_config
 
 pytestmark = pytest.mark.workflow

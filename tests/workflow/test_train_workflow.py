@@ -6,7 +6,6 @@ import json
 
 import pandas as pd
 import pytest
-
 from conftest import ROOT, comparison_config, run_snakemake, write_config
 
 pytestmark = pytest.mark.workflow
