@@ -12,15 +12,16 @@ SNAKEMAKE := $(VENV)/bin/snakemake
 SYSTEM_PACKAGES := graphviz dataset-fashion-mnist slurm-wlm munge openmpi-bin libopenmpi-dev \
 	environment-modules
 
-.PHONY: help setup horovod sysdeps demo test test-fast cluster-start cluster-stop dag bench lint docs clean
+.PHONY: help setup horovod sysdeps demo test test-loaded test-fast cluster-start cluster-stop dag bench lint docs clean
 
 help:
 	@echo "make demo   - set up and run the whole pipeline locally on config/demo.yaml"
 	@echo "make test   - set up and run all tests (builds .venv-horovod, starts a throw-away SLURM test cluster)"
+	@echo "make test-loaded - make test while every core is kept busy by a busy loop (no test may depend on speed)"
 	@echo "make horovod - build the Horovod environment (.venv-horovod; ~3 min the first time)"
 	@echo "make dag    - draw results/dag.svg and results/rulegraph.svg from a dry run"
 	@echo "make bench  - run the benchmarks in bench/ (results: docs/benchmarks.md)"
-	@echo "make lint   - snakemake --lint and snakefmt --check"
+	@echo "make lint   - snakemake --lint, snakefmt --check and ruff check"
 	@echo "make docs   - regenerate docs/configuration.md from config/schema.yaml"
 
 $(VENV)/.installed: requirements.txt pyproject.toml
@@ -86,6 +87,12 @@ test: setup sysdeps
 	$(MAKE) horovod
 	$(VENV)/bin/python -m pytest -n 2 --dist loadfile $(PYTEST_ARGS)
 
+# The same tests on a machine whose cores are all busy with other work: one busy loop per
+# core runs beside them until they end. Timing-dependent tests fail here.
+test-loaded: setup sysdeps
+	@loops=""; for i in $$(seq $$(nproc)); do ( while :; do :; done ) & loops="$$loops $$!"; done; \
+	trap 'kill $$loops' EXIT; echo "busy loops: $$loops"; $(MAKE) test
+
 test-fast: setup
 	$(VENV)/bin/python -m pytest -m "not cluster and not slow" $(PYTEST_ARGS)
 
@@ -115,6 +122,7 @@ bench: setup
 lint: setup
 	$(SNAKEMAKE) --lint -n
 	$(VENV)/bin/snakefmt --check Snakefile rules/
+	$(VENV)/bin/ruff check .
 
 docs: setup
 	$(VENV)/bin/python -m dlscale.schema_docs config/schema.yaml > docs/configuration.md.tmp

@@ -146,12 +146,11 @@ rule plot_scaling:
     params:
         script=script("plot_scaling.py"),
         plots=folder_of(0),
-        subtitle=STUDY.plot_subtitle(),
         compare=STUDY.compare_flags(),
     shell:
         "python {params.script:q} {input.scaling:q} --runs {input.runs:q} "
         "--amdahl {input.amdahl:q} {params.compare} "
-        "--out-dir {params.plots:q} --subtitle {params.subtitle:q} > {log:q} 2>&1"
+        "--out-dir {params.plots:q} > {log:q} 2>&1"
 
 
 # Last: fails (non-zero exit of the workflow) when a point failed, once the tables and

@@ -178,7 +178,7 @@ def record_end(out: Path, returncode: int, log: str | None, started: datetime,
     else:
         status = Status.FAILED
         reason = f"the training process exited with status {returncode} without a record{see}"
-    RunRecord.ending(status, reason, **planned_settings(command), **environment_facts(),
+    RunRecord.ending(status, reason, planned_settings(command), environment_facts(),
                      epochs_completed=len(read_epochs(out / STATE / EPOCHS)), notes=notes,
                      started=started.isoformat(timespec="seconds")).write(out)
 

@@ -93,7 +93,8 @@ def _defaults(epochs: pd.DataFrame) -> pd.DataFrame:
         epochs["run"] = epochs["file"].astype(str)
         if "log_run" in epochs:
             epochs["run"] += "#" + epochs["log_run"].astype(str)
-    for column in ("gpus_asked", "epochs_expected", "notes", "test_accuracy", "images_per_epoch",
+    for column in ("gpus_asked", "epochs_expected", "notes", "dataset", "device", "image_size",
+                   "resize", "test_accuracy", "images_per_epoch",
                    "failure", "synthetic_images_per_s", *TELEMETRY_FIELDS,
                    *(f"system_{name}" for name in SYSTEM_FIELDS)):
         if column not in epochs:
@@ -167,7 +168,8 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
             "synthetic_images_per_s": first["synthetic_images_per_s"],
             **{f"system_{name}": first[f"system_{name}"] for name in SYSTEM_FIELDS},
             "host": first.get("host"), "slurm_job_id": first.get("slurm_job_id"),
-            "notes": first["notes"],
+            "notes": first["notes"], "dataset": first["dataset"], "device": first["device"],
+            "image_size": first["image_size"], "resize": first["resize"],
             "status": first["status"], "epochs_expected": expected,
             "log_check": first["log_check"],
             "counted": not problems, "problem": "; ".join(problems),

@@ -101,12 +101,15 @@ class RunRecord(dict):
     read back by `read`."""
 
     @classmethod
-    def ending(cls, status: Status, failure: str | None, **facts) -> RunRecord:
-        """A record of `status` with the keys in REQUIRED (None unless given)."""
-        record = cls(dict.fromkeys(REQUIRED), **facts)
+    def ending(cls, status: Status, failure: str | None, *layers: dict, **facts) -> RunRecord:
+        """A record of `status` with the keys in REQUIRED (None unless given): the
+        `layers` of facts merged in order (a later one wins), then `facts`."""
+        record = cls(dict.fromkeys(REQUIRED))
+        for layer in (*layers, facts):
+            record.update(layer)
         record.update(record_version=RECORD_VERSION, status=Status(status).value,
                       failure=failure)
-        record["notes"] = list(facts.get("notes") or [])
+        record["notes"] = list(record["notes"] or [])
         record["finished"] = record["finished"] or now()
         return record
 

@@ -299,7 +299,7 @@ def record(settings, backend, plan, manifest: dict, precision: str, started: dat
     from dlscale import training as T
 
     return RunRecord.ending(
-        status, reason, **settings.planned(), **backend.facts(),
+        status, reason, settings.planned(), backend.facts(),
         replicas=backend.replicas, device_kind=settings.device,
         global_batch=plan.global_batch, optimizer=settings.optimizer, loop=settings.loop,
         model_file="model.keras" if settings.save_model and status is Status.COMPLETED
@@ -363,7 +363,7 @@ def record_failure(settings: Settings, reason: str, started: datetime) -> None:
     if not chief_process() or (settings.out / RUN_JSON).exists():
         return
     RunRecord.ending(
-        Status.FAILED, reason, **settings.planned(), **environment_facts(),
+        Status.FAILED, reason, settings.planned(), environment_facts(),
         epochs_completed=len(read_epochs(settings.out / STATE / EPOCHS)),
         started=started.isoformat(timespec="seconds"),
         command=[Path(sys.argv[0]).name, *sys.argv[1:]]).write(settings.out)

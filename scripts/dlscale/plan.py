@@ -296,10 +296,3 @@ class Study:
     def run_tables(self) -> list[str]:
         return ([f"{run_dir(k)}/{RUN_TABLE}" for k in self.points]
                 + [f"{EXTERNAL}/{k}/{RUN_TABLE}" for k in self.external])
-
-    def plot_subtitle(self) -> str:
-        if not self.points:
-            return "external runs"
-        # what the runs used (batch, epochs, precision ...) is added from runs.csv
-        return (f"{self.data['dataset']} at {self.data['image_size']} px, device "
-                f"{self.config['training']['device']}")

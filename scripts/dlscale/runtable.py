@@ -35,6 +35,8 @@ class RunTableError(ValueError):
 def record_columns(record: RunRecord) -> dict:
     columns = {c: record[k] for c, k in RECORD_COLUMNS.items() if record.get(k) is not None}
     columns["slurm_job_id"] = (record.get("env") or {}).get("SLURM_JOB_ID")
+    columns["dataset"] = (record.get("dataset") or {}).get("name")
+    columns["device"] = record.get("device_kind")
     system = record.get("system") or {}
     for name in SYSTEM_FIELDS:
         value = system.get(name)

@@ -229,7 +229,7 @@ def test_references_give_pass_fail_or_none_within_their_tolerances():
 
 
 def test_the_subtitle_says_what_the_drawn_runs_used_not_what_the_config_says():
-    from plot_scaling import describe_runs
+    from dlscale.plots import describe_runs
 
     runs = pd.DataFrame([
         {"run": "a", "source": "dlscale", "counted": True, "model": "ResNet50V2", "gpus": 2,

@@ -224,8 +224,7 @@ def test_labels_are_drawn_literally_and_missing_points_are_named(tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
-    import plot_scaling
-
+    from dlscale import plots as plot_scaling
     from dlscale.analysis import SCALING_COLUMNS
 
     labels = ["Bob's $5 & $6 study", "_under_score", "100% {braces}"]

@@ -54,3 +54,13 @@ def test_snakefmt_leaves_the_workflow_unchanged():
     proc = subprocess.run([str(snakefmt), "--check", str(ROOT / "Snakefile"),
                            str(ROOT / "rules")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_every_script_with_a_shebang_is_executable_in_git():
+    # the README shows `scripts/parse_logs.py ...`: it must run as written from a clone
+    listed = subprocess.run(["git", "ls-files", "-s", "scripts"], cwd=ROOT, capture_output=True,
+                            text=True, check=True).stdout.splitlines()
+    modes = {line.split()[3]: line.split()[0] for line in listed}
+    shebang = [p for p in modes if p.endswith(".py")
+               and (ROOT / p).read_text().startswith("#!")]
+    assert shebang and [p for p in shebang if modes[p] != "100755"] == []
