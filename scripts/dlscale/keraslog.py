@@ -80,8 +80,10 @@ def compile_patterns(patterns: dict[str, str] | None, where: str = "patterns"
     return compiled
 
 
-def settings_in(line: str, patterns: dict[str, re.Pattern] | None = None) -> dict[str, int]:
-    """The run settings a line states, as integers."""
+def settings_in(line: str, patterns: dict[str, re.Pattern] | None = None,
+                warn=None) -> dict[str, int]:
+    """The run settings a line states, as integers; a user pattern whose group matched
+    something that is not a number is said through `warn(message)`, not dropped silently."""
     found = {}
     for key, regexes in SETTINGS.items():
         for regex in regexes:
@@ -95,7 +97,9 @@ def settings_in(line: str, patterns: dict[str, re.Pattern] | None = None) -> dic
             try:
                 found[key] = int(float(m.group(1)))
             except (TypeError, ValueError):
-                pass
+                if warn is not None:
+                    warn(f"pattern {key} matched {m.group(1)!r}, which is not a number: "
+                         "ignored")
     return found
 
 
@@ -209,7 +213,8 @@ def parse_runs(text: str, path: str = "<log>",
                                         "line before the next epoch begins")
                 run._open, run.epochs_total = epoch, total
                 continue
-            if found := settings_in(segment, patterns):
+            if found := settings_in(segment, patterns, lambda message, run=run, at=number:
+                                    run.warnings.append(f"{path}:{at}: {message}")):
                 if run.epochs:
                     run = new_run(number)
                 run.settings.update(found)

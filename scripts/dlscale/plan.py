@@ -16,19 +16,18 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
 from dlscale.contract import BATCH, DATA, DOWNLOADS, EXTERNAL, RUN_TABLE, run_dir
+from dlscale.errors import PlanError
 from dlscale.external import entry_key
 from dlscale.external import resolve as resolve_external
 from dlscale.outcomes import failed_record, planned_attempt, runtime_factor
 from dlscale.sources import DATASETS, find_cached
-from dlscale.sweep import Point, SweepError, plan_sweep
+from dlscale.sweep import Point, plan_sweep
 
 URL_FILE_NAME = re.compile(r"[A-Za-z0-9._+-]+")
 # steps timed on synthetic input by analysis.synthetic_check (after as many untimed ones)
 SYNTHETIC_CHECK_STEPS = 10
 
 
-class PlanError(ValueError):
-    """The config asks for something that cannot run; the message says what and why."""
 
 
 def check_raw_config(config: dict) -> None:
@@ -107,10 +106,7 @@ class Study:
         self.config, self.basedir = config, Path(basedir)
         self.data = config["data"]
         self.data_dir = f"{DATA}/{self.data['dataset']}-{self.shard_size()}px"
-        try:
-            points, self.skipped = plan_sweep(config)
-        except SweepError as exc:
-            raise PlanError(f"invalid sweep: {exc}") from exc
+        points, self.skipped = plan_sweep(config)
         self.points = {p.key: p for p in points}
         self.warnings: list[str] = []
         self.external = self._external_runs()

@@ -13,6 +13,8 @@ import itertools
 import math
 from dataclasses import dataclass
 
+from dlscale.errors import PlanError
+
 # Smallest input each family accepts (keras.applications checks this at build time;
 # checking here fails before any job is submitted).
 MIN_IMAGE_SIZE = {"SimpleCNN": 8, "MLP": 8, "InceptionV3": 75, "InceptionResNetV2": 75,
@@ -20,8 +22,11 @@ MIN_IMAGE_SIZE = {"SimpleCNN": 8, "MLP": 8, "InceptionV3": 75, "InceptionResNetV
 DEFAULT_MIN_IMAGE_SIZE = 32
 
 
-class SweepError(ValueError):
-    """The sweep asks for something that cannot run; the message names the value."""
+class SweepError(PlanError):
+    """A sweep that cannot run (a planning error, said as "invalid sweep: ...")."""
+
+    def __str__(self) -> str:
+        return f"invalid sweep: {super().__str__()}"
 
 
 @dataclass(frozen=True)

@@ -177,3 +177,14 @@ def test_a_last_line_without_its_end_leaves_the_epoch_unfinished(ending):
     text = "".join(lines[:-1]) + ending
     log = parse_text(text, "cut.out")
     assert sorted(log.epochs) == [1, 2, 3, 4] and log.cut and log.cut_epoch == 5
+
+
+def test_a_pattern_matching_something_that_is_not_a_number_is_a_warning():
+    from dlscale.keraslog import compile_patterns
+
+    patterns = compile_patterns({"gpus": r"running on (\S+) GPUs"})
+    text = ("running on four GPUs\nEpoch 1/1\n4/4 - 1s - loss: 2.0 - accuracy: 0.2\n")
+    runs = parse_runs(text, "job.out", patterns)
+    assert "gpus" not in runs[0].settings
+    assert runs[0].warnings == ["job.out:1: pattern gpus matched 'four', which is not a "
+                                "number: ignored"]

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -64,3 +66,31 @@ def test_every_script_with_a_shebang_is_executable_in_git():
     shebang = [p for p in modes if p.endswith(".py")
                and (ROOT / p).read_text().startswith("#!")]
     assert shebang and [p for p in shebang if modes[p] != "100755"] == []
+
+
+def test_a_non_editable_install_finds_its_schema_and_plans_a_dry_run(tmp_path):
+    # the package as pip installs it (no source tree beside it), and a copy of the
+    # workflow without scripts/dlscale: planning must use the installed package alone
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
+                    "--target", str(site), str(ROOT)],
+                   check=True, capture_output=True, timeout=300)
+    assert (site / "dlscale" / "schema.yaml").is_file()
+    flow = tmp_path / "flow"
+    flow.mkdir()
+    for part in ("Snakefile", "rules", "config", "report", "profiles"):
+        source = ROOT / part
+        if source.is_dir():
+            shutil.copytree(source, flow / part, symlinks=False)
+        else:
+            shutil.copy(source, flow / part)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(site)
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-s", str(flow / "Snakefile"),
+                           "--directory", str(tmp_path / "work"), "--configfile",
+                           str(flow / "config" / "demo.yaml")],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    where = subprocess.run([sys.executable, "-c", "import dlscale; print(dlscale.__file__)"],
+                           capture_output=True, text=True, env=env, cwd=tmp_path, check=True)
+    assert where.stdout.startswith(str(site))

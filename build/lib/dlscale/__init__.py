@@ -1,0 +1,1 @@
+"""dlscale: shared logic for the workflow's scripts (data, training records, analysis)."""

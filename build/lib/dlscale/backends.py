@@ -1,0 +1,246 @@
+"""Training backends: one per distribution strategy, each owning what differs between them.
+
+A backend knows who this process is (rank, size, local rank), sets up the devices and
+the scope models are built in, wraps the optimizer, adds the callbacks it needs, shards
+the input, reduces metrics over the workers, says whether a killed run can resume, and
+adds its facts to run.json. `make_backend(kind, settings)` picks one, as tensorflow/models'
+`get_distribution_strategy` does; the driver (scripts/train.py) has no strategy branches.
+
+TensorFlow and Horovod are imported inside the methods, so that importing this module
+stays cheap.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tempfile
+from pathlib import Path
+
+from dlscale import cli as K
+from dlscale.training import (
+    RunError,
+    cuda_visible_devices,
+    make_optimizer,
+    make_strategy,
+    setup_devices,
+    slurm_tf_config,
+    worker_identity,
+)
+
+
+class Backend:
+    kind = ""
+    can_resume = True   # whether BackupAndRestore can bring a killed run back
+    several_processes = False
+
+    def __init__(self, settings):
+        self.settings = settings
+        self.rank, self.size, self.local_rank = self.identity()
+        if self.settings.gpus % self.size:
+            raise RunError(f"{self.settings.gpus} replicas cannot be shared by {self.size} "
+                           "workers", 2)
+        self.devices: list[str] = []
+        self.strategy = None
+        self.replicas = 0
+
+    @property
+    def chief(self) -> bool:
+        return self.rank == 0
+
+    def identity(self) -> tuple[int, int, int]:
+        return worker_identity()
+
+    def setup(self) -> None:
+        """Make the devices visible, build the strategy, check the replicas are as asked."""
+        self.devices = setup_devices(self.settings.device, self.settings.gpus // self.size,
+                                     self.several_processes, self.local_rank)
+        self.strategy = make_strategy(self.kind, self.devices, self.settings.device,
+                                      self.settings.communication)
+        self.replicas = self.strategy.num_replicas_in_sync
+        if self.replicas != self.settings.gpus:
+            raise RunError(
+                f"{self.settings.gpus} replicas asked for but TensorFlow uses {self.replicas} "
+                f"({self.size} worker(s), devices {self.devices}, "
+                f"CUDA_VISIBLE_DEVICES={cuda_visible_devices()})")
+
+    def scope(self):
+        return self.strategy.scope()
+
+    def optimizer(self, plan, schedule):
+        """The optimizer, its rate following the warm-up schedule."""
+        return make_optimizer(self.settings.optimizer, schedule, self.settings.momentum)
+
+    def lr_of(self, schedule):
+        """model -> the learning rate of the step it is at (for the records)."""
+        return lambda model: schedule(model.optimizer.iterations)
+
+    def callbacks(self, recorder, stop_on_nan, backup_dir: str, plan) -> list:
+        keras = K.keras()
+        # the recorder first, so an epoch is recorded before its backup is saved
+        return [recorder, stop_on_nan, keras.callbacks.BackupAndRestore(backup_dir)]
+
+    def datasets(self, train_input, test_input, global_batch: int):
+        import tensorflow as tf
+
+        train = self.strategy.distribute_datasets_from_function(train_input)
+        options = tf.data.Options()
+        options.experimental_distribute.auto_shard_policy = \
+            tf.data.experimental.AutoShardPolicy.DATA
+        return train, test_input(global_batch, 1, 0).with_options(options)
+
+    def reduce_test(self, test: dict, manifest: dict) -> dict:
+        return test  # the strategy evaluated over every replica already
+
+    saves_on_every_worker = False  # whether saving a model takes every worker
+
+    def save_model(self, model, path: Path) -> None:
+        """The chief writes `path`; where saving takes every worker, the others write to
+        a folder of their own that is removed at once (TensorFlow's multi-worker recipe)."""
+        if self.chief:
+            model.save(str(path))
+        elif self.saves_on_every_worker:
+            with tempfile.TemporaryDirectory(prefix=f"worker{self.rank}-") as scratch:
+                model.save(str(Path(scratch) / path.name))
+
+    def agree(self, flag: bool) -> bool:
+        """Whether any worker says so: every worker takes the same decision."""
+        return bool(flag)
+
+    def facts(self) -> dict:
+        return {"strategy": self.kind, "workers": self.size,
+                "devices": list(self.strategy.extended.worker_devices), "cluster": None,
+                "communication": None, "horovod": None}
+
+
+class Mirrored(Backend):
+    kind = "mirrored"
+
+    def __init__(self, settings):
+        super().__init__(settings)
+        if self.size > 1:
+            raise RunError(f"strategy mirrored runs in one process, but {self.size} workers "
+                           "were started: use multiworker", 2)
+
+
+class MultiWorker(Backend):
+    kind = "multiworker"
+    several_processes = True
+    saves_on_every_worker = True
+
+    def identity(self) -> tuple[int, int, int]:
+        if not os.environ.get("TF_CONFIG") and "SLURM_PROCID" in os.environ:
+            os.environ["TF_CONFIG"] = json.dumps(slurm_tf_config(dict(os.environ)))
+        return worker_identity()
+
+    def agree(self, flag: bool) -> bool:
+        import tensorflow as tf
+
+        values = self.strategy.run(lambda: tf.constant(float(flag)))
+        return bool(self.strategy.reduce(tf.distribute.ReduceOp.SUM, values, axis=None) > 0)
+
+    def facts(self) -> dict:
+        from dlscale.training import resolve_communication
+
+        return {**super().facts(),
+                "cluster": json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"],
+                "communication": resolve_communication(self.settings.communication,
+                                                       self.settings.device)}
+
+
+class Horovod(Backend):
+    """One process per GPU started by horovodrun (or the site's MPI launcher); Horovod
+    averages the gradients itself, so there is no tf.distribute strategy."""
+    kind = "horovod"
+    can_resume = False  # every rank would have to restore the same epoch (not yet)
+    several_processes = True
+
+    def identity(self) -> tuple[int, int, int]:
+        try:
+            import horovod.tensorflow.keras as hvd
+        except ImportError as exc:
+            raise RunError(f"strategy horovod needs Horovod: {exc} (make horovod builds "
+                           ".venv-horovod; run train.py with its python)", 2) from exc
+        hvd.init()
+        self.hvd = hvd
+        return hvd.rank(), hvd.size(), hvd.local_rank()
+
+    def setup(self) -> None:
+        import tensorflow as tf
+
+        self.devices = setup_devices(self.settings.device, self.settings.gpus // self.size, True,
+                                     self.local_rank)
+        self.strategy = tf.distribute.get_strategy()
+        self.replicas = self.size
+        # where the ranks ran (SLURM's node name: the test cluster's nodes share a host);
+        # every rank takes part, rank 0 records it
+        import horovod.tensorflow as hvd_tf
+
+        node = os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+        self.nodes = sorted(set(hvd_tf.allgather_object(node)))
+
+    def optimizer(self, plan, schedule):
+        # the course's recipe: lr x size, reached by Horovod's warm-up callback. Horovod
+        # 0.28 works with Keras' legacy optimizers (its warm-up callback sets the momentum
+        # variable that the newer optimizers no longer have)
+        return self.hvd.DistributedOptimizer(
+            make_optimizer(self.settings.optimizer, plan.lr, self.settings.momentum, legacy=True))
+
+    def lr_of(self, schedule):
+        keras = K.keras()
+        return lambda model: keras.backend.get_value(model.optimizer.learning_rate)
+
+    def callbacks(self, recorder, stop_on_nan, backup_dir: str, plan) -> list:
+        hvd = self.hvd
+        # weights broadcast from rank 0; metrics averaged before the recorder writes them
+        callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+                     hvd.callbacks.MetricAverageCallback(), recorder, stop_on_nan]
+        if plan.warmup_steps > 0:
+            callbacks.append(hvd.callbacks.LearningRateWarmupCallback(
+                initial_lr=plan.lr, warmup_epochs=self.settings.warmup_epochs,
+                steps_per_epoch=plan.steps))
+        return callbacks
+
+    def datasets(self, train_input, test_input, global_batch: int):
+        import tensorflow as tf
+
+        context = tf.distribute.InputContext(num_input_pipelines=self.size,
+                                             input_pipeline_id=self.rank,
+                                             num_replicas_in_sync=self.size)
+        return (train_input(context),
+                test_input(self.settings.batch_per_gpu, self.size, self.rank))
+
+    def reduce_test(self, test: dict, manifest: dict) -> dict:
+        """Each rank saw its shard of the test set: weigh its metrics by its records."""
+        import tensorflow as tf
+
+        from dlscale.tfrecords import shard_records
+
+        seen = float(shard_records(manifest, "test", self.size, self.rank))
+        total = self.hvd.allreduce(tf.constant(seen), op=self.hvd.Sum)
+        return {k: float(self.hvd.allreduce(tf.constant(v * seen), op=self.hvd.Sum) / total)
+                for k, v in test.items()}
+
+    def agree(self, flag: bool) -> bool:
+        import tensorflow as tf
+
+        return bool(self.hvd.allreduce(tf.constant(float(flag)), op=self.hvd.Sum) > 0)
+
+    def facts(self) -> dict:
+        hvd = self.hvd
+        return {"strategy": self.kind, "workers": self.size, "devices": self.devices,
+                "cluster": None, "communication": "horovod",
+                "horovod": {"size": hvd.size(), "local_size": hvd.local_size(),
+                            "nodes": self.nodes,
+                            "controller": "mpi" if hvd.mpi_enabled() else "gloo",
+                            "gloo": bool(hvd.gloo_built()), "mpi": bool(hvd.mpi_built())}}
+
+
+BACKENDS = {b.kind: b for b in (Mirrored, MultiWorker, Horovod)}
+
+
+def make_backend(kind: str, settings) -> Backend:
+    if kind not in BACKENDS:
+        raise RunError(f"unknown strategy '{kind}': expected one of {', '.join(BACKENDS)}", 2)
+    return BACKENDS[kind](settings)

@@ -1,0 +1,78 @@
+"""Writing outputs so that a reader never sees half a file."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from contextlib import contextmanager
+from pathlib import Path
+
+
+@contextmanager
+def atomic(path: str | Path):
+    """Yield a temporary path beside `path` to write to; it replaces `path` only when the
+    block ends without an error, and is removed otherwise. The temporary name keeps the
+    suffix, so tools that choose a format by it (matplotlib, pandas) still do."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_json_atomic(path: str | Path, data) -> None:
+    with atomic(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def read_jsonl(path: str | Path, after_a_bad_line: str = "stop") -> list:
+    """The objects of a JSON-lines file ([] if it is missing). A line that does not
+    parse (cut by a kill) ends the reading ("stop": what follows is not trusted) or is
+    passed over ("skip": each line stands alone)."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    items = []
+    for line in path.read_text().splitlines():
+        try:
+            items.append(json.loads(line))
+        except json.JSONDecodeError:
+            if after_a_bad_line == "stop":
+                break
+    return items
+
+
+def append_jsonl(path: str | Path, item) -> None:
+    """One JSON line, on disk before this returns (a kill right after keeps it)."""
+    with open(path, "a") as handle:
+        handle.write(json.dumps(item) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def write_table(table, path: str | Path) -> None:
+    """A pandas table as CSV (6 significant digits), whole or not at all."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with atomic(path) as tmp:
+        table.to_csv(tmp, index=False, float_format="%.6g")
+
+
+# the leading columns of a per-run table, in this order; any others follow, sorted
+RUN_TABLE_FIRST = ["run", "source", "series", "model", "gpus", "nodes", "strategy", "precision",
+                   "repeat", "global_batch", "images_per_epoch", "status", "log_check", "file",
+                   "log_run", "epoch", "epochs_total", "steps", "samples", "seconds",
+                   "seconds_log", "loss", "accuracy", "lr", "cut"]
+
+
+def write_rows(rows: list[dict], path: str | Path) -> None:
+    """Dicts as a CSV table (a per-run table's columns first), whole or not at all."""
+    columns = [c for c in RUN_TABLE_FIRST if any(c in r for r in rows)]
+    columns += sorted({k for r in rows for k in r} - set(columns))
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with atomic(path) as tmp, open(tmp, "w", newline="") as handle:
+        writer = csv.DictWriter(handle, columns)
+        writer.writeheader()
+        writer.writerows(rows)

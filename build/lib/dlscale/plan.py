@@ -1,0 +1,294 @@
+"""What the workflow plans, without Snakemake: the study read from the validated config.
+
+rules/common.smk builds one `Study` per run of Snakemake and its small wildcard
+functions read from it. Everything here is plain Python and unit-tested; a problem
+raises PlanError with a one-line message naming the key and what was expected.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path, PurePosixPath
+from urllib.parse import urlparse
+
+from dlscale.contract import BATCH, DATA, DOWNLOADS, EXTERNAL, RUN_TABLE, run_dir
+from dlscale.errors import PlanError
+from dlscale.external import entry_key
+from dlscale.external import resolve as resolve_external
+from dlscale.outcomes import failed_record, planned_attempt, runtime_factor
+from dlscale.sources import DATASETS, find_cached
+from dlscale.sweep import Point, plan_sweep
+
+URL_FILE_NAME = re.compile(r"[A-Za-z0-9._+-]+")
+# steps timed on synthetic input by analysis.synthetic_check (after as many untimed ones)
+SYNTHETIC_CHECK_STEPS = 10
+
+
+
+
+def check_raw_config(config: dict) -> None:
+    """What validation cannot say well: an all-digit md5 that YAML read as a number."""
+    md5 = (config.get("data") or {}).get("md5")
+    if isinstance(md5, (int, float)) and not isinstance(md5, bool):
+        raise PlanError(f"data.md5 was read as the number {md5!r}: put the checksum in quotes, "
+                        'e.g. md5: "c58f30108f718f92721af3b95e74349a"')
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a dataset comes from: the path prepare_data.py reads, the md5 it checks,
+    and the downloads (target -> (url, md5)) that must happen first."""
+    dataset: str
+    path: str
+    md5: str | None = None
+    downloads: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+
+    def prepare_flags(self, data: dict, size: int | str) -> str:
+        flags = [f"--dataset {self.dataset}", f"--source {shlex.quote(self.path)}",
+                 f"--image-size {size}", f"--shards {data['shards']}"]
+        if self.md5:
+            flags.append(f"--md5 {shlex.quote(self.md5)}")
+        if self.dataset == data["dataset"]:
+            for key in ("limit_train", "limit_test"):
+                if data[key]:
+                    flags.append(f"--{key.replace('_', '-')} {data[key]}")
+        return " ".join(flags)
+
+
+def resolve_source(data: dict, dataset: str) -> Source:
+    """The configured source for the configured dataset ('auto' for any other)."""
+    spec = DATASETS[dataset]
+    configured = dataset == data["dataset"]
+    source = data["source"] if configured else "auto"
+    md5 = data["md5"] if configured else None
+    if source == "auto":
+        cached = find_cached(spec)
+        if cached is not None:
+            return Source(dataset, str(cached))
+        targets = {f"{DOWNLOADS}/{dataset}/{f.name}": (f.url, f.md5) for f in spec.files}
+        path = next(iter(targets)) if len(targets) == 1 else f"{DOWNLOADS}/{dataset}"
+        return Source(dataset, path, None, targets)
+    if "://" in source:
+        name = PurePosixPath(urlparse(source).path).name
+        if not URL_FILE_NAME.fullmatch(name):
+            raise PlanError(f"data.source '{source}': the file name '{name}' may hold only "
+                            "letters, digits and . _ + - (it names the downloaded file)")
+        official = {f.name: f.md5 for f in spec.files}
+        target = f"{DOWNLOADS}/{dataset}/{name}"
+        return Source(dataset, target, None, {target: (source, md5 or official.get(name))})
+    path = Path(source).expanduser()
+    if not path.exists():
+        raise PlanError(f"data.source '{source}' does not exist: expected 'auto', an URL, or a "
+                        f"local {dataset} archive or folder")
+    if md5 and not path.is_file():
+        raise PlanError(f"data.md5 is set but data.source '{source}' is a folder: a checksum "
+                        "applies to an archive file (leave md5 null for a folder)")
+    return Source(dataset, str(path), md5)
+
+
+def meta_flags(meta: dict) -> str:
+    """--meta KEY=VALUE flags for parse_logs.py, quoted for the shell."""
+    return " ".join(f"--meta {shlex.quote(f'{k}={v}')}" for k, v in meta.items())
+
+
+def batch_file(p: Point) -> str:
+    return f"{BATCH}/{p.model}/{p.precision}.json"
+
+
+class Study:
+    """The validated config, read once: points, external runs, sources, flags."""
+
+    def __init__(self, config: dict, basedir: str | Path):
+        self.config, self.basedir = config, Path(basedir)
+        self.data = config["data"]
+        self.data_dir = f"{DATA}/{self.data['dataset']}-{self.shard_size()}px"
+        points, self.skipped = plan_sweep(config)
+        self.points = {p.key: p for p in points}
+        self.warnings: list[str] = []
+        self.external = self._external_runs()
+        self.references = self._references()
+        self.compare = self._compared()
+        self._sources: dict[str, Source] = {}
+        if not self.points and not self.external:
+            raise PlanError("nothing to run: sweep.models is empty and there are no "
+                            "external_runs")
+
+    def notes(self) -> list[str]:
+        """What a user should know before anything runs: warnings about external runs,
+        and the failed points that are planned again."""
+        notes = [f"note: {n}" for n in self.skipped] + [f"warning: {w}" for w in self.warnings]
+        for key in self.points:
+            failed = failed_record(run_dir(key))
+            if failed:
+                notes.append(f"point {key} ended {failed['status']} ({failed.get('failure')}): "
+                             "it is planned again")
+        return notes
+
+    def attempt(self, p: Point) -> int:
+        """Grows when an attempt at the point fails, so the next run plans it again."""
+        return planned_attempt(run_dir(p.key))
+
+    def runtime(self, p: Point) -> int:
+        """Minutes: runtime_min, times 1 + the timeouts since the point last completed."""
+        return p.runtime * runtime_factor(run_dir(p.key))
+
+    def shard_size(self) -> int:
+        """The shards' image size: data.image_size when preparation resizes, the dataset's
+        own size when the model does (data.resize: on_device)."""
+        if self.data["resize"] == "on_device":
+            return DATASETS[self.data["dataset"]].native_shape[0]
+        return self.data["image_size"]
+
+    def source(self, dataset: str) -> Source:
+        """Resolved once per dataset (it looks at the file system)."""
+        if dataset not in self._sources:
+            self._sources[dataset] = resolve_source(self.data, dataset)
+        return self._sources[dataset]
+
+    def download(self, dataset: str, filename: str) -> tuple[str, str | None]:
+        target = f"{DOWNLOADS}/{dataset}/{filename}"
+        downloads = self.source(dataset).downloads
+        if target not in downloads:
+            raise PlanError(f"{target} is not a download of the configured data source")
+        return downloads[target]
+
+    # --- training points ---------------------------------------------------------------
+
+    def train_flags(self, p: Point) -> str:
+        flags = {"model": p.model, "gpus": p.gpus, "nodes": p.nodes, "strategy": p.strategy,
+                 "epochs": p.epochs, "base-lr": p.base_lr, "optimizer": p.optimizer,
+                 "loop": p.loop,
+                 "lr-scaling": p.lr_scaling,
+                 "warmup-epochs": p.warmup_epochs, "momentum": p.momentum,
+                 "precision": p.precision, "device": p.device, "seed": p.seed,
+                 "shuffle-buffer": self.data["shuffle_buffer"],
+                 "image-size": self.data["image_size"],
+                 "communication": p.communication,
+                 "telemetry-interval": self.config["training"]["telemetry_interval_s"]}
+        if self.config["analysis"]["synthetic_check"]:
+            flags["synthetic-check-steps"] = SYNTHETIC_CHECK_STEPS
+        if p.profile_steps:
+            flags["profile-steps"] = ",".join(map(str, p.profile_steps))
+        if p.batch_per_gpu == "auto":
+            flags["batch-per-gpu-file"] = batch_file(p)
+        else:
+            flags["batch-per-gpu"] = p.batch_per_gpu
+        text = " ".join(f"--{k} {shlex.quote(str(v))}" for k, v in flags.items())
+        switches = {"xla": p.xla, "save-model": p.save_model, "tensorboard": p.tensorboard}
+        return text + "".join(f" --{k}" if on else f" --no-{k}" for k, on in switches.items())
+
+    def launch_flags(self, p: Point) -> str:
+        flags = f"--tasks {p.tasks} --tasks-per-node {p.tasks_per_node} --nodes {p.nodes}"
+        launcher = self.config["horovod"]["mpi_launcher"]
+        if p.strategy == "horovod":
+            flags += " --horovod" + (f" --mpi-launcher {shlex.quote(launcher)}" if launcher
+                                     else "")
+            flags += " --timeline" if self.config["horovod"]["timeline"] else ""
+        return flags
+
+    @cached_property
+    def horovod_python(self) -> str:
+        python = Path(self.config["horovod"]["python"])
+        return str(python if python.is_absolute() else self.basedir / python)
+
+    def python(self, p: Point) -> str:
+        """The interpreter of a point: the Horovod environment's for horovod points."""
+        return self.horovod_python if p.strategy == "horovod" else "python"
+
+    def point_meta(self, p: Point) -> str:
+        """The planned values; run.json's (the replicas TensorFlow used ...) replace them."""
+        return meta_flags({"run": p.key, "series": p.series, "repeat": p.rep,
+                           "model": p.model, "gpus": p.gpus, "gpus_asked": p.gpus,
+                           "nodes": p.nodes, "strategy": p.strategy, "precision": p.precision,
+                           "scaling": p.scaling, "epochs_expected": p.epochs})
+
+    # --- analysis ------------------------------------------------------------------------
+
+    def _external_runs(self) -> dict[str, tuple[dict, list[dict]]]:
+        """{key: (entry, per-run values)}, each log read now: what it lacks fails here."""
+        runs = {}
+        for index, item in enumerate(self.config["external_runs"]):
+            where = f"external_runs[{index}]"
+            for name in ("log", "err_log"):
+                if item.get(name) and not Path(item[name]).is_file():
+                    raise PlanError(f"{where}: {name} '{item[name]}' does not exist")
+            key = entry_key(item)
+            if key in runs:
+                raise PlanError(f"{where}: a second entry for model {item['model']} and log "
+                                f"{Path(item['log']).name} (set repeat for a repeated study)")
+            try:
+                per_run, warnings = resolve_external(item, where)
+            except ValueError as exc:
+                raise PlanError(str(exc)) from exc
+            self.warnings += warnings
+            runs[key] = (item, per_run)
+        return runs
+
+    def _references(self) -> list[dict]:
+        from dlscale import schema
+        from dlscale.references import ReferenceError, load
+
+        spec = self.config["references"]
+        if not spec:
+            return []
+        try:
+            return load(spec, self.basedir, schema.load())
+        except ReferenceError as exc:
+            raise PlanError(str(exc)) from exc
+
+    def _compared(self) -> list[tuple[str, str]]:
+        """(label, path) of each compared study, its table read now: a missing file or
+        column fails here, not after the training."""
+        from dlscale.analysis import read_table
+        from dlscale.vocabulary import COMPARED_COLUMNS
+
+        compared, labels = [], set()
+        for index, item in enumerate(self.config["compare"]):
+            where = f"compare[{index}]"
+            if item["label"] in labels:
+                raise PlanError(f"{where}: label '{item['label']}' is given twice")
+            labels.add(item["label"])
+            if not Path(item["scaling"]).is_file():
+                raise PlanError(f"{where}: scaling '{item['scaling']}' does not exist")
+            try:
+                read_table(item["scaling"], list(COMPARED_COLUMNS))
+            except ValueError as exc:
+                raise PlanError(f"{where}: {exc}") from exc
+            compared.append((item["label"], item["scaling"]))
+        return compared
+
+    def compare_flags(self) -> str:
+        return " ".join(f"--compare {shlex.quote(f'{label}={path}')}"
+                        for label, path in self.compare)
+
+    def analysis_flags(self) -> str:
+        a = self.config["analysis"]
+        flags = [f"--skip-epochs {a['skip_epochs']}",
+                 f"--accuracy-tolerance {a['accuracy_tolerance']}"]
+        if a["target_accuracy"] is not None:
+            flags.append(f"--target-accuracy {a['target_accuracy']}")
+        if a["gpu_hour_price"] is not None:
+            flags.append(f"--gpu-hour-price {a['gpu_hour_price']}")
+        if self.references:
+            flags.append(f"--references {shlex.quote(json.dumps(self.references))}")
+        return " ".join(flags)
+
+    def external_flags(self, key: str) -> str:
+        """--meta for the entry, --per-run for each run's values, --pattern for patterns."""
+        item, per_run = self.external[key]
+        meta = {"run": f"external/{key}", "source": "external",
+                "series": item.get("label", f"{item['model']} (external)"),
+                "model": item["model"], "nodes": item["nodes"], "repeat": item["repeat"],
+                "images_per_epoch": item["train_images"], "precision": item["precision"],
+                "strategy": item["strategy"]}
+        patterns = "".join(f" --pattern {shlex.quote(f'{k}={v}')}"
+                           for k, v in item.get("patterns", {}).items())
+        return f"{meta_flags(meta)} --per-run {shlex.quote(json.dumps(per_run))}{patterns}"
+
+    def run_tables(self) -> list[str]:
+        return ([f"{run_dir(k)}/{RUN_TABLE}" for k in self.points]
+                + [f"{EXTERNAL}/{k}/{RUN_TABLE}" for k in self.external])

@@ -1,0 +1,246 @@
+"""Sweep expansion: the validated config becomes one Point per training run.
+
+Pure Python (no Snakemake, no TensorFlow) so that rules/common.smk and the tests share
+it. A point's `key` is its run folder below results/runs/: `{model}/gpus{g}/rep{r}` for
+the study, with `nodes{n}/` (an explicit list of node counts), `{strategy}/`, `{loop}/`
+and `{precision}/` levels added only when the sweep varies them. With `nodes: auto` a
+point's nodes follow from its GPUs (as few nodes as hold them), so no level is needed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+from dlscale.errors import PlanError
+
+# Smallest input each family accepts (keras.applications checks this at build time;
+# checking here fails before any job is submitted).
+MIN_IMAGE_SIZE = {"SimpleCNN": 8, "MLP": 8, "InceptionV3": 75, "InceptionResNetV2": 75,
+                  "Xception": 71, "NASNetLarge": 32, "NASNetMobile": 32}
+DEFAULT_MIN_IMAGE_SIZE = 32
+
+
+class SweepError(PlanError):
+    """A sweep that cannot run (a planning error, said as "invalid sweep: ...")."""
+
+    def __str__(self) -> str:
+        return f"invalid sweep: {super().__str__()}"
+
+
+@dataclass(frozen=True)
+class Point:
+    key: str
+    series: str          # one line in the plots: model, plus what else the sweep varies
+    model: str
+    gpus: int            # total replicas
+    nodes: int
+    gpus_per_node: int
+    rep: int
+    strategy: str
+    precision: str
+    epochs: int
+    batch_per_gpu: int | str   # "auto": results/batch/{model}/{precision}.json decides
+    global_batch: int | None
+    scaling: str         # weak: batch per GPU kept; strong: global batch kept
+    base_lr: float
+    optimizer: str
+    loop: str
+    lr_scaling: str
+    warmup_epochs: float
+    momentum: float
+    xla: bool
+    device: str
+    seed: int
+    communication: str
+    save_model: bool
+    tensorboard: bool
+    profile_steps: tuple[int, int] | None
+    tasks: int           # worker processes (1 for mirrored)
+    tasks_per_node: int
+    cpus_per_task: int
+    mem_mb: int          # per node
+    runtime: int         # minutes
+    gres: str | None     # per node
+
+    @property
+    def tasks_per_gpu(self) -> int:
+        """1 when every worker owns one GPU (SLURM's --ntasks-per-gpu=1), else 0 (unset)."""
+        return 1 if self.tasks_per_node == self.gpus_per_node else 0
+
+
+def model_settings(config: dict, model: str) -> dict:
+    """training and resources settings of a model, its per-model overrides applied."""
+    return {**config["training"], **config["resources"], **config.get("models", {}).get(model, {})}
+
+
+def finder_resources(config: dict, model: str) -> dict:
+    """One GPU's worth of a model's resources, for its batch-size search."""
+    over, gres = model_settings(config, model), config["resources"]["gres"]
+    return {"gres": gres.format(gpus=1) if gres else "", "cpus_per_task": over["cpus_per_gpu"],
+            "mem_mb": over["mem_mb_per_gpu"], "runtime": over["runtime_min"]}
+
+
+def check_batches(points: list[Point], config: dict) -> None:
+    """What train.py would refuse, refused before any job: a global batch larger than the
+    training images (data.limit_train, or the official dataset's size), and a batch
+    search on CPUs."""
+    from dlscale.sources import DATASETS
+
+    data = config["data"]
+    known = DATASETS[data["dataset"]].train_images
+    if data["limit_train"] and data["limit_train"] > known:
+        raise SweepError(f"data.limit_train is {data['limit_train']} but {data['dataset']} has "
+                         f"{known} training images")
+    images, where = ((data["limit_train"], "data.limit_train") if data["limit_train"] else
+                     (known, f"{data['dataset']}'s training set"))
+    if config["training"]["communication"] == "nccl" and config["training"]["device"] == "cpu":
+        raise SweepError("training.communication nccl needs GPUs, but training.device is cpu: "
+                         "use auto or ring")
+    for p in points:
+        if p.batch_per_gpu == "auto" and p.device == "cpu":
+            raise SweepError(f"point {p.key}: batch_per_gpu auto searches on a GPU, but "
+                             "training.device is cpu: give batch_per_gpu as a number")
+        if p.global_batch is not None and p.global_batch > images:
+            raise SweepError(
+                f"point {p.key}: global batch {p.global_batch} (batch_per_gpu "
+                f"{p.batch_per_gpu} x {p.gpus} GPUs) is larger than the {images} training "
+                f"images of {where}: lower batch_per_gpu or raise data.limit_train")
+
+
+def node_counts(gpus: int, nodes, per_node_max: int) -> list[int]:
+    """The node counts a point with `gpus` GPUs is tried on: auto = as few as hold them."""
+    return [math.ceil(gpus / per_node_max)] if nodes == "auto" else list(nodes)
+
+
+def why_not(gpus: int, nodes: int, chosen: str, strategy_listed: bool, config: dict) -> str | None:
+    """Why `gpus` GPUs on `nodes` nodes with strategy `chosen` cannot run, or None."""
+    most = config["resources"]["max_gpus_per_node"]
+    if gpus < nodes:
+        return f"{gpus} GPU(s) cannot span {nodes} nodes"
+    if gpus % nodes:
+        return f"{gpus} GPUs cannot be shared equally by {nodes} nodes"
+    if gpus // nodes > most:
+        return (f"{gpus} GPUs on {nodes} node(s) need {gpus // nodes} GPUs per node, but "
+                f"resources.max_gpus_per_node is {most}")
+    if chosen == "mirrored" and nodes > 1:
+        return (f"strategy mirrored runs on one node, not {nodes}"
+                + ("" if strategy_listed else ": use multiworker for multi-node points"))
+    if chosen == "horovod" and nodes > 1 and not config["horovod"]["mpi_launcher"]:
+        return (f"strategy horovod across {nodes} nodes needs Horovod built with MPI and "
+                "horovod.mpi_launcher (e.g. 'mpirun')")
+    return None
+
+
+def batch_of(over: dict, gpus: int, scaling: str, model: str) -> tuple[int | str, int | None]:
+    """(batch per GPU, global batch): weak keeps the first, strong the second."""
+    if scaling == "weak":
+        per_gpu = over["batch_per_gpu"]
+        return per_gpu, (per_gpu * gpus if per_gpu != "auto" else None)
+    total = over.get("global_batch")
+    if not total:
+        raise SweepError(f"sweep.scaling strong keeps the global batch, but {model} has none: "
+                         "set training.global_batch (or models.<model>.global_batch)")
+    if total % gpus:
+        raise SweepError(f"sweep.scaling strong: global batch {total} of {model} cannot be "
+                         f"split equally over {gpus} GPUs")
+    return total // gpus, total
+
+
+def plan_sweep(config: dict) -> tuple[list[Point], list[str]]:
+    """All points of the sweep in a stable order, and a note per combination of GPUs,
+    nodes and strategy that cannot run and was left out. Raises SweepError on a setting
+    that cannot run at all, or when no point is left."""
+    sweep, training, res = config["sweep"], config["training"], config["resources"]
+    precisions = sweep.get("precision") or [training["precision"]]
+    strategies = sweep.get("strategy") or [None]
+    loops = sweep.get("loop") or [training["loop"]]
+    scaling = sweep["scaling"]
+    image_size = config["data"]["image_size"]
+    node_level = sweep["nodes"] != "auto" and len(sweep["nodes"]) > 1
+    points, skipped = [], {}
+    for model, strategy, loop, precision, gpus, rep in itertools.product(
+            sweep["models"], strategies, loops, precisions, sweep["gpus"],
+            range(1, sweep["repeats"] + 1)):
+        need = MIN_IMAGE_SIZE.get(model, DEFAULT_MIN_IMAGE_SIZE)
+        if image_size < need:
+            raise SweepError(f"model {model} needs images of at least {need}px, but "
+                             f"data.image_size is {image_size}")
+        over = model_settings(config, model)
+        batch_per_gpu, global_batch = batch_of(over, gpus, scaling, model)
+        for nodes in node_counts(gpus, sweep["nodes"], res["max_gpus_per_node"]):
+            chosen = strategy or ("multiworker" if nodes > 1 else "mirrored")
+            reason = why_not(gpus, nodes, chosen, strategy is not None, config)
+            if reason:
+                skipped.setdefault((gpus, nodes, chosen), reason)
+                continue
+            if chosen == "horovod" and loop == "custom":
+                raise SweepError("the custom training loop runs mirrored and multiworker points; "
+                                 "horovod points train with fit (training.loop or sweep.loop)")
+            points.append(make_point(config, model, gpus, nodes, chosen, loop, precision, rep,
+                                     batch_per_gpu, global_batch, levels=(
+                                         node_level, len(strategies) > 1, len(loops) > 1,
+                                         len(precisions) > 1)))
+    notes = [f"sweep: {gpus} GPU(s) on {nodes} node(s) with {chosen} left out: {reason}"
+             for (gpus, nodes, chosen), reason in skipped.items()]
+    if sweep["models"] and not points:
+        raise SweepError("no point of the sweep can run: " + "; ".join(
+            dict.fromkeys(skipped.values())))
+    check_points(points, config)
+    return points, notes
+
+
+def make_point(config: dict, model: str, gpus: int, nodes: int, chosen: str, loop: str,
+               precision: str, rep: int, batch_per_gpu, global_batch,
+               levels: tuple[bool, bool, bool, bool]) -> Point:
+    """One point; `levels` says which of nodes, strategy, loop and precision the sweep
+    varies (each varied one is a folder level and, but nodes, part of the series)."""
+    training, res, scaling = config["training"], config["resources"], config["sweep"]["scaling"]
+    over = model_settings(config, model)
+    per_node = gpus // nodes
+    if chosen == "horovod":
+        tasks_per_node = per_node  # one process per GPU
+    elif chosen == "multiworker":
+        tasks_per_node = per_node if training["workers"] == "per_gpu" else 1
+    else:
+        tasks_per_node = 1
+    gpus_per_task = per_node // tasks_per_node
+    node_level, strategy_level, loop_level, precision_level = levels
+    folder = [model] + [v for v, on in ((f"nodes{nodes}", node_level), (chosen, strategy_level),
+                                         (loop, loop_level), (precision, precision_level)) if on]
+    series = " ".join([model] + [v for v, on in ((chosen, strategy_level), (loop, loop_level),
+                                                  (precision, precision_level)) if on])
+    return Point(
+        key="/".join(folder + [f"gpus{gpus}", f"rep{rep}"]), series=series, model=model,
+        gpus=gpus, nodes=nodes, gpus_per_node=per_node, rep=rep, strategy=chosen,
+        precision=precision, epochs=over["epochs"], batch_per_gpu=batch_per_gpu,
+        global_batch=global_batch, scaling=scaling,
+        base_lr=over["base_lr"], optimizer=over["optimizer"], loop=loop,
+        # strong scaling keeps the learning rate with the global batch
+        lr_scaling=over["lr_scaling"] if scaling == "weak" else "none",
+        warmup_epochs=over["warmup_epochs"],
+        momentum=training["momentum"], xla=training["xla"], device=training["device"],
+        seed=training["seed"] + rep - 1, communication=training["communication"],
+        save_model=training["save_model"], tensorboard=training["tensorboard"],
+        profile_steps=tuple(training["profile_steps"]) if training["profile_steps"] else None,
+        tasks=tasks_per_node * nodes,
+        tasks_per_node=tasks_per_node,
+        cpus_per_task=over["cpus_per_gpu"] * gpus_per_task,
+        mem_mb=over["mem_mb_per_gpu"] * per_node, runtime=over["runtime_min"],
+        gres=res["gres"].format(gpus=per_node) if res["gres"] else None,
+    )
+
+
+def expand(config: dict) -> list[Point]:
+    """The points of the sweep (plan_sweep without its notes)."""
+    points, _ = plan_sweep(config)
+    return points
+
+
+def check_points(points: list[Point], config: dict) -> None:
+    check_batches(points, config)
+    keys = [p.key for p in points]
+    if len(set(keys)) != len(keys):
+        raise SweepError("two sweep points map to the same run folder: " + ", ".join(
+            sorted({k for k in keys if keys.count(k) > 1})))

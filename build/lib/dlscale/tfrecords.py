@@ -1,0 +1,188 @@
+"""TFRecord shards of raw uint8 images: the writer used by preparation and the
+tf.data reader used by training.
+
+A record is a `tf.train.Example` with `image` (bytes: H*W*3 raw uint8) and `label`
+(int64). The writer encodes it by hand (the bytes are the same protobuf wire format
+TensorFlow parses; a unit test checks this against `tf.train.Example`) because
+building one protobuf object per image from Python is the slowest part of
+preparation. The dataset description lives in `manifest.json` beside the shards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from dlscale.vocabulary import SHUFFLE_BUFFER
+
+MANIFEST = "manifest.json"
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (wire type 2)."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+class ExampleEncoder:
+    """Serialises (image, label) as a tf.train.Example for one fixed image size."""
+
+    def __init__(self, image_bytes: int):
+        self.image_bytes = image_bytes
+        bytes_list_len = 1 + len(_varint(image_bytes)) + image_bytes
+        feature_len = 1 + len(_varint(bytes_list_len)) + bytes_list_len
+        key = _field(1, b"image")
+        entry_len = len(key) + 1 + len(_varint(feature_len)) + feature_len
+        # Everything before the pixels is the same for every image of this size.
+        self._image_entry_head = (
+            _varint(1 << 3 | 2) + _varint(entry_len)          # Features.feature map entry
+            + key
+            + _varint(2 << 3 | 2) + _varint(feature_len)      # value: Feature
+            + _varint(1 << 3 | 2) + _varint(bytes_list_len)   # Feature.bytes_list
+            + _varint(1 << 3 | 2) + _varint(image_bytes))     # BytesList.value
+        self._labels: dict[int, bytes] = {}
+
+    def _label_entry(self, label: int) -> bytes:
+        if label not in self._labels:
+            int64_list = _field(1, _varint(label))            # packed Int64List.value
+            feature = _field(3, int64_list)                   # Feature.int64_list
+            self._labels[label] = _field(1, _field(1, b"label") + _field(2, feature))
+        return self._labels[label]
+
+    def encode(self, image: bytes, label: int) -> bytes:
+        features = self._image_entry_head + image + self._label_entry(label)
+        return _varint(1 << 3 | 2) + _varint(len(features)) + features
+
+
+def shard_name(split: str, index: int, total: int) -> str:
+    return f"{split}-{index:05d}-of-{total:05d}.tfrecord"
+
+
+def shard_bounds(count: int, shards: int) -> list[tuple[int, int]]:
+    """Contiguous [start, stop) ranges of near-equal size; never an empty shard."""
+    shards = max(1, min(shards, count))
+    edges = np.linspace(0, count, shards + 1).round().astype(int)
+    return list(zip(edges[:-1].tolist(), edges[1:].tolist()))
+
+
+def resize_batch(images: np.ndarray, size: int) -> np.ndarray:
+    """Bilinear resize of N x h x w x 3 uint8 to N x size x size x 3 uint8 (as the
+    study's `tf.image.resize`, rounded back to bytes so shards stay compact)."""
+    if images.shape[1:3] == (size, size):
+        return images
+    import tensorflow as tf
+
+    resized = tf.image.resize(tf.convert_to_tensor(images), (size, size), method="bilinear")
+    # bilinear weights are convex, so values stay in [0, 255]: +0.5 and truncation rounds
+    return tf.cast(resized + 0.5, tf.uint8).numpy()
+
+
+def write_shard(path: Path, images: np.ndarray, labels: np.ndarray, size: int,
+                chunk: int = 256) -> None:
+    import tensorflow as tf
+
+    encoder = ExampleEncoder(size * size * 3)
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for lo in range(0, len(images), chunk):
+            batch = resize_batch(images[lo:lo + chunk], size)
+            for image, label in zip(batch, labels[lo:lo + chunk].tolist()):
+                writer.write(encoder.encode(image.tobytes(), label))
+
+
+def write_split(images: np.ndarray, labels: np.ndarray, out_dir: Path, split: str,
+                shards: int, size: int, workers: int | None = None) -> list[dict]:
+    """Resize and write one split as shards, several at once (resizing and writing
+    release the GIL); return [{file, records}] in shard order. Each shard's bytes
+    depend only on its images, so the result is the same for any `workers`."""
+    bounds = shard_bounds(len(images), shards)
+    names = [shard_name(split, i, len(bounds)) for i in range(len(bounds))]
+    workers = workers or min(len(bounds), os.cpu_count() or 1)
+    with ThreadPoolExecutor(workers) as pool:
+        jobs = [pool.submit(write_shard, out_dir / name, images[lo:hi], labels[lo:hi], size)
+                for name, (lo, hi) in zip(names, bounds)]
+        for job in jobs:
+            job.result()
+    return [{"file": name, "records": hi - lo} for name, (lo, hi) in zip(names, bounds)]
+
+
+def load_manifest(data_dir: str | Path) -> dict:
+    path = Path(data_dir) / MANIFEST
+    if not path.is_file():
+        raise FileNotFoundError(f"no {MANIFEST} in {data_dir}: prepare the dataset first")
+    return json.loads(path.read_text())
+
+
+def shard_records(manifest: dict, split: str, num_shards: int = 1, shard_index: int = 0) -> int:
+    """How many records input pipeline `shard_index` of `num_shards` reads in one pass
+    over `split` (as make_dataset shards: by file, or by record when files are fewer)."""
+    shards = manifest["splits"][split]["shards"]
+    if num_shards <= len(shards):
+        return sum(s["records"] for s in shards[shard_index::num_shards])
+    total = sum(s["records"] for s in shards)
+    return len(range(shard_index, total, num_shards))
+
+
+def make_dataset(data_dir: str | Path, split: str, batch_size: int, *, training: bool,
+                 seed: int = 0, shuffle_buffer: int = SHUFFLE_BUFFER, num_shards: int = 1,
+                 shard_index: int = 0, repeat: bool | None = None):
+    """Batched (uint8 image, int64 label) dataset, in the tf.data guide's order:
+    list shards, interleave readers, shuffle, batch, vectorised parse, prefetch.
+
+    training=True shuffles (seeded), repeats and drops the last partial batch so every
+    step has the same global batch; num_shards/shard_index split the input between
+    input pipelines (one per worker under MultiWorkerMirroredStrategy or Horovod): by
+    file when there are at least as many files as pipelines, otherwise by record (each
+    pipeline reads every file and keeps every num_shards-th record), so any number of
+    workers can read any number of shards.
+    """
+    import tensorflow as tf
+
+    manifest = load_manifest(data_dir)
+    if split not in manifest["splits"]:
+        raise ValueError(f"split '{split}' not in {data_dir}: has {sorted(manifest['splits'])}")
+    height, width, channels = manifest["image_shape"]
+    files = [str(Path(data_dir) / s["file"]) for s in manifest["splits"][split]["shards"]]
+    by_record = num_shards > len(files)
+    if num_shards > 1 and not by_record:
+        files = files[shard_index::num_shards]
+    repeat = training if repeat is None else repeat
+
+    ds = tf.data.Dataset.from_tensor_slices(files)
+    if training:
+        ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(len(files), 4),
+                       block_length=16, num_parallel_calls=tf.data.AUTOTUNE,
+                       deterministic=True)
+    if by_record:
+        ds = ds.shard(num_shards, shard_index)
+    if repeat:
+        ds = ds.repeat()
+    if training:
+        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+    ds = ds.batch(batch_size, drop_remainder=training)
+
+    spec = {"image": tf.io.FixedLenFeature([], tf.string),
+            "label": tf.io.FixedLenFeature([], tf.int64)}
+
+    def parse(serialized):
+        parsed = tf.io.parse_example(serialized, spec)
+        images = tf.io.decode_raw(parsed["image"], tf.uint8)
+        return tf.reshape(images, (-1, height, width, channels)), parsed["label"]
+
+    ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.prefetch(tf.data.AUTOTUNE)
