@@ -159,16 +159,16 @@ def synthetic_speed(settings, backend, plan, manifest: dict, model) -> float:
 
     train_ds, _ = backend.datasets(synthetic_input, inputs(settings, manifest, plan)[1],
                                    plan.global_batch)  # the test input is not read
-    times = []
-    keras = K.keras()
-    timer = keras.callbacks.LambdaCallback(
-        on_epoch_begin=lambda epoch, logs: times.append(time.perf_counter()),
-        on_epoch_end=lambda epoch, logs: times.append(time.perf_counter()))
-    if not hasattr(model, "_training_state"):  # BackupAndRestore deletes it as fit ends,
-        model._training_state = None           # and tf-keras' next fit reads it
-    model.fit(train_ds, epochs=2, steps_per_epoch=settings.synthetic_check_steps, verbose=0,
-              callbacks=[timer])
-    return round(settings.synthetic_check_steps * plan.global_batch / (times[3] - times[2]), 2)
+    step = model.make_train_function()  # Keras' own step under the strategy, without fit
+    batches, steps = iter(train_ds), settings.synthetic_check_steps
+    for _ in range(steps):  # untimed: tracing and warm-up
+        logs = step(batches)
+    float(logs["loss"])  # waits for the device to finish
+    start = time.perf_counter()
+    for _ in range(steps):
+        logs = step(batches)
+    float(logs["loss"])
+    return round(steps * plan.global_batch / (time.perf_counter() - start), 2)
 
 
 def build(settings, backend, plan, manifest: dict, precision: str, state: Path, deadline,

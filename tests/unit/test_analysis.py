@@ -254,3 +254,15 @@ def test_points_slower_than_on_synthetic_input_are_flagged_input_bound():
     table = scaling(epochs, summarize_runs(epochs, 1), 1, 0.05)
     assert list(table["input_ratio"].round(3)) == [1.0, 0.906, 0.833]
     assert list(table["input_bound"]) == [False, False, True]
+
+
+def test_a_resumed_runs_log_is_checked_by_each_epochs_last_line(tmp_path):
+    # attempt 1 asked for 200 epochs and was killed after 2; attempt 2 resumed at 3 of 6
+    first = ("Epoch 1/200\n4/4 - 1s - loss: 2.0 - accuracy: 0.2 - 900ms/epoch - 225ms/step\n"
+             "Epoch 2/200\n4/4 - 0s - loss: 1.5 - accuracy: 0.4 - 400ms/epoch - 100ms/step\n"
+             "Epoch 3/200\n2/4 [=====>....] - ETA: 0s - loss: 1.4\n")
+    second = ("dlscale train: resuming from the backup in state/backup\n"
+              "Epoch 3/3\n4/4 - 0s - loss: 1.2 - accuracy: 0.5 - 300ms/epoch - 75ms/step\n")
+    epochs = EPOCHS + [{"epoch": 3, "seconds": 0.31, "loss": 1.2, "accuracy": 0.5}]
+    folder = completed_run(tmp_path / "run", epochs, first + second)
+    assert runtable.run_rows(folder, {})[1] == "ok"

@@ -251,3 +251,15 @@ def test_labels_are_drawn_literally_and_missing_points_are_named(tmp_path):
     assert [t.replace("\u200b", "") for t in texts[:3]] == sorted(labels)
     assert "1 of 2 run(s) failed or do not count and are not drawn: b (timeout)" in texts[-1]
     assert (tmp_path / "epoch_time.png").stat().st_size > 10_000
+
+
+def test_a_time_limit_guard_that_cannot_ask_squeue_says_so(monkeypatch):
+    from dlscale.training import job_deadline
+
+    # a job id SLURM does not know: squeue (or its absence) cannot give the end
+    monkeypatch.setenv("SLURM_JOB_ID", "999999999")
+    notes = []
+    assert job_deadline(None, 0.0, notes) is None
+    assert len(notes) == 1 and notes[0].startswith(
+        "the time-limit guard cannot read the job's end (squeue -j 999999999")
+    assert job_deadline(2.0, 100.0, []) == 100.0 + 120.0  # --time-limit-min still applies

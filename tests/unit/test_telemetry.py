@@ -37,3 +37,19 @@ def test_gpu_columns_give_utilisation_memory_and_energy_per_image():
     out = summarize(rows, 2, 0, 2.5, images=700, interval=1.0)
     assert out["gpu_util_percent"] == 85.0 and out["gpu_mem_mb_peak"] == 1500
     assert out["energy_j"] == 350.0 and out["j_per_image"] == 0.5
+
+
+def test_a_sampler_whose_file_vanishes_says_why_it_stopped(tmp_path):
+    import shutil
+    import time
+
+    from dlscale.telemetry import Sampler
+
+    folder = tmp_path / "run"
+    sampler = Sampler(folder / "telemetry.csv", interval=0.05, gpus=False).start()
+    shutil.rmtree(folder)  # the run folder removed under a running job
+    deadline = time.time() + 30
+    while sampler.error is None and time.time() < deadline:
+        time.sleep(0.05)
+    sampler.stop()
+    assert sampler.error is not None and "FileNotFoundError" in sampler.error

@@ -68,7 +68,9 @@ analysis: {{accuracy_tolerance: 1.0}}
     epochs = pd.read_csv(tmp_path / "results/tables/epochs.csv")
     assert len(epochs) == 12
     svg = (tmp_path / "results/plots/speedup.svg").read_text()
-    assert "SimpleCNN: 8/16 per GPU, 3 epochs; float32; mirrored; strong scaling" in svg
+    # what the runs used, read from the runs: dataset, device, batch, epochs, size ...
+    assert ("cifar10; device cpu; SimpleCNN: 8/16 per GPU, 3 epochs; 32 px; float32; "
+            "mirrored; strong scaling") in svg
     assert "ideal (linear, strong scaling)" in svg
     run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", "--report",
                   str(tmp_path / "report.html"))
