@@ -23,6 +23,8 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("scaling", type=Path, help="this study's scaling.csv")
     parser.add_argument("--compare", action="append", default=[], metavar="LABEL=PATH")
+    parser.add_argument("--compare-json", metavar="JSON",
+                        help="[[label, path], ...]: other studies, as the workflow passes them")
     parser.add_argument("-o", "--out", required=True, type=Path)
     args = parser.parse_args(argv)
 
@@ -31,7 +33,7 @@ def main(argv=None) -> int:
     from dlscale.files import write_table
 
     try:
-        studies = read_studies(args.scaling, parse_compare(args.compare))
+        studies = read_studies(args.scaling, parse_compare(args.compare, args.compare_json))
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -39,6 +39,8 @@ def main(argv=None) -> int:
                         help="amdahl.csv: each series' fitted model in the speedup plot")
     parser.add_argument("--compare", action="append", default=[], metavar="LABEL=PATH",
                         help="another study's scaling.csv, drawn beside this one")
+    parser.add_argument("--compare-json", metavar="JSON",
+                        help="[[label, path], ...]: other studies, as the workflow passes them")
     args = parser.parse_args(argv)
 
     from dlscale.amdahl import AMDAHL_COLUMNS
@@ -49,7 +51,7 @@ def main(argv=None) -> int:
         table = read_table(args.scaling, SCALING_COLUMNS)
         runs = read_table(args.runs, ["run", "counted", "problem"]) if args.runs else None
         amdahl = read_table(args.amdahl, AMDAHL_COLUMNS) if args.amdahl else None
-        others = read_studies(args.scaling, parse_compare(args.compare))[1:]
+        others = read_studies(args.scaling, parse_compare(args.compare, args.compare_json))[1:]
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -20,6 +20,7 @@ Definitions (docs/analysis.md explains them for users):
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -251,15 +252,17 @@ def failed_points(runs: pd.DataFrame) -> pd.DataFrame:
 THIS_STUDY = "this study"
 
 
-def parse_compare(items: list[str]) -> list[tuple[str, Path]]:
-    """LABEL=PATH pairs (the label may hold '=': the path is after the last one)."""
+def parse_compare(items: list[str], as_json: str | None = None) -> list[tuple[str, Path]]:
+    """LABEL=PATH pairs (the label may hold '=': the path is after the last one), then
+    the [label, path] pairs of `as_json` (how the workflow passes them: see
+    plan.html_safe_json)."""
     pairs = []
     for item in items:
         label, sep, path = item.rpartition("=")
         if not sep or not label or not path:
             raise ValueError(f"--compare takes LABEL=PATH, got '{item}'")
         pairs.append((label, Path(path)))
-    return pairs
+    return pairs + [(str(label), Path(path)) for label, path in json.loads(as_json or "[]")]
 
 
 def read_studies(scaling: Path, compare: list[tuple[str, Path]]):

@@ -90,6 +90,15 @@ def resolve_source(data: dict, dataset: str) -> Source:
     return Source(dataset, str(path), md5)
 
 
+def html_safe_json(value) -> str:
+    """JSON whose text holds no <, > or & (written as \\u003c, \\u003e, \\u0026, which
+    json.loads reads back unchanged). Snakemake's report embeds the params of report
+    rules in a <script> element as they are: a label such as '</script><script>...' from
+    a shared file must not end that element."""
+    return (json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("&", "\\u0026"))
+
+
 def meta_flags(meta: dict) -> str:
     """--meta KEY=VALUE flags for parse_logs.py, quoted for the shell."""
     return " ".join(f"--meta {shlex.quote(f'{k}={v}')}" for k, v in meta.items())
@@ -262,8 +271,9 @@ class Study:
         return compared
 
     def compare_flags(self) -> str:
-        return " ".join(f"--compare {shlex.quote(f'{label}={path}')}"
-                        for label, path in self.compare)
+        if not self.compare:
+            return ""
+        return f"--compare-json {shlex.quote(html_safe_json(self.compare))}"
 
     def analysis_flags(self) -> str:
         a = self.config["analysis"]
@@ -274,7 +284,7 @@ class Study:
         if a["gpu_hour_price"] is not None:
             flags.append(f"--gpu-hour-price {a['gpu_hour_price']}")
         if self.references:
-            flags.append(f"--references {shlex.quote(json.dumps(self.references))}")
+            flags.append(f"--references {shlex.quote(html_safe_json(self.references))}")
         return " ".join(flags)
 
     def external_flags(self, key: str) -> str:

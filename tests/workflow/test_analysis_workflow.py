@@ -7,6 +7,7 @@ import shutil
 
 import pandas as pd
 import pytest
+import yaml
 from conftest import IN_CI, ROOT, run_snakemake, write_config
 
 pytestmark = pytest.mark.workflow
@@ -212,3 +213,44 @@ def test_another_study_is_drawn_beside_this_one_and_listed_in_the_report(tmp_pat
         assert name in html, name
     svg = (tmp_path / "results/plots/speedup.svg").read_text()
     assert "2025's V100s: V100 study" in svg and "Amdahl model" in svg
+
+
+def script_elements(path) -> int:
+    """How many <script> elements an HTML parser finds in a page."""
+    from html.parser import HTMLParser
+
+    class Counter(HTMLParser):
+        count = 0
+
+        def handle_starttag(self, tag, attrs):
+            self.count += tag == "script"
+
+    counter = Counter()
+    counter.feed(path.read_text(errors="replace"))
+    return counter.count
+
+
+def test_labels_and_notes_from_shared_files_never_reach_the_reports_html(tmp_path):
+    first = tmp_path / "first"
+    first.mkdir()
+    run_snakemake(first, *PROFILE, f"--configfile={course_config(first / 'c.yaml')}")
+
+    def report_of(name: str, text: str):
+        folder = tmp_path / name
+        folder.mkdir()
+        shared = folder / "references.yaml"  # a file someone else wrote
+        shared.write_text(yaml.safe_dump({"references": [
+            {"model": "ResNet50V2", "gpus": 1, "images_per_s": 1111.1, "note": text}]}))
+        config = course_config(folder / "c.yaml", references=str(shared), extra=(
+            f"compare: [{{scaling: {first}/results/tables/scaling.csv, "
+            f"label: {json.dumps(text)}}}]"))
+        run_snakemake(folder, *PROFILE, f"--configfile={config}")
+        run_snakemake(folder, *PROFILE, f"--configfile={config}", "--report",
+                      str(folder / "report.html"))
+        return folder / "report.html"
+
+    clean = report_of("clean", "plain words")
+    hostile = report_of("hostile", "</script><script>alert(4)</script>")
+    assert script_elements(hostile) == script_elements(clean) > 0
+    compared = pd.read_csv(tmp_path / "hostile/results/tables/compared.csv")
+    assert "</script><script>alert(4)</script>" in set(compared["study"])  # kept as data
