@@ -268,7 +268,12 @@ def parse_compare(items: list[str], as_json: str | None = None) -> list[tuple[st
 def read_studies(scaling: Path, compare: list[tuple[str, Path]]):
     """[(label, table)] for this study and each compared one."""
     studies = [(THIS_STUDY, read_table(scaling, list(COMPARED_COLUMNS)))]
-    studies += [(label, read_table(path, list(COMPARED_COLUMNS))) for label, path in compare]
+    for label, path in compare:
+        # an older dlscale's table (or one written by hand) may lack the later columns:
+        # they are empty, and the plots leave those studies out where they need them
+        table = read_table(path, list(COMPARED_COLUMNS))
+        missing = [c for c in SCALING_COLUMNS + EXTRA_COLUMNS if c not in table]
+        studies.append((label, table.reindex(columns=[*table.columns, *missing])))
     return studies
 
 

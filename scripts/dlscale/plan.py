@@ -90,6 +90,25 @@ def resolve_source(data: dict, dataset: str) -> Source:
     return Source(dataset, str(path), md5)
 
 
+def unreadable_file(path: str | Path) -> str | None:
+    """Why `path` cannot be read as a file ("does not exist", "is a directory" ...), or
+    None when it can."""
+    import os
+
+    path = Path(path)
+    if path.is_symlink() and not path.exists():
+        return "is a symbolic link that leads nowhere (a loop, or a missing target)"
+    if not path.exists():
+        return "does not exist"
+    if path.is_dir():
+        return "is a directory, expected a file"
+    if not path.is_file():
+        return "is not a regular file"
+    if not os.access(path, os.R_OK):
+        return "cannot be read (permission denied)"
+    return None
+
+
 def html_safe_json(value) -> str:
     """JSON whose text holds no <, > or & (written as \\u003c, \\u003e, \\u0026, which
     json.loads reads back unchanged). Snakemake's report embeds the params of report
@@ -223,8 +242,8 @@ class Study:
         for index, item in enumerate(self.config["external_runs"]):
             where = f"external_runs[{index}]"
             for name in ("log", "err_log"):
-                if item.get(name) and not Path(item[name]).is_file():
-                    raise PlanError(f"{where}: {name} '{item[name]}' does not exist")
+                if item.get(name) and (problem := unreadable_file(item[name])):
+                    raise PlanError(f"{where}: {name} '{item[name]}' {problem}")
             key = entry_key(item)
             if key in runs:
                 raise PlanError(f"{where}: a second entry for model {item['model']} and log "
@@ -244,8 +263,10 @@ class Study:
         spec = self.config["references"]
         if not spec:
             return []
+        models = {p.model for p in self.points.values()}
+        models |= {item["model"] for item, _ in self.external.values()}
         try:
-            return load(spec, self.basedir, schema.load())
+            return load(spec, self.basedir, schema.load(), models)
         except ReferenceError as exc:
             raise PlanError(str(exc)) from exc
 
@@ -261,8 +282,8 @@ class Study:
             if item["label"] in labels:
                 raise PlanError(f"{where}: label '{item['label']}' is given twice")
             labels.add(item["label"])
-            if not Path(item["scaling"]).is_file():
-                raise PlanError(f"{where}: scaling '{item['scaling']}' does not exist")
+            if problem := unreadable_file(item["scaling"]):
+                raise PlanError(f"{where}: scaling '{item['scaling']}' {problem}")
             try:
                 read_table(item["scaling"], list(COMPARED_COLUMNS))
             except ValueError as exc:
