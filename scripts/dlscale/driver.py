@@ -91,13 +91,20 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     precision = T.resolve_precision(settings.precision, settings.device)
     notes: list[str] = []  # what went wrong beside the training: run.json and train.log
     deadline = T.job_deadline(settings.time_limit_min, started.timestamp(), notes)
+    backup = state / ("ckpt" if settings.loop == "custom" else "backup")
+
+    def announce(epoch: int) -> None:  # what the resume did, once the first epoch begins
+        if resuming and epoch:
+            say(f"dlscale train: resuming from the backup in {backup} at epoch {epoch + 1}")
+        elif resuming:
+            say(f"dlscale train: the backup in {backup} held no finished epoch: starting "
+                "at epoch 1")
+
     model, recorder, callbacks = build(settings, backend, plan, manifest, precision, state,
-                                       deadline, sampler)
+                                       deadline, sampler, announce)
     train_ds, test_ds = backend.datasets(*inputs(settings, manifest, plan), plan.global_batch)
     for line in filter(None, [summary(settings, backend, plan, manifest, precision), note,
-                              *notes,
-                              plan.xla_note, resuming and "resuming from the backup in "
-                              f"{state / ('ckpt' if settings.loop == 'custom' else 'backup')}"]):
+                              *notes, plan.xla_note]):
         say(f"dlscale train: {line}")
     train = trainer(settings, backend, plan, model, train_ds, callbacks, state)
     t0 = time.perf_counter()
@@ -172,7 +179,7 @@ def synthetic_speed(settings, backend, plan, manifest: dict, model) -> float:
 
 
 def build(settings, backend, plan, manifest: dict, precision: str, state: Path, deadline,
-          sampler=None):
+          sampler=None, on_first=None):
     """The compiled model in the backend's scope, its epoch recorder and its callbacks."""
     from dlscale import training as T
 
@@ -181,7 +188,7 @@ def build(settings, backend, plan, manifest: dict, precision: str, state: Path, 
     keras.mixed_precision.set_global_policy(precision)
     schedule = T.warmup_schedule(settings.base_lr, plan.lr, plan.warmup_steps)
     recorder = T.epoch_recorder(state / EPOCHS, plan.steps, plan.global_batch,
-                                backend.lr_of(schedule), backend.chief, sampler)
+                                backend.lr_of(schedule), backend.chief, sampler, on_first)
     with backend.scope():
         model = T.build_model(settings.model, tuple(manifest["image_shape"]),
                               manifest["num_classes"], settings.image_size)
@@ -227,7 +234,7 @@ def open_state(settings, backend, manifest: dict, stack: ExitStack):
     note = None
     if backend.chief:  # before any worker can restore: the others wait for the chief
         key = resume_key(settings, backend.kind, manifest, settings.data_dir / MANIFEST)
-        note = prepare_state(state, key, settings.epochs)
+        note = prepare_state(state, key, settings.epochs, backup)
         resuming = resuming and backup.is_dir()
         if not resuming:  # from epoch 1: an earlier attempt's lines do not belong here
             for name in (TRAIN_LOG, EPOCHS):
@@ -284,12 +291,36 @@ def fit(train, settings, precision: str):
             f"stopped after epoch {stop.epoch} of {settings.epochs}: the next epoch (up to "
             f"{1.5 * stop.longest:.0f} s) would not end within the {left:.0f} s left before "
             "the time limit; a rerun continues from the last epoch, with more time")
-    except tf.errors.ResourceExhaustedError as exc:
+    except (tf.errors.ResourceExhaustedError, OSError) as exc:
+        if full := disk_full(exc):
+            return Status.FAILED, full
+        if isinstance(exc, OSError):
+            raise
         return Status.OUT_OF_MEMORY, (
             f"out of memory with {settings.batch_per_gpu} images per GPU ({precision}, "
             f"{settings.model}): lower batch_per_gpu, or set batch_per_gpu: auto to find the "
             f"largest that fits ({str(exc).strip().splitlines()[0][:200]})")
     return Status.COMPLETED, None
+
+
+def disk_full(exc: BaseException) -> str | None:
+    """'no space left on DEVICE (path)' for a full disk or quota, which TensorFlow raises
+    as ResourceExhaustedError like device memory; None for anything else."""
+    import errno
+
+    text = str(exc)
+    number = getattr(exc, "errno", None)
+    if number == errno.ENOSPC or "No space left on device" in text:
+        what = "no space left on device"
+    elif number == errno.EDQUOT or "Disk quota exceeded" in text:
+        what = "disk quota exceeded"
+    else:
+        return None
+    where = getattr(exc, "filename", None) or next(
+        (word.strip("'\",;:") for word in text.split() if word.startswith(("/", "results/"))),
+        None)
+    return f"{what}{f' ({where})' if where else ''}: free space there and run again " \
+        f"({text.strip().splitlines()[0][:200]})"
 
 
 def record(settings, backend, plan, manifest: dict, precision: str, started: datetime,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -268,3 +269,64 @@ def test_train_log_is_closed_and_stdout_restored_after_a_run(small_data, tmp_pat
                   if os.path.exists(f"/proc/self/fd/{fd}")]
     assert not [f for f in open_files if f.endswith("train.log")]
     assert "TensorFlow sees 0" in json.loads((tmp_path / "run.json").read_text())["failure"]
+
+
+@pytest.fixture(scope="module")
+def stopped_run(small_data, tmp_path_factory):
+    """A run folder stopped after epoch 1 with its state kept: a time limit of 6 s (10 s
+    kept for the records) stops it there whatever the machine's speed."""
+    out = tmp_path_factory.mktemp("stopped")
+    first = train(small_data, out, "--epochs", "2", "--time-limit-min", "0.1")
+    assert first.returncode == 7, first.stderr[-3000:]
+    assert (out / "state" / "backup").is_dir()
+    return out
+
+
+def damage(state, how: str) -> None:
+    """A saved state broken as a crash, a bad disk or a stray write leaves it."""
+    if how == "settings not UTF-8":
+        (state / "settings.json").write_bytes(b"\xff\xfe{garbage")
+    elif how == "checkpoint cut":
+        data = next(p for p in (state / "backup").rglob("*.data-*"))
+        data.write_bytes(data.read_bytes()[:100])
+    elif how == "binary records":
+        (state / "epochs.jsonl").write_bytes(b'{"epoch": 1, "seconds": 1.0}\n\x00\xff\xfe\n')
+    elif how == "records with a gap":
+        (state / "epochs.jsonl").write_text('{"epoch": 2, "seconds": 1.0}\n')
+
+
+@pytest.mark.parametrize("how, said", [
+    ("settings not UTF-8", "settings.json cannot be read ("),
+    ("checkpoint cut", "cannot be read"),
+    ("binary records", "epochs.jsonl line 2 is not a JSON object (cut or damaged)"),
+    ("records with a gap", "epochs.jsonl holds epochs [2], not 1 to 1"),
+])
+def test_a_damaged_state_is_moved_aside_and_the_run_starts_over(small_data, stopped_run,
+                                                                tmp_path, how, said):
+    shutil.copytree(stopped_run, tmp_path, dirs_exist_ok=True)
+    damage(tmp_path / "state", how)
+    again = train(small_data, tmp_path, "--epochs", "2")
+    assert again.returncode == 0, again.stderr[-3000:]
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["status"] == "completed" and run["resumed_at_epoch"] is None
+    assert [e["epoch"] for e in records(tmp_path / "epochs.jsonl")] == [1, 2]
+    assert "the saved state cannot be used (" in run["state_note"] and said in run["state_note"]
+    aside = list(tmp_path.glob("state.corrupt-*"))
+    assert len(aside) == 1 and str(aside[0]) in run["state_note"]
+    log = (tmp_path / "train.log").read_text()
+    assert "starting over" in log and "resuming from the backup" not in log
+
+
+def test_a_full_disk_is_named_as_such_not_as_out_of_memory(small_data, tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small file system needs root")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(disk)], check=True)
+    try:
+        proc = train(small_data, disk / "run", "--epochs", "2")
+        text = proc.stdout + proc.stderr
+        assert proc.returncode != 0 and "out of memory" not in text
+        assert "no space left on device" in text
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
