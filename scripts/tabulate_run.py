@@ -6,8 +6,9 @@
 
 The rows come from the run's records, run.json and epochs.jsonl; train.log is parsed
 only as a cross-check, whose result is the `log_check` column ("ok", or what differs)
-and a warning here. A run that ended before its first epoch is one row with empty epoch
-columns. --meta KEY=VALUE adds the planned values as columns (the record's replace them).
+and a warning here. A run.json that cannot be read is one failed row naming it, and an
+attempt line, so the next run of the workflow trains the point again. A run that
+ended before its first epoch is one row with empty epoch columns. --meta KEY=VALUE adds the planned values as columns (the record's replace them).
 Logs of runs dlscale did not make: parse_logs.py.
 """
 
@@ -20,7 +21,7 @@ from pathlib import Path
 from dlscale.cli import parse_meta
 from dlscale.contract import RecordError
 from dlscale.files import write_rows
-from dlscale.runtable import OK, RunTableError, run_rows
+from dlscale.runtable import OK, RunTableError, run_rows, unreadable_record_rows
 
 
 def main(argv=None) -> int:
@@ -32,8 +33,14 @@ def main(argv=None) -> int:
                         help="a column with a constant value (repeatable)")
     args = parser.parse_args(argv)
     try:
-        rows, check = run_rows(args.run_dir, parse_meta(args.meta))
-    except (RecordError, RunTableError, ValueError) as exc:
+        meta = parse_meta(args.meta)
+        try:
+            rows, check = run_rows(args.run_dir, meta)
+        except (RecordError, RunTableError) as exc:  # a damaged record: a failed row
+            print(f"warning: {exc}: listed as failed, trained again at the next run",
+                  file=sys.stderr)
+            rows, check = unreadable_record_rows(args.run_dir, meta, str(exc)), OK
+    except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     if check != OK:

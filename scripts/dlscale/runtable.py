@@ -78,6 +78,17 @@ def cross_check(log: Path, epochs: list[dict], expect_epochs: bool) -> str:
     return "; ".join(differences) or OK
 
 
+def unreadable_record_rows(run_dir: Path, meta: dict, problem: str) -> list[dict]:
+    """The one row of a point whose run.json cannot be read: a failed run, so that the
+    tables are built and the point is trained again (the attempt is recorded)."""
+    from dlscale.contract import append_attempt
+
+    failure = f"{problem}; the point is trained again at the next run"
+    append_attempt(run_dir, {"status": Status.FAILED, "failure": failure})
+    return [{**dict.fromkeys(EPOCH_COLUMNS), **meta, "status": Status.FAILED.value,
+             "failure": failure, "file": str(run_dir / RUN_JSON), "log_check": ""}]
+
+
 def run_rows(run_dir: Path, meta: dict) -> tuple[list[dict], str]:
     """(rows, log_check) of a run folder: one row per recorded epoch, or one row with
     empty epoch columns for a run that ended before its first epoch."""

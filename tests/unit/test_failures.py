@@ -189,14 +189,25 @@ def test_aggregate_names_the_file_and_the_missing_columns(tmp_path, capsys):
     assert not (tmp_path / "t").exists()
 
 
-def test_a_run_record_without_a_required_key_is_named_with_its_file(tmp_path, capsys):
+@pytest.mark.parametrize("content, words", [
+    ('{"model": "M"}', "lacks the key(s) record_version, status"),
+    ('{"record_version": 1, "status": "completed", "fail', "is not a JSON run record"),
+    (b"\xff\xfe\x00garbage", "is not a JSON run record"),
+])
+def test_a_damaged_run_record_is_a_failed_row_and_the_point_is_planned_again(
+        tmp_path, capsys, content, words):
     (tmp_path / "train.log").write_text("Epoch 1/1\n4/4 - 1s - loss: 2.0 - accuracy: 0.2\n")
     (tmp_path / "epochs.jsonl").write_text("")
-    (tmp_path / "run.json").write_text('{"model": "M"}')
-    assert tabulate_run.main([str(tmp_path), "-o", str(tmp_path / "e.csv")]) == 1
-    err = capsys.readouterr().err
-    assert f"{tmp_path / 'run.json'} lacks the key(s) record_version, status" in err
-    assert not (tmp_path / "e.csv").exists()
+    run_json = tmp_path / "run.json"
+    run_json.write_bytes(content if isinstance(content, bytes) else content.encode())
+    contract.append_attempt(tmp_path, {"status": "completed"})
+    assert outcomes.planned_attempt(tmp_path) == 1
+    out = tmp_path / "e.csv"
+    assert tabulate_run.main([str(tmp_path), "--meta", "run=M/gpus1/rep1", "-o", str(out)]) == 0
+    assert f"{run_json} {words}" in capsys.readouterr().err
+    row = pd.read_csv(out).iloc[0]
+    assert row["status"] == "failed" and f"{run_json} {words}" in row["failure"]
+    assert outcomes.planned_attempt(tmp_path) == 2  # the next run trains it again
 
 
 def test_a_failed_run_without_epochs_is_one_row_and_listed_as_failed(tmp_path):
