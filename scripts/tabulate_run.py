@@ -8,7 +8,8 @@ The rows come from the run's records, run.json and epochs.jsonl; train.log is pa
 only as a cross-check, whose result is the `log_check` column ("ok", or what differs)
 and a warning here. A run.json that cannot be read is one failed row naming it, and an
 attempt line, so the next run of the workflow trains the point again. A run that
-ended before its first epoch is one row with empty epoch columns. --meta KEY=VALUE adds the planned values as columns (the record's replace them).
+ended before its first epoch is one row with empty epoch columns. --meta KEY=VALUE adds
+the planned values as columns (the record's replace them).
 Logs of runs dlscale did not make: parse_logs.py.
 """
 
