@@ -71,8 +71,11 @@ def tee_stdout(path: Path):
 def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     """Train and evaluate; return the run record (status completed, failed, out_of_memory
     or timeout). Raises RunError when the run cannot start or go on."""
-    quiet_tensorflow()
     from dlscale import training as T
+
+    if problem := T.software_problem(settings.modules, settings.container):
+        raise RunError(problem, 2)
+    quiet_tensorflow()
     from dlscale.backends import make_backend
     from dlscale.tfrecords import load_manifest
 

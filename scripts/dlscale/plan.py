@@ -205,7 +205,12 @@ class Study:
             flags["batch-per-gpu-file"] = batch_file(p)
         else:
             flags["batch-per-gpu"] = p.batch_per_gpu
+        software = self.config["software"]
+        if software["container"]:
+            flags["container"] = software["container"]
         text = " ".join(f"--{k} {shlex.quote(str(v))}" for k, v in flags.items())
+        if software["modules"]:
+            text += " --modules " + " ".join(map(shlex.quote, software["modules"]))
         switches = {"xla": p.xla, "save-model": p.save_model, "tensorboard": p.tensorboard}
         return text + "".join(f" --{k}" if on else f" --no-{k}" for k, on in switches.items())
 

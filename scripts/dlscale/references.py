@@ -28,8 +28,8 @@ class ReferenceError(ValueError):
 
 def load(spec, basedir: Path, schema: dict, models: set[str] | None = None) -> list[dict]:
     """The reference entries of the config's `references` (a list, or a YAML file that
-    holds one), checked against the schema's entry definition and, given `models`, that
-    each names a model the study runs (a typo would otherwise match nothing and pass)."""
+    holds one), checked against the schema's entry definition and, given the `models` the
+    study runs, that each names one of them or a model dlscale knows."""
     import jsonschema
     import yaml
 
@@ -63,9 +63,11 @@ def load(spec, basedir: Path, schema: dict, models: set[str] | None = None) -> l
             jsonschema.validate(item, entry)
         except jsonschema.ValidationError as exc:
             raise ReferenceError(f"{where}[{index}]: {exc.message}") from None
-        if models is not None and item["model"] not in models:
-            raise ReferenceError(f"{where}[{index}]: model '{item['model']}' is not in this "
-                                 f"study (it runs {', '.join(sorted(models)) or 'no model'})")
+        known = models is None or item["model"] in models | set(schema["$defs"]["model"]["enum"])
+        if not known:  # a typo matches nothing and would pass; a shared file may list more
+            raise ReferenceError(f"{where}[{index}]: model '{item['model']}' is neither a "
+                                 f"model dlscale knows nor one this study runs "
+                                 f"({', '.join(sorted(models)) or 'none'})")
     return [{"lower": -0.1, "upper": 0.1, **item} for item in spec]
 
 

@@ -60,6 +60,8 @@ class Settings:
     synthetic_check_steps: int
     attempt: int
     time_limit_min: float | None
+    modules: tuple[str, ...]
+    container: str | None
 
     @property
     def global_batch(self) -> int:
@@ -163,6 +165,12 @@ def build_parser(description: str = DESCRIPTION) -> argparse.ArgumentParser:
              "the input pipeline) for the input-bound check; 0: off")
     add("--attempt", type=int, default=1,
         help="which attempt at this point this is (the workflow counts failed ones)")
+    add("--modules", nargs="+", default=(), metavar="NAME",
+        help="environment modules the job must have loaded (software.modules): the run "
+             "fails with the reason when one is not in LOADEDMODULES")
+    add("--container", metavar="IMAGE",
+        help="the container the job must run in (software.container): the run fails with "
+             "the reason when it is not inside one")
     add("--time-limit-min", type=float,
         help="stop at an epoch boundary before this many minutes from the start (status "
              "timeout, resumable); inside a SLURM job the job's own end time is used")
@@ -181,4 +189,5 @@ def parse(argv=None, description: str = DESCRIPTION) -> Settings:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {value}")
     if args.base_lr <= 0 or args.warmup_epochs < 0 or not 0 <= args.momentum < 1:
         parser.error("--base-lr must be > 0, --warmup-epochs >= 0 and 0 <= --momentum < 1")
+    args.modules = tuple(args.modules)
     return Settings(**vars(args))

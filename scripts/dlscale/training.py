@@ -374,6 +374,33 @@ def epoch_recorder(path: Path, steps: int, global_batch: int, lr_of, write: bool
     return EpochRecorder()
 
 
+CONTAINER_MARKS = ("APPTAINER_CONTAINER", "SINGULARITY_CONTAINER")  # set inside by both
+
+
+def software_problem(modules, container, env=None) -> str | None:
+    """Why the software stack asked for is not the one this process runs in, or None:
+    every module of `modules` must be loaded (LOADEDMODULES, as environment-modules and
+    Lmod set it; a name without a version matches any version), and with a `container`
+    the process must run inside one."""
+    env = os.environ if env is None else env
+    if modules:
+        loaded = [m for m in env.get("LOADEDMODULES", "").split(":") if m]
+        if not loaded:
+            return (f"software.modules asks for {', '.join(modules)}, but no environment "
+                    "module is loaded in the job: its shell has no `module` command (set "
+                    "BASH_ENV to the site's module init, README 'Site software') or the "
+                    "workflow was not run with --sdm env-modules")
+        missing = [m for m in modules
+                   if not any(x == m or x.startswith(f"{m}/") for x in loaded)]
+        if missing:
+            return (f"module {missing[0]} is not loaded in the job (LOADEDMODULES: "
+                    f"{':'.join(loaded)}): `module load {missing[0]}` failed")
+    if container and not any(env.get(k) for k in CONTAINER_MARKS):
+        return (f"software.container is {container}, but the job does not run inside a "
+                "container: run the workflow with --sdm apptainer")
+    return None
+
+
 def environment_facts() -> dict:
     """Where the run happened: host, SLURM allocation and GPU ids when present."""
     keys = ["SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_JOB_NODELIST", "SLURM_NNODES",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import pandas as pd
 import pytest
 from conftest import IN_CI, MODULES_INIT, ROOT, run_snakemake, site_modules, write_config
 
@@ -50,3 +51,34 @@ def test_a_container_reaches_the_jobs_that_run_tensorflow(tmp_path):
     else:
         assert proc.returncode != 0
         assert "apptainer or singularity command has to be available" in proc.stdout
+
+
+@pytest.mark.skipif(not MODULES_INIT.exists() and not IN_CI,
+                    reason="environment-modules is not installed (make sysdeps)")
+def test_a_job_without_the_module_command_fails_its_point_with_the_reason(tmp_path):
+    # the README's BASH_ENV step forgotten: Snakemake's `module load` fails in the job's
+    # shell and the training would run with whatever python is on PATH
+    module, env = site_modules(tmp_path)
+    del env["BASH_ENV"]
+    config = small_config(tmp_path / "c.yaml", f"{{modules: [{module}]}}")
+    proc = run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", "--sdm=env-modules",
+                         env=env, check=False)
+    assert proc.returncode != 0
+    run = json.loads((tmp_path / "results/runs/MLP/gpus1/rep1/run.json").read_text())
+    assert run["status"] == "failed" and "no `module` command" in run["failure"]
+    assert f"software.modules asks for {module}" in run["failure"]
+    runs = pd.read_csv(tmp_path / "results/tables/runs.csv")  # the tables are still made
+    assert list(runs["status"]) == ["failed"]
+
+
+@pytest.mark.parametrize("software, value", [
+    ('{modules: ["x; touch HACKED"]}', "'x; touch HACKED' does not match"),
+    ("{container: 'image $(touch HACKED)'}", "'image $(touch HACKED)' does not match"),
+])
+def test_a_module_or_image_name_with_shell_characters_is_refused_at_planning(tmp_path,
+                                                                             software, value):
+    config = small_config(tmp_path / "c.yaml", software)
+    proc = run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", "--sdm=env-modules",
+                         check=False)
+    assert proc.returncode != 0 and value in proc.stdout
+    assert not (tmp_path / "HACKED").exists() and not (tmp_path / "results").exists()

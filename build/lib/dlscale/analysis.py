@@ -20,6 +20,7 @@ Definitions (docs/analysis.md explains them for users):
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -251,21 +252,28 @@ def failed_points(runs: pd.DataFrame) -> pd.DataFrame:
 THIS_STUDY = "this study"
 
 
-def parse_compare(items: list[str]) -> list[tuple[str, Path]]:
-    """LABEL=PATH pairs (the label may hold '=': the path is after the last one)."""
+def parse_compare(items: list[str], as_json: str | None = None) -> list[tuple[str, Path]]:
+    """LABEL=PATH pairs (the label may hold '=': the path is after the last one), then
+    the [label, path] pairs of `as_json` (how the workflow passes them: see
+    plan.html_safe_json)."""
     pairs = []
     for item in items:
         label, sep, path = item.rpartition("=")
         if not sep or not label or not path:
             raise ValueError(f"--compare takes LABEL=PATH, got '{item}'")
         pairs.append((label, Path(path)))
-    return pairs
+    return pairs + [(str(label), Path(path)) for label, path in json.loads(as_json or "[]")]
 
 
 def read_studies(scaling: Path, compare: list[tuple[str, Path]]):
     """[(label, table)] for this study and each compared one."""
     studies = [(THIS_STUDY, read_table(scaling, list(COMPARED_COLUMNS)))]
-    studies += [(label, read_table(path, list(COMPARED_COLUMNS))) for label, path in compare]
+    for label, path in compare:
+        # an older dlscale's table (or one written by hand) may lack the later columns:
+        # they are empty, and the plots leave those studies out where they need them
+        table = read_table(path, list(COMPARED_COLUMNS))
+        missing = [c for c in SCALING_COLUMNS + EXTRA_COLUMNS if c not in table]
+        studies.append((label, table.reindex(columns=[*table.columns, *missing])))
     return studies
 
 

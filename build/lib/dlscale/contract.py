@@ -60,21 +60,13 @@ def table(name: str) -> str:
 class Status(StrEnum):
     """How a point's attempt ended; run.json's `failure` says why in its own words."""
 
-    COMPLETED = "completed"
-    FAILED = "failed"
-    OUT_OF_MEMORY = "out_of_memory"
-    TIMEOUT = "timeout"
-    KILLED = "killed"
+    COMPLETED = "completed"  # every epoch trained and the model evaluated
+    FAILED = "failed"  # an error: NaN loss, devices not as asked, bad settings, a crash
+    OUT_OF_MEMORY = "out_of_memory"  # the batch did not fit in the device's memory
+    TIMEOUT = "timeout"  # stopped at an epoch boundary before the job's time limit
+    KILLED = "killed"  # the training process was ended by a signal
 
 
-STATUS_MEANING = {
-    Status.COMPLETED: "every epoch trained and the model evaluated",
-    Status.FAILED: "train.py stopped with an error (NaN loss, devices not as asked, bad "
-                   "settings, a crash)",
-    Status.OUT_OF_MEMORY: "the batch did not fit in the device's memory",
-    Status.TIMEOUT: "stopped at an epoch boundary before the job's time limit",
-    Status.KILLED: "the training process was ended by a signal",
-}
 # train.py's exit status per ending it records itself (2 bad flags, 3 devices not as asked)
 EXIT_STATUS = {Status.COMPLETED: 0, Status.FAILED: 4, Status.OUT_OF_MEMORY: 6,
                Status.TIMEOUT: 7}

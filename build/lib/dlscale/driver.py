@@ -71,8 +71,11 @@ def tee_stdout(path: Path):
 def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     """Train and evaluate; return the run record (status completed, failed, out_of_memory
     or timeout). Raises RunError when the run cannot start or go on."""
-    quiet_tensorflow()
     from dlscale import training as T
+
+    if problem := T.software_problem(settings.modules, settings.container):
+        raise RunError(problem, 2)
+    quiet_tensorflow()
     from dlscale.backends import make_backend
     from dlscale.tfrecords import load_manifest
 
@@ -91,13 +94,20 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     precision = T.resolve_precision(settings.precision, settings.device)
     notes: list[str] = []  # what went wrong beside the training: run.json and train.log
     deadline = T.job_deadline(settings.time_limit_min, started.timestamp(), notes)
+    backup = state / ("ckpt" if settings.loop == "custom" else "backup")
+
+    def announce(epoch: int) -> None:  # what the resume did, once the first epoch begins
+        if resuming and epoch:
+            say(f"dlscale train: resuming from the backup in {backup} at epoch {epoch + 1}")
+        elif resuming:
+            say(f"dlscale train: the backup in {backup} held no finished epoch: starting "
+                "at epoch 1")
+
     model, recorder, callbacks = build(settings, backend, plan, manifest, precision, state,
-                                       deadline, sampler)
+                                       deadline, sampler, announce)
     train_ds, test_ds = backend.datasets(*inputs(settings, manifest, plan), plan.global_batch)
     for line in filter(None, [summary(settings, backend, plan, manifest, precision), note,
-                              *notes,
-                              plan.xla_note, resuming and "resuming from the backup in "
-                              f"{state / ('ckpt' if settings.loop == 'custom' else 'backup')}"]):
+                              *notes, plan.xla_note]):
         say(f"dlscale train: {line}")
     train = trainer(settings, backend, plan, model, train_ds, callbacks, state)
     t0 = time.perf_counter()
@@ -159,20 +169,20 @@ def synthetic_speed(settings, backend, plan, manifest: dict, model) -> float:
 
     train_ds, _ = backend.datasets(synthetic_input, inputs(settings, manifest, plan)[1],
                                    plan.global_batch)  # the test input is not read
-    times = []
-    keras = K.keras()
-    timer = keras.callbacks.LambdaCallback(
-        on_epoch_begin=lambda epoch, logs: times.append(time.perf_counter()),
-        on_epoch_end=lambda epoch, logs: times.append(time.perf_counter()))
-    if not hasattr(model, "_training_state"):  # BackupAndRestore deletes it as fit ends,
-        model._training_state = None           # and tf-keras' next fit reads it
-    model.fit(train_ds, epochs=2, steps_per_epoch=settings.synthetic_check_steps, verbose=0,
-              callbacks=[timer])
-    return round(settings.synthetic_check_steps * plan.global_batch / (times[3] - times[2]), 2)
+    step = model.make_train_function()  # Keras' own step under the strategy, without fit
+    batches, steps = iter(train_ds), settings.synthetic_check_steps
+    for _ in range(steps):  # untimed: tracing and warm-up
+        logs = step(batches)
+    float(logs["loss"])  # waits for the device to finish
+    start = time.perf_counter()
+    for _ in range(steps):
+        logs = step(batches)
+    float(logs["loss"])
+    return round(steps * plan.global_batch / (time.perf_counter() - start), 2)
 
 
 def build(settings, backend, plan, manifest: dict, precision: str, state: Path, deadline,
-          sampler=None):
+          sampler=None, on_first=None):
     """The compiled model in the backend's scope, its epoch recorder and its callbacks."""
     from dlscale import training as T
 
@@ -181,7 +191,7 @@ def build(settings, backend, plan, manifest: dict, precision: str, state: Path, 
     keras.mixed_precision.set_global_policy(precision)
     schedule = T.warmup_schedule(settings.base_lr, plan.lr, plan.warmup_steps)
     recorder = T.epoch_recorder(state / EPOCHS, plan.steps, plan.global_batch,
-                                backend.lr_of(schedule), backend.chief, sampler)
+                                backend.lr_of(schedule), backend.chief, sampler, on_first)
     with backend.scope():
         model = T.build_model(settings.model, tuple(manifest["image_shape"]),
                               manifest["num_classes"], settings.image_size)
@@ -227,7 +237,7 @@ def open_state(settings, backend, manifest: dict, stack: ExitStack):
     note = None
     if backend.chief:  # before any worker can restore: the others wait for the chief
         key = resume_key(settings, backend.kind, manifest, settings.data_dir / MANIFEST)
-        note = prepare_state(state, key, settings.epochs)
+        note = prepare_state(state, key, settings.epochs, backup)
         resuming = resuming and backup.is_dir()
         if not resuming:  # from epoch 1: an earlier attempt's lines do not belong here
             for name in (TRAIN_LOG, EPOCHS):
@@ -284,12 +294,36 @@ def fit(train, settings, precision: str):
             f"stopped after epoch {stop.epoch} of {settings.epochs}: the next epoch (up to "
             f"{1.5 * stop.longest:.0f} s) would not end within the {left:.0f} s left before "
             "the time limit; a rerun continues from the last epoch, with more time")
-    except tf.errors.ResourceExhaustedError as exc:
+    except (tf.errors.ResourceExhaustedError, OSError) as exc:
+        if full := disk_full(exc):
+            return Status.FAILED, full
+        if isinstance(exc, OSError):
+            raise
         return Status.OUT_OF_MEMORY, (
             f"out of memory with {settings.batch_per_gpu} images per GPU ({precision}, "
             f"{settings.model}): lower batch_per_gpu, or set batch_per_gpu: auto to find the "
             f"largest that fits ({str(exc).strip().splitlines()[0][:200]})")
     return Status.COMPLETED, None
+
+
+def disk_full(exc: BaseException) -> str | None:
+    """'no space left on DEVICE (path)' for a full disk or quota, which TensorFlow raises
+    as ResourceExhaustedError like device memory; None for anything else."""
+    import errno
+
+    text = str(exc)
+    number = getattr(exc, "errno", None)
+    if number == errno.ENOSPC or "No space left on device" in text:
+        what = "no space left on device"
+    elif number == errno.EDQUOT or "Disk quota exceeded" in text:
+        what = "disk quota exceeded"
+    else:
+        return None
+    where = getattr(exc, "filename", None) or next(
+        (word.strip("'\",;:") for word in text.split() if word.startswith(("/", "results/"))),
+        None)
+    return f"{what}{f' ({where})' if where else ''}: free space there and run again " \
+        f"({text.strip().splitlines()[0][:200]})"
 
 
 def record(settings, backend, plan, manifest: dict, precision: str, started: datetime,

@@ -36,13 +36,27 @@ def read_jsonl(path: str | Path, after_a_bad_line: str = "stop") -> list:
     if not path.is_file():
         return []
     items = []
-    for line in path.read_text().splitlines():
+    for line in path.read_bytes().splitlines():
         try:
-            items.append(json.loads(line))
-        except json.JSONDecodeError:
+            items.append(json.loads(line))  # bytes: UTF-8, and a bad byte is a bad line
+        except ValueError:  # JSONDecodeError and UnicodeDecodeError
             if after_a_bad_line == "stop":
                 break
     return items
+
+
+def jsonl_problem(path: str | Path) -> str | None:
+    """What makes a JSON-lines file untrustworthy (a cut or unreadable line, with its
+    number), or None; a missing file has none."""
+    path = Path(path)
+    if not path.is_file():
+        return None
+    for number, line in enumerate(path.read_bytes().splitlines(), 1):
+        try:
+            json.loads(line)
+        except ValueError:
+            return f"{path.name} line {number} is not a JSON object (cut or damaged)"
+    return None
 
 
 def append_jsonl(path: str | Path, item) -> None:

@@ -90,6 +90,34 @@ def resolve_source(data: dict, dataset: str) -> Source:
     return Source(dataset, str(path), md5)
 
 
+def unreadable_file(path: str | Path) -> str | None:
+    """Why `path` cannot be read as a file ("does not exist", "is a directory" ...), or
+    None when it can."""
+    import os
+
+    path = Path(path)
+    if path.is_symlink() and not path.exists():
+        return "is a symbolic link that leads nowhere (a loop, or a missing target)"
+    if not path.exists():
+        return "does not exist"
+    if path.is_dir():
+        return "is a directory, expected a file"
+    if not path.is_file():
+        return "is not a regular file"
+    if not os.access(path, os.R_OK):
+        return "cannot be read (permission denied)"
+    return None
+
+
+def html_safe_json(value) -> str:
+    """JSON whose text holds no <, > or & (written as \\u003c, \\u003e, \\u0026, which
+    json.loads reads back unchanged). Snakemake's report embeds the params of report
+    rules in a <script> element as they are: a label such as '</script><script>...' from
+    a shared file must not end that element."""
+    return (json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e")
+            .replace("&", "\\u0026"))
+
+
 def meta_flags(meta: dict) -> str:
     """--meta KEY=VALUE flags for parse_logs.py, quoted for the shell."""
     return " ".join(f"--meta {shlex.quote(f'{k}={v}')}" for k, v in meta.items())
@@ -177,7 +205,12 @@ class Study:
             flags["batch-per-gpu-file"] = batch_file(p)
         else:
             flags["batch-per-gpu"] = p.batch_per_gpu
+        software = self.config["software"]
+        if software["container"]:
+            flags["container"] = software["container"]
         text = " ".join(f"--{k} {shlex.quote(str(v))}" for k, v in flags.items())
+        if software["modules"]:
+            text += " --modules " + " ".join(map(shlex.quote, software["modules"]))
         switches = {"xla": p.xla, "save-model": p.save_model, "tensorboard": p.tensorboard}
         return text + "".join(f" --{k}" if on else f" --no-{k}" for k, on in switches.items())
 
@@ -214,8 +247,8 @@ class Study:
         for index, item in enumerate(self.config["external_runs"]):
             where = f"external_runs[{index}]"
             for name in ("log", "err_log"):
-                if item.get(name) and not Path(item[name]).is_file():
-                    raise PlanError(f"{where}: {name} '{item[name]}' does not exist")
+                if item.get(name) and (problem := unreadable_file(item[name])):
+                    raise PlanError(f"{where}: {name} '{item[name]}' {problem}")
             key = entry_key(item)
             if key in runs:
                 raise PlanError(f"{where}: a second entry for model {item['model']} and log "
@@ -235,8 +268,10 @@ class Study:
         spec = self.config["references"]
         if not spec:
             return []
+        models = {p.model for p in self.points.values()}
+        models |= {item["model"] for item, _ in self.external.values()}
         try:
-            return load(spec, self.basedir, schema.load())
+            return load(spec, self.basedir, schema.load(), models)
         except ReferenceError as exc:
             raise PlanError(str(exc)) from exc
 
@@ -252,8 +287,8 @@ class Study:
             if item["label"] in labels:
                 raise PlanError(f"{where}: label '{item['label']}' is given twice")
             labels.add(item["label"])
-            if not Path(item["scaling"]).is_file():
-                raise PlanError(f"{where}: scaling '{item['scaling']}' does not exist")
+            if problem := unreadable_file(item["scaling"]):
+                raise PlanError(f"{where}: scaling '{item['scaling']}' {problem}")
             try:
                 read_table(item["scaling"], list(COMPARED_COLUMNS))
             except ValueError as exc:
@@ -262,8 +297,9 @@ class Study:
         return compared
 
     def compare_flags(self) -> str:
-        return " ".join(f"--compare {shlex.quote(f'{label}={path}')}"
-                        for label, path in self.compare)
+        if not self.compare:
+            return ""
+        return f"--compare-json {shlex.quote(html_safe_json(self.compare))}"
 
     def analysis_flags(self) -> str:
         a = self.config["analysis"]
@@ -274,7 +310,7 @@ class Study:
         if a["gpu_hour_price"] is not None:
             flags.append(f"--gpu-hour-price {a['gpu_hour_price']}")
         if self.references:
-            flags.append(f"--references {shlex.quote(json.dumps(self.references))}")
+            flags.append(f"--references {shlex.quote(html_safe_json(self.references))}")
         return " ".join(flags)
 
     def external_flags(self, key: str) -> str:

@@ -26,9 +26,10 @@ class ReferenceError(ValueError):
     """A reference entry or file that cannot be used; the message names it."""
 
 
-def load(spec, basedir: Path, schema: dict) -> list[dict]:
+def load(spec, basedir: Path, schema: dict, models: set[str] | None = None) -> list[dict]:
     """The reference entries of the config's `references` (a list, or a YAML file that
-    holds one), checked against the schema's entry definition."""
+    holds one), checked against the schema's entry definition and, given `models`, that
+    each names a model the study runs (a typo would otherwise match nothing and pass)."""
     import jsonschema
     import yaml
 
@@ -40,7 +41,10 @@ def load(spec, basedir: Path, schema: dict) -> list[dict]:
             raise ReferenceError(f"references: file '{spec}' does not exist (looked in the "
                                  f"working folder and in {basedir})")
         try:
-            spec = yaml.safe_load(path.read_text())
+            spec = yaml.safe_load(path.read_bytes().decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ReferenceError(f"references file '{path}' is not text (UTF-8): byte "
+                                 f"{exc.start} cannot be read") from None
         except yaml.YAMLError as exc:
             raise ReferenceError(f"references file '{path}': not YAML ({exc})"
                                  .replace("\n", " ")) from None
@@ -59,6 +63,9 @@ def load(spec, basedir: Path, schema: dict) -> list[dict]:
             jsonschema.validate(item, entry)
         except jsonschema.ValidationError as exc:
             raise ReferenceError(f"{where}[{index}]: {exc.message}") from None
+        if models is not None and item["model"] not in models:
+            raise ReferenceError(f"{where}[{index}]: model '{item['model']}' is not in this "
+                                 f"study (it runs {', '.join(sorted(models)) or 'no model'})")
     return [{"lower": -0.1, "upper": 0.1, **item} for item in spec]
 
 

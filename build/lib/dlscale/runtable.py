@@ -58,23 +58,35 @@ def check_epochs(epochs: list[dict], path) -> list[dict]:
 
 def cross_check(log: Path, epochs: list[dict], expect_epochs: bool) -> str:
     """`ok`, or what train.log says differently from the records."""
-    from dlscale.keraslog import LogError, parse_file
+    from dlscale.keraslog import LogError, parse_runs, read_text
 
-    try:
-        parsed = parse_file(log)
-    except (LogError, OSError, UnicodeDecodeError) as exc:
+    try:  # a resumed run's log holds each attempt: an epoch's last line is the one kept
+        runs = parse_runs(read_text(log), str(log))
+    except (LogError, OSError) as exc:
         return OK if not epochs and not expect_epochs else f"log not readable: {exc}"
-    logged, recorded = set(parsed.epochs), {e["epoch"] for e in epochs}
+    lines = {number: line for run in runs for number, line in run.epochs.items()}
+    logged, recorded = set(lines), {e["epoch"] for e in epochs}
     if logged != recorded:
         return f"the log has epochs {sorted(logged)}, the records {sorted(recorded)}"
     differences = []
     for epoch in epochs:
-        line = parsed.epochs[epoch["epoch"]]
+        line = lines[epoch["epoch"]]
         allowed = line["seconds_resolution"] + 0.25 + 0.05 * epoch["seconds"]
         if abs(line["seconds"] - epoch["seconds"]) > allowed:
             differences.append(f"epoch {epoch['epoch']} {line['seconds']:g} s in the log, "
                                f"{epoch['seconds']:g} s in the records")
     return "; ".join(differences) or OK
+
+
+def unreadable_record_rows(run_dir: Path, meta: dict, problem: str) -> list[dict]:
+    """The one row of a point whose run.json cannot be read: a failed run, so that the
+    tables are built and the point is trained again (the attempt is recorded)."""
+    from dlscale.contract import append_attempt
+
+    failure = f"{problem}; the point is trained again at the next run"
+    append_attempt(run_dir, {"status": Status.FAILED, "failure": failure})
+    return [{**dict.fromkeys(EPOCH_COLUMNS), **meta, "status": Status.FAILED.value,
+             "failure": failure, "file": str(run_dir / RUN_JSON), "log_check": ""}]
 
 
 def run_rows(run_dir: Path, meta: dict) -> tuple[list[dict], str]:

@@ -148,11 +148,28 @@ def batch_of(over: dict, gpus: int, scaling: str, model: str) -> tuple[int | str
     return total // gpus, total
 
 
+def check_gres(template: str | None) -> None:
+    """resources.gres may name only {gpus} (the GPUs per node); SweepError otherwise."""
+    import string
+
+    if not template:
+        return
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError as exc:
+        raise SweepError(f"resources.gres '{template}' is not a template ({exc})") from None
+    unknown = [f for f in fields if f != "gpus"]
+    if unknown:
+        raise SweepError(f"resources.gres '{template}' names {{{unknown[0]}}}: the only "
+                         "placeholder is {gpus} (the GPUs per node), e.g. 'gpu:v100:{gpus}'")
+
+
 def plan_sweep(config: dict) -> tuple[list[Point], list[str]]:
     """All points of the sweep in a stable order, and a note per combination of GPUs,
     nodes and strategy that cannot run and was left out. Raises SweepError on a setting
     that cannot run at all, or when no point is left."""
     sweep, training, res = config["sweep"], config["training"], config["resources"]
+    check_gres(res["gres"])
     precisions = sweep.get("precision") or [training["precision"]]
     strategies = sweep.get("strategy") or [None]
     loops = sweep.get("loop") or [training["loop"]]

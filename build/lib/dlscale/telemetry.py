@@ -138,7 +138,11 @@ class Sampler:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=5 * self.interval + 5)
-        self._write()
+        if self.error is None:
+            try:
+                self._write()
+            except OSError as exc:
+                self.error = f"{type(exc).__name__}: {exc}"
 
     def now(self) -> float:
         return time.perf_counter() - self.t0

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from dlscale import cli as K
 from dlscale.contract import EPOCHS, SETTINGS, read_epochs
-from dlscale.files import append_jsonl
+from dlscale.files import append_jsonl, jsonl_problem
 from dlscale.vocabulary import SMALL_MODELS
 
 
@@ -328,12 +328,13 @@ def warmup_schedule(base_lr: float, target_lr: float, warmup_steps: int):
 # --- records ----------------------------------------------------------------------------
 
 def epoch_recorder(path: Path, steps: int, global_batch: int, lr_of, write: bool,
-                   sampler=None):
+                   sampler=None, on_first=None):
     """Keras callback appending one JSON object per finished epoch to `path`, with the
     epoch's telemetry summary when a `sampler` (dlscale.telemetry.Sampler) runs.
 
     On the first epoch of a (possibly resumed) fit it rewrites the file with only the
-    epochs before the one starting, so a run restored from a backup has no duplicates.
+    epochs before the one starting, so a run restored from a backup has no duplicates,
+    and calls `on_first(epoch index)`: only then is it known where a resume began.
     """
     keras = K.keras()
 
@@ -347,6 +348,8 @@ def epoch_recorder(path: Path, steps: int, global_batch: int, lr_of, write: bool
         def on_epoch_begin(self, epoch, logs=None):
             if self.first_epoch is None:
                 self.first_epoch = epoch
+                if on_first is not None:
+                    on_first(epoch)
                 if write:
                     kept = [r for r in read_epochs(path) if r["epoch"] <= epoch]
                     path.write_text("".join(json.dumps(r) + "\n" for r in kept))
@@ -369,6 +372,33 @@ def epoch_recorder(path: Path, steps: int, global_batch: int, lr_of, write: bool
                 append_jsonl(path, record)
 
     return EpochRecorder()
+
+
+CONTAINER_MARKS = ("APPTAINER_CONTAINER", "SINGULARITY_CONTAINER")  # set inside by both
+
+
+def software_problem(modules, container, env=None) -> str | None:
+    """Why the software stack asked for is not the one this process runs in, or None:
+    every module of `modules` must be loaded (LOADEDMODULES, as environment-modules and
+    Lmod set it; a name without a version matches any version), and with a `container`
+    the process must run inside one."""
+    env = os.environ if env is None else env
+    if modules:
+        loaded = [m for m in env.get("LOADEDMODULES", "").split(":") if m]
+        if not loaded:
+            return (f"software.modules asks for {', '.join(modules)}, but no environment "
+                    "module is loaded in the job: its shell has no `module` command (set "
+                    "BASH_ENV to the site's module init, README 'Site software') or the "
+                    "workflow was not run with --sdm env-modules")
+        missing = [m for m in modules
+                   if not any(x == m or x.startswith(f"{m}/") for x in loaded)]
+        if missing:
+            return (f"module {missing[0]} is not loaded in the job (LOADEDMODULES: "
+                    f"{':'.join(loaded)}): `module load {missing[0]}` failed")
+    if container and not any(env.get(k) for k in CONTAINER_MARKS):
+        return (f"software.container is {container}, but the job does not run inside a "
+                "container: run the workflow with --sdm apptainer")
+    return None
 
 
 def environment_facts() -> dict:
@@ -486,23 +516,74 @@ def describe_change(old: dict, new: dict) -> str:
     return ", ".join(f"{k} {old.get(k)!r} -> {new.get(k)!r}" for k in changed)
 
 
-def prepare_state(state: Path, settings: dict, epochs: int) -> str | None:
+def checkpoint_problem(backup: Path) -> str | None:
+    """Why the newest checkpoint in a backup folder cannot be restored (every tensor is
+    read once), or None; an empty or missing folder has none."""
+    if not backup.is_dir() or not any(p.is_file() for p in backup.rglob("*")):
+        return None
+    import tensorflow as tf
+
+    folders = sorted({p.parent for p in backup.rglob("checkpoint")}) or [backup]
+    for folder in folders:
+        try:
+            latest = tf.train.latest_checkpoint(str(folder))
+            if latest is None:
+                return f"{folder} names no checkpoint"
+            reader = tf.train.load_checkpoint(latest)
+            for name in reader.get_variable_to_shape_map():
+                reader.get_tensor(name)
+        except Exception as exc:  # DataLossError, NotFoundError, a parse error ...
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            return f"checkpoint {folder.relative_to(backup.parent)} cannot be read ({first[:160]})"
+    return None
+
+
+def state_problem(state: Path, backup: Path) -> str | None:
+    """What makes a saved state unusable, or None: settings that cannot be read, records
+    with a cut or damaged line or a gap, a checkpoint that cannot be restored."""
+    settings = state / SETTINGS
+    if settings.exists():
+        try:
+            json.loads(settings.read_bytes())
+        except (OSError, ValueError) as exc:
+            return f"{SETTINGS} cannot be read ({type(exc).__name__})"
+    if problem := jsonl_problem(state / EPOCHS):
+        return problem
+    numbers = [r.get("epoch") for r in read_epochs(state / EPOCHS)]
+    if numbers != list(range(1, len(numbers) + 1)):
+        return f"{EPOCHS} holds epochs {numbers}, not 1 to {len(numbers)}"
+    return checkpoint_problem(backup)
+
+
+def move_aside(state: Path, prefix: str) -> Path:
+    aside = state.parent / f"{prefix}-{time.strftime('%Y%m%dT%H%M%S')}"
+    state.rename(aside)
+    return aside
+
+
+def prepare_state(state: Path, settings: dict, epochs: int, backup: Path | None = None
+                  ) -> str | None:
     """Make `state` ready for a run with `settings`; return a note for train.log.
 
+    A state that cannot be used (`state_problem`: unreadable settings, damaged records,
+    a checkpoint that does not restore) is moved aside to state.corrupt-<time>/ and the
+    run starts over: a crash loop on every rerun helps no one.
     Same settings: the backup is kept (the run resumes), unless it already holds more
     finished epochs than `epochs` asks for (RunError: that would silently drop them).
     Other settings: the old state is moved aside to superseded-<time>/ and the run
     starts over."""
     saved_path = state / SETTINGS
     note = None
+    if state.is_dir() and (problem := state_problem(state, backup or state / "backup")):
+        aside = move_aside(state, f"{state.name}.corrupt")
+        note = f"the saved state cannot be used ({problem}): starting over; it is in {aside}"
     if state.is_dir() and any(state.iterdir()):
         try:
             saved = json.loads(saved_path.read_bytes())
         except (OSError, ValueError):  # missing, not UTF-8, not JSON: not resumable
             saved = {}
         if {k: saved.get(k) for k in settings} != settings:
-            aside = state.parent / f"superseded-{time.strftime('%Y%m%dT%H%M%S')}"
-            state.rename(aside)
+            aside = move_aside(state, "superseded")
             what = describe_change(saved, settings) if saved else "no settings recorded"
             note = (f"the saved state was made with other settings ({what}): starting over; "
                     f"the old state is in {aside}")
