@@ -3,9 +3,9 @@
 
   python bench/bench_analysis.py [--runs 500] [--epochs 20] [--work /tmp/dlscale-bench-analysis]
 
-Writes tf-keras-format train.log and epochs.jsonl files like dlscale's run folders,
-then times, in one process: parsing every log with its cross-check against the records
-(parse_logs.table + cross_check, what the parse_log rule runs per run) and the
+Writes run folders as train.py leaves them (run.json, epochs.jsonl, a tf-keras-format
+train.log), then times, in one process: each run's table from its records with the log
+cross-check (runtable.run_rows, what the tabulate_run rule runs per run) and the
 aggregation into runs and scaling tables (what aggregate.py runs once).
 """
 
@@ -21,6 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
+from dlscale.contract import RunRecord, Status  # noqa: E402
 
 
 def write_runs(work: Path, runs: int, epochs: int) -> list[Path]:
@@ -35,8 +36,14 @@ def write_runs(work: Path, runs: int, epochs: int) -> list[Path]:
             lines += [f"Epoch {e}/{epochs}",
                       f"{196 // gpus}/{196 // gpus} - {ms // 1000}s - loss: {2.0 / e:.4f} - "
                       f"accuracy: {0.1 + 0.02 * e:.4f} - {ms}ms/epoch - {ms // 196}ms/step"]
-            records.append({"epoch": e, "seconds": ms / 1000, "lr": 0.01 * gpus})
+            records.append({"epoch": e, "seconds": ms / 1000, "lr": 0.01 * gpus,
+                            "loss": 2.0 / e, "accuracy": 0.1 + 0.02 * e, "images": 50000})
         (folder / "train.log").write_text("\n".join(lines) + "\n")
+        record = RunRecord.ending(Status.COMPLETED, None, model=f"M{i % 5}", replicas=gpus,
+                                  gpus_asked=gpus, nodes=1, global_batch=256 * gpus,
+                                  images_per_epoch=50000, epochs=epochs,
+                                  epochs_completed=epochs, test_accuracy=0.5)
+        (folder / "run.json").write_text(json.dumps(record))
         (folder / "epochs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
         folders.append(folder)
     return folders
@@ -53,22 +60,19 @@ def main(argv=None) -> int:
 
     t0 = time.perf_counter()
     import pandas as pd
-    import parse_logs
 
     from dlscale.analysis import scaling, summarize_runs
-    from dlscale.keraslog import parse_file
+    from dlscale.runtable import OK, run_rows
 
     t_import = time.perf_counter() - t0
     t0 = time.perf_counter()
     rows = []
     for folder in folders:
-        parsed = parse_file(str(folder / "train.log"))
-        records = [json.loads(x) for x in (folder / "epochs.jsonl").read_text().splitlines()]
-        parse_logs.cross_check(parsed, records)
         model, gpus, rep = folder.relative_to(args.work).parts
-        meta = {"run": str(folder), "model": model, "series": model, "gpus": int(gpus[4:]),
-                "repeat": int(rep[3:]), "images_per_epoch": 50000, "global_batch": 256}
-        rows += parse_logs.table(parsed, meta, records)
+        meta = {"run": str(folder), "series": model, "repeat": int(rep[3:])}
+        table_rows, check = run_rows(folder, meta)
+        assert check == OK, check
+        rows += table_rows
     t_parse = time.perf_counter() - t0
     t0 = time.perf_counter()
     epochs = pd.DataFrame(rows)

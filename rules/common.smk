@@ -135,6 +135,9 @@ def point_resource(name):
 def all_targets():
     return (
         [C.table("scaling"), C.table("failed")]
+        # each point's record too: one that went missing is trained again, never "up to
+        # date" because the tables built from it still exist
+        + [f"{C.RUNS}/{key}/{C.RUN_JSON}" for key in POINTS]
         + [f"{C.PLOTS}/{n}.png" for n in PLOT_NAMES]
         + [f"{C.CHECKS}/points.txt"]
         + ([C.table("verdicts")] if STUDY.references else [])

@@ -94,3 +94,16 @@ def test_a_non_editable_install_finds_its_schema_and_plans_a_dry_run(tmp_path):
     where = subprocess.run([sys.executable, "-c", "import dlscale; print(dlscale.__file__)"],
                            capture_output=True, text=True, env=env, cwd=tmp_path, check=True)
     assert where.stdout.startswith(str(site))
+
+
+def test_the_readme_describes_the_demo_as_its_config_runs_it():
+    demo = yaml.safe_load((ROOT / "config" / "demo.yaml").read_text())
+    train, epochs = demo["data"]["limit_train"], demo["training"]["epochs"]
+    steps = train // demo["training"]["batch_per_gpu"] * epochs  # on 1 replica
+    readme = (ROOT / "README.md").read_text()
+    quick_start = readme.split("## Quick start")[1].split("## What is where")[0]
+    words = " ".join(quick_start.split())
+    assert f"on {train} images for {epochs} epochs" in words
+    assert f"{steps} steps" in words
+    assert ", ".join(map(str, demo["sweep"]["gpus"][:-1])) + f" and {demo['sweep']['gpus'][-1]}" \
+        " replicas" in words

@@ -89,7 +89,13 @@ def test_a_killed_point_and_a_disagreeing_log_still_give_the_tables(tmp_path):
     runs = pd.read_csv(tmp_path / "results/tables/runs.csv").set_index("run")
     assert runs["counted"].all() and len(runs) == 2
     assert runs.loc[DONE, "log_check"].startswith("epoch 1 99 s in the log, ")
-    assert runs.loc[KILLED, "log_check"] == "ok" and runs.loc[KILLED, "epochs_done"] == 6
+    # (its log may lack the line of the epoch the kill interrupted: a warning, no more)
+    assert runs.loc[KILLED, "epochs_done"] == 6
     assert pd.read_csv(tmp_path / "results/tables/failed.csv").empty
     scaling = pd.read_csv(tmp_path / "results/tables/scaling.csv").set_index("series")
     assert scaling.loc["SimpleCNN", "epoch_time_s"] < 99  # the records' time, not the log's
+
+    # a finished point's record that went missing is never "up to date"
+    (tmp_path / "results/runs" / DONE / "run.json").unlink()
+    dry = run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", "-n")
+    assert re.search(r"^train\s+1$", dry.stdout, re.M), dry.stdout[-3000:]
