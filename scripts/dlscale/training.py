@@ -482,9 +482,16 @@ def job_deadline(time_limit_min: float | None, started: float,
     return started + time_limit_min * 60 if time_limit_min else None
 
 
-def deadline_stop(deadline: float, agree, reserve: float = 10.0):
+# Seconds kept at the end of a job for what follows the last epoch: the evaluation, the
+# records, the process's exit and Snakemake's job step. Under load that took 13 s on the
+# test cluster (train.py done at 14:27:08, the job step at 14:27:21), and SLURM marks a
+# job that reaches its limit TIMEOUT, which makes Snakemake drop its outputs.
+END_OF_JOB_RESERVE_S = 30.0
+
+
+def deadline_stop(deadline: float, agree, reserve: float = END_OF_JOB_RESERVE_S):
     """Keras callback that ends training at an epoch boundary when the next epoch, taken
-    as 1.5 x the longest so far, plus `reserve` seconds for writing the records, would
+    as 1.5 x the longest so far, plus `reserve` seconds for the end of the job, would
     end after `deadline`. `agree(flag)` makes every worker take the same decision."""
     keras = K.keras()
 

@@ -106,7 +106,7 @@ def test_the_custom_loop_trains_like_fit_and_writes_the_same_records(small_data,
 
 
 def test_the_custom_loop_resumes_from_its_last_checkpoint(small_data, tmp_path):
-    # a time limit of 6 s (10 s kept for the records) stops it after epoch 1, checkpointed
+    # a time limit of 6 s (30 s kept for the end) stops it after epoch 1, checkpointed
     proc = loop_run(small_data, tmp_path, "custom", "--time-limit-min", "0.1")
     assert proc.returncode == 7, proc.stderr[-3000:]
     assert run_json(tmp_path)["epochs_completed"] == 1

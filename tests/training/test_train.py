@@ -222,7 +222,7 @@ def test_fewer_epochs_than_a_killed_run_finished_are_refused(small_data, tmp_pat
 
 
 def test_a_time_limit_stops_at_an_epoch_boundary_and_the_rerun_continues(small_data, tmp_path):
-    # 6 s in all, 10 s kept for the records: whatever the machine's speed, the run stops
+    # 6 s in all, 30 s kept for the end of the job: whatever the machine's speed, the run stops
     # after its first epoch, before the limit, with its backup in place
     proc = train(small_data, tmp_path, "--epochs", "30", "--time-limit-min", "0.1")
     assert proc.returncode == 7, proc.stderr[-3000:]
@@ -273,8 +273,8 @@ def test_train_log_is_closed_and_stdout_restored_after_a_run(small_data, tmp_pat
 
 @pytest.fixture(scope="module")
 def stopped_run(small_data, tmp_path_factory):
-    """A run folder stopped after epoch 1 with its state kept: a time limit of 6 s (10 s
-    kept for the records) stops it there whatever the machine's speed."""
+    """A run folder stopped after epoch 1 with its state kept: a time limit of 6 s (30 s
+    kept for the end of the job) stops it there whatever the machine's speed."""
     out = tmp_path_factory.mktemp("stopped")
     first = train(small_data, out, "--epochs", "2", "--time-limit-min", "0.1")
     assert first.returncode == 7, first.stderr[-3000:]
