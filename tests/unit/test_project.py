@@ -71,9 +71,15 @@ def test_every_script_with_a_shebang_is_executable_in_git():
 def test_a_non_editable_install_finds_its_schema_and_plans_a_dry_run(tmp_path):
     # the package as pip installs it (no source tree beside it), and a copy of the
     # workflow without scripts/dlscale: planning must use the installed package alone
-    site = tmp_path / "site"
+    site, source = tmp_path / "site", tmp_path / "source"
+    # from a copy: setuptools builds in the source tree (build/), which is not ours to litter
+    source.mkdir()
+    for part in ("pyproject.toml", "requirements.txt", "README.md"):
+        shutil.copy(ROOT / part, source / part)
+    shutil.copytree(ROOT / "scripts" / "dlscale", source / "scripts" / "dlscale",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
-                    "--target", str(site), str(ROOT)],
+                    "--target", str(site), str(source)],
                    check=True, capture_output=True, timeout=300)
     assert (site / "dlscale" / "schema.yaml").is_file()
     flow = tmp_path / "flow"

@@ -1,1 +1,0 @@
-"""dlscale: shared logic for the workflow's scripts (data, training records, analysis)."""
