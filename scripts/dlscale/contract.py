@@ -137,6 +137,12 @@ class RunRecord(dict):
             raise RecordError(f"{path} is not a JSON run record ({exc})") from None
         if not isinstance(data, dict):
             raise RecordError(f"{path} is not a JSON object: expected a run record")
+        if "record_version" not in data and "status" in data:
+            # written before records had a version (dlscale 0.1 up to this contract): the
+            # same keys, fewer of them; a finished point is not trained again for that
+            data = {**dict.fromkeys(REQUIRED), **data, "record_version": RECORD_VERSION,
+                    "upgraded_from_version": 0}
+            data["notes"] = list(data["notes"] or [])
         return cls(data).check(path)
 
     def write(self, out: str | Path) -> None:

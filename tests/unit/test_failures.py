@@ -274,3 +274,14 @@ def test_a_time_limit_guard_that_cannot_ask_squeue_says_so(monkeypatch):
     assert len(notes) == 1 and notes[0].startswith(
         "the time-limit guard cannot read the job's end (squeue -j 999999999")
     assert job_deadline(2.0, 100.0, []) == 100.0 + 120.0  # --time-limit-min still applies
+
+
+def test_a_record_written_before_records_had_a_version_is_read_and_upgraded(tmp_path):
+    # the keys the previous dlscale wrote for a killed run (launch.py), and no version
+    old = {"status": "killed", "failure": "the training process was killed by SIGKILL",
+           "epochs_completed": 2, "attempt": 1, "host": "n1", "env": {},
+           "started": "2026-11-21T10:00:00+00:00", "finished": "2026-11-21T10:05:00+00:00"}
+    (tmp_path / "run.json").write_text(json.dumps(old))
+    record = contract.RunRecord.read(tmp_path / "run.json")
+    assert record.status is contract.Status.KILLED and record["upgraded_from_version"] == 0
+    assert record["images_per_epoch"] is None and record["notes"] == []
