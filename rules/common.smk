@@ -105,10 +105,6 @@ def folder_of(output_key):
     return lambda wildcards, output: str(Path(output[output_key]).parent)
 
 
-def run_folder(wildcards, output):
-    return str(Path(output.run).parent)
-
-
 def train_input(wildcards):
     p = point(wildcards)
     inputs = {"manifest": f"{DATA_DIR}/{MANIFEST}"}

@@ -70,7 +70,7 @@ rule train:
         data=data_dir,
         launch=of_point(STUDY.launch_flags),
         python=of_point(STUDY.python),
-        out=run_folder,
+        out=folder_of("run"),
         attempt=of_point(STUDY.attempt),
     # launch.py --record: whatever becomes of the point, run.json says so and the job
     # succeeds, so the tables are built with it; check_points fails the workflow after.

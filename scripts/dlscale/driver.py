@@ -94,7 +94,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     precision = T.resolve_precision(settings.precision, settings.device)
     notes: list[str] = []  # what went wrong beside the training: run.json and train.log
     deadline = T.job_deadline(settings.time_limit_min, started.timestamp(), notes)
-    backup = state / ("ckpt" if settings.loop == "custom" else "backup")
+    backup = backup_dir(settings, state)
 
     def announce(epoch: int) -> None:  # what the resume did, once the first epoch begins
         if resuming and epoch:
@@ -196,7 +196,8 @@ def build(settings, backend, plan, manifest: dict, precision: str, state: Path, 
         model = T.build_model(settings.model, tuple(manifest["image_shape"]),
                               manifest["num_classes"], settings.image_size)
         callbacks = (backend.callbacks(recorder, keras.callbacks.TerminateOnNaN(),
-                                       str(state / "backup"), plan) if settings.loop == "fit"
+                                       str(backup_dir(settings, state)), plan)
+                     if settings.loop == "fit"
                      else [recorder]) + chief_callbacks(settings, backend)
         if deadline is not None:  # last: it stops training after the backup is saved
             callbacks.append(T.deadline_stop(deadline, backend.agree))
@@ -210,7 +211,7 @@ def trainer(settings, backend, plan, model, train_ds, callbacks: list, state: Pa
     if settings.loop == "custom":
         from dlscale.customloop import CustomLoop
 
-        loop = CustomLoop(backend, model, plan, state / "ckpt")
+        loop = CustomLoop(backend, model, plan, backup_dir(settings, state))
         return lambda: loop.train(train_ds, settings.epochs, callbacks, backend.chief)
     return lambda: model.fit(train_ds, epochs=settings.epochs, steps_per_epoch=plan.steps,
                              verbose=2 if backend.chief else 0, callbacks=callbacks)
@@ -225,6 +226,12 @@ def chief_callbacks(settings, backend) -> list:
                                         profile_batch=settings.profile_steps or 0)]
 
 
+def backup_dir(settings, state: Path) -> Path:
+    """What a rerun resumes from: Keras' BackupAndRestore folder, or the custom loop's
+    checkpoints."""
+    return state / ("ckpt" if settings.loop == "custom" else "backup")
+
+
 def open_state(settings, backend, manifest: dict, stack: ExitStack):
     """The chief readies the run's state (resume only with the same settings) and tees
     stdout into its train.log; returns (state folder, note for the log, resuming)."""
@@ -232,7 +239,7 @@ def open_state(settings, backend, manifest: dict, stack: ExitStack):
     from dlscale.training import prepare_state
 
     state = settings.out / STATE
-    backup = state / ("ckpt" if settings.loop == "custom" else "backup")  # what a rerun resumes
+    backup = backup_dir(settings, state)
     resuming = backend.can_resume and backup.is_dir() and any(backup.iterdir())
     note = None
     if backend.chief:  # before any worker can restore: the others wait for the chief

@@ -12,7 +12,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dlscale.contract import EPOCHS, RUN_JSON, TRAIN_LOG, RunRecord, Status, read_epochs
+from dlscale.contract import (
+    EPOCHS,
+    RUN_JSON,
+    TRAIN_LOG,
+    RunRecord,
+    Status,
+    append_attempt,
+    read_epochs,
+)
 from dlscale.vocabulary import EPOCH_COLUMNS, SYSTEM_FIELDS, TELEMETRY_FIELDS
 
 OK = "ok"
@@ -81,8 +89,6 @@ def cross_check(log: Path, epochs: list[dict], expect_epochs: bool) -> str:
 def unreadable_record_rows(run_dir: Path, meta: dict, problem: str) -> list[dict]:
     """The one row of a point whose run.json cannot be read: a failed run, so that the
     tables are built and the point is trained again (the attempt is recorded)."""
-    from dlscale.contract import append_attempt
-
     failure = f"{problem}; the point is trained again at the next run"
     append_attempt(run_dir, {"status": Status.FAILED, "failure": failure})
     return [{**dict.fromkeys(EPOCH_COLUMNS), **meta, "status": Status.FAILED.value,
