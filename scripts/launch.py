@@ -22,6 +22,15 @@ whatever happens, and the exit status is 0 once it is. train.py records its own 
 without a record (killed by a signal, such as the out-of-memory killer's SIGKILL)
 launch.py writes run.json from the epochs that finished. Stopped itself by SIGTERM
 (scancel, or SLURM's hard time limit), it records that and exits 143.
+
+The job's time limit (inside a SLURM job its end from squeue, else --time-limit-min):
+train.py stops at an epoch boundary when the next epoch would not fit, but an epoch can
+be longer than the whole time left (a first epoch that compiles, a stalled file system).
+So launch.py keeps a watchdog: still running WATCHDOG_RESERVE_S seconds before the end,
+the workers get SIGTERM, then SIGKILL after KILL_GRACE_S, and the point is recorded
+`timeout` from its finished epochs. The job then ends on its own, before SLURM's limit,
+so the workflow keeps its records and builds the tables in the same run. The end it
+computed reaches train.py as $DLSCALE_JOB_END, so both count from the same moment.
 """
 
 from __future__ import annotations
@@ -111,28 +120,54 @@ def mpi_allocation(env: dict, nodes: int, tasks_per_node: int | None) -> dict:
     return env
 
 
-def run_local(tasks: int, command: list[str], poll: float = 0.2) -> int:
-    workers = [f"localhost:{port}" for port in free_ports(tasks)]
-    procs = []
-    for index in range(tasks):
-        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        env = dict(os.environ, TF_CONFIG=json.dumps(tf_config))
-        procs.append(subprocess.Popen(command, env=env))
-    status = 0
+# Seconds between SIGTERM and SIGKILL when launch.py stops its workers.
+KILL_GRACE_S = 5.0
+
+
+def supervise(procs: list[subprocess.Popen], stop_at: float | None = None,
+              poll: float = 0.2) -> tuple[int, bool]:
+    """Wait for the worker processes: (exit status, whether `stop_at` was reached first).
+    The first failing worker stops the others; so does `stop_at` (time.time() scale).
+    Stopping is SIGTERM, then SIGKILL to those still running after KILL_GRACE_S; the
+    exit status is the first failure's (negative: the signal that ended it)."""
+    status, late = 0, False
     try:
         while any(p.poll() is None for p in procs):
             failed = [p.returncode for p in procs if p.returncode not in (None, 0)]
             if failed:
                 status = failed[0]
                 break
+            if stop_at is not None and time.time() >= stop_at:
+                late = True
+                break
             time.sleep(poll)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs:
+        stop(procs)
+    return status or next((p.returncode for p in procs if p.returncode), 0), late
+
+
+def stop(procs: list[subprocess.Popen]) -> None:
+    running = [p for p in procs if p.poll() is None]
+    for p in running:
+        p.send_signal(signal.SIGTERM)
+    end = time.time() + KILL_GRACE_S
+    for p in running:
+        try:
+            p.wait(timeout=max(0.0, end - time.time()))
+        except subprocess.TimeoutExpired:
+            p.kill()
             p.wait()
-    return status or next((p.returncode for p in procs if p.returncode), 0)
+
+
+def local_workers(tasks: int, command: list[str]) -> list[subprocess.Popen]:
+    """N processes on this machine, TF_CONFIG naming free localhost ports."""
+    workers = [f"localhost:{port}" for port in free_ports(tasks)]
+    procs = []
+    for index in range(tasks):
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        env = dict(os.environ, TF_CONFIG=json.dumps(tf_config))
+        procs.append(subprocess.Popen(command, env=env))
+    return procs
 
 
 def planned_settings(command: list[str]) -> dict:
@@ -150,14 +185,27 @@ def planned_settings(command: list[str]) -> dict:
 
 
 def record_end(out: Path, returncode: int, log: str | None, started: datetime,
-               command: list[str], terminated: bool = False) -> None:
-    """run.json for a training that ended without writing one (see --record)."""
+               command: list[str], terminated: bool = False, late: bool = False,
+               notes: list[str] | None = None) -> None:
+    """run.json for a training that ended without writing one (see --record); `late`:
+    the watchdog stopped it before the job's time limit."""
     from dlscale.contract import EPOCHS, STATE, RunRecord, Status, read_epochs
-    from dlscale.training import environment_facts, slurm_time_left
+    from dlscale.training import WATCHDOG_RESERVE_S, environment_facts, slurm_time_left
 
     see = f"; see {log}" if log else ""
-    notes = []
-    if terminated:
+    notes = list(notes or [])
+    planned = planned_settings(command)
+    finished = len(read_epochs(out / STATE / EPOCHS))
+    if late:
+        status = Status.TIMEOUT
+        epochs = planned.get("epochs")
+        where = (f"all {epochs} epochs had finished but the evaluation and records had not"
+                 if epochs and finished >= epochs else f"inside epoch {finished + 1}")
+        reason = (f"still running {WATCHDOG_RESERVE_S:.0f} s before the job's time limit "
+                  f"({where}): stopped so that the job ends in time; the epoch in progress "
+                  "is lost and a rerun continues from the last finished epoch, with more "
+                  "time") + see
+    elif terminated:
         job = os.environ.get("SLURM_JOB_ID")
         try:
             left = slurm_time_left(job) if job else None
@@ -178,9 +226,8 @@ def record_end(out: Path, returncode: int, log: str | None, started: datetime,
     else:
         status = Status.FAILED
         reason = f"the training process exited with status {returncode} without a record{see}"
-    RunRecord.ending(status, reason, planned_settings(command), environment_facts(),
-                     epochs_completed=len(read_epochs(out / STATE / EPOCHS)), notes=notes,
-                     started=started.isoformat(timespec="seconds")).write(out)
+    RunRecord.ending(status, reason, planned, environment_facts(), epochs_completed=finished,
+                     notes=notes, started=started.isoformat(timespec="seconds")).write(out)
 
 
 def main(argv=None) -> int:
@@ -194,6 +241,9 @@ def main(argv=None) -> int:
     parser.add_argument("--record", type=Path, metavar="DIR",
                         help="run folder: record the outcome whatever happens, then exit 0")
     parser.add_argument("--log", help="the job's log, named in a recorded failure")
+    parser.add_argument("--time-limit-min", type=float,
+                        help="outside SLURM: the job's time limit, for the watchdog "
+                             "(inside a SLURM job its end is read from squeue)")
     parser.add_argument("--timeline", action="store_true",
                         help="with --horovod: rank 0 writes Horovod's timeline to "
                              "DIR/timeline.json (--record DIR)")
@@ -210,11 +260,16 @@ def main(argv=None) -> int:
             parser.error("--timeline goes with --horovod and --record DIR")
         os.environ["HOROVOD_TIMELINE"] = str((args.record / "timeline.json").resolve())
     if not args.record:
-        return start(args, command)
+        return start(args, command)[0]
     started = datetime.now(UTC)
     from dlscale.contract import RUN_JSON
+    from dlscale.training import JOB_END_ENV, WATCHDOG_RESERVE_S, job_deadline
 
     (args.record / RUN_JSON).unlink(missing_ok=True)  # the last attempt's: attempts.jsonl has it
+    notes: list[str] = []
+    end = job_deadline(args.time_limit_min, started.timestamp(), notes)
+    if end is not None:
+        os.environ[JOB_END_ENV] = f"{end:.3f}"
     terminated = []
 
     def on_term(signum, frame):
@@ -222,32 +277,40 @@ def main(argv=None) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
+    late = False
     try:
-        returncode = start(args, command)
+        returncode, late = start(args, command,
+                                 None if end is None else end - WATCHDOG_RESERVE_S)
     except KeyboardInterrupt:
         returncode = -signal.SIGTERM
+    if late:
+        print(f"dlscale launch: still running {WATCHDOG_RESERVE_S:.0f} s before the job's "
+              "time limit: the training was stopped", file=sys.stderr, flush=True)
     if not (args.record / RUN_JSON).exists():
         record_end(args.record, returncode, args.log, started, command,
-                   terminated=bool(terminated))
+                   terminated=bool(terminated), late=late, notes=notes)
     return 128 + signal.SIGTERM if terminated else 0
 
 
-def start(args: argparse.Namespace, command: list[str]) -> int:
-    """Run the worker processes; their exit status (negative: killed by that signal)."""
+def start(args: argparse.Namespace, command: list[str],
+          stop_at: float | None = None) -> tuple[int, bool]:
+    """Run the worker processes: (exit status, negative if killed by that signal; whether
+    they were stopped at `stop_at`)."""
     if args.tasks == 1:
-        return subprocess.call(command)  # killed with us, should we be stopped
+        return supervise([subprocess.Popen(command)], stop_at)
     if args.horovod:
         # TensorFlow 2.15 (the Horovod environment) has Keras 2 built in; asked for
         # tf_keras, which it lacks, horovodrun's own import of TensorFlow fails
         env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
         if args.nodes > 1 and is_mpirun(args.mpi_launcher):
             env = mpi_allocation(env, args.nodes, args.tasks_per_node)
-        return subprocess.call(horovod_command(args.tasks, args.nodes, command,
-                                               args.mpi_launcher, args.tasks_per_node),
-                               env=env)
+        return supervise([subprocess.Popen(
+            horovod_command(args.tasks, args.nodes, command, args.mpi_launcher,
+                            args.tasks_per_node), env=env)], stop_at)
     if os.environ.get("SLURM_JOB_ID"):
-        return subprocess.call(srun_command(args.tasks, args.tasks_per_node, command))
-    return run_local(args.tasks, command)
+        return supervise([subprocess.Popen(srun_command(args.tasks, args.tasks_per_node,
+                                                        command))], stop_at)
+    return supervise(local_workers(args.tasks, command), stop_at)
 
 
 if __name__ == "__main__":

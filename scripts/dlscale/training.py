@@ -463,11 +463,21 @@ def slurm_time_left(job_id: str) -> float | None:
     return parse_slurm_duration(out.splitlines()[0])
 
 
+# Set by launch.py for the training it starts: the job's end (time.time() scale), so that
+# its watchdog and train.py's guard count from the same moment.
+JOB_END_ENV = "DLSCALE_JOB_END"
+
+
 def job_deadline(time_limit_min: float | None, started: float,
                  notes: list[str] | None = None) -> float | None:
-    """When this process must be done (time.time() scale): the SLURM job's end inside a
-    job, else start + --time-limit-min, else None (no limit). When squeue cannot say,
-    the reason goes to `notes` and the --time-limit-min rule applies."""
+    """When this process must be done (time.time() scale): $DLSCALE_JOB_END when launch.py
+    set it, else the SLURM job's end inside a job, else start + --time-limit-min, else
+    None (no limit). When squeue cannot say, the reason goes to `notes` and the
+    --time-limit-min rule applies."""
+    try:
+        return float(os.environ[JOB_END_ENV])
+    except (KeyError, ValueError):
+        pass
     job_id = os.environ.get("SLURM_JOB_ID")
     if job_id:
         try:
@@ -487,6 +497,11 @@ def job_deadline(time_limit_min: float | None, started: float,
 # test cluster (train.py done at 14:27:08, the job step at 14:27:21), and SLURM marks a
 # job that reaches its limit TIMEOUT, which makes Snakemake drop its outputs.
 END_OF_JOB_RESERVE_S = 30.0
+# launch.py's watchdog stops a training still running this many seconds before the end
+# (an epoch longer than the time left): less than the reserve above, so that a training
+# that stopped itself at an epoch boundary has 10 s to evaluate and write its records;
+# then KILL_GRACE_S, the record and the job step's end fit in what is left.
+WATCHDOG_RESERVE_S = 20.0
 
 
 def deadline_stop(deadline: float, agree, reserve: float = END_OF_JOB_RESERVE_S):

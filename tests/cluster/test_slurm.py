@@ -173,43 +173,73 @@ def test_every_strategy_on_one_and_two_nodes_through_slurm(tmp_path, archive):
     assert not (runs / "nodes2/mirrored").exists()
 
 
+def training_processes(workdir: Path, point: str) -> list[int]:
+    """The pids of train.py processes training `point` of the study in `workdir`."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            words = (entry / "cmdline").read_bytes().split(b"\0")
+            here = os.readlink(entry / "cwd") == str(workdir)
+        except OSError:
+            continue  # not a process, or it ended
+        text = [w.decode(errors="replace") for w in words]
+        script = next((w for w in text if w.endswith(".py")), "")  # launch.py's names it too
+        if here and script.endswith("/train.py") and any(
+                w.rstrip("/").endswith(f"runs/{point}") for w in text):
+            pids.append(int(entry.name))
+    return pids
+
+
 def test_a_sweep_with_a_timeout_and_a_failure_reports_both_and_reruns_only_them(tmp_path):
     config = f"--configfile={ROOT / 'tests' / 'configs' / 'slurm-failures.yaml'}"
-    first = run_snakemake(tmp_path, *PROFILE, config, check=False)
-    assert first.returncode != 0
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
+           str(tmp_path), *PROFILE, config]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env=env)
+    # SimpleCNN's training is frozen (SIGSTOP) as soon as it starts: its first epoch never
+    # ends, as an epoch longer than the time left would not; launch.py's watchdog must
+    # stop it 20 s before the 1-minute limit, so that the job ends on its own
+    frozen, deadline = [], time.time() + 600
+    while not frozen and first.poll() is None and time.time() < deadline:
+        frozen = training_processes(tmp_path, "SimpleCNN/gpus1/rep1")
+        time.sleep(0.05)
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    output, _ = first.communicate(timeout=900)
+    assert frozen, output[-8000:]
+    assert first.returncode != 0  # check_points: two points did not complete
+    assert (tmp_path / "results/tables/runs.csv").exists(), output[-8000:]
     runs = pd.read_csv(tmp_path / "results/tables/runs.csv").set_index("run")
     assert runs["status"].to_dict() == {"MobileNet/gpus1/rep1": "completed",
                                         "MobileNetV3Small/gpus1/rep1": "failed",
                                         "SimpleCNN/gpus1/rep1": "timeout"}
     failed = pd.read_csv(tmp_path / "results/tables/failed.csv").set_index("run")
     assert "loss became NaN" in failed.loc["MobileNetV3Small/gpus1/rep1", "problem"]
-    assert "before the time limit" in failed.loc["SimpleCNN/gpus1/rep1", "problem"]
+    assert "20 s before the job's time limit (inside epoch 1)" in failed.loc[
+        "SimpleCNN/gpus1/rep1", "problem"]
     assert list(pd.read_csv(tmp_path / "results/tables/scaling.csv")["series"]) == ["MobileNet"]
     assert (tmp_path / "results/plots/overview.png").stat().st_size > 10_000
     timed = json.loads((tmp_path / "results/runs/SimpleCNN/gpus1/rep1/run.json").read_text())
-    assert "SLURM_JOB_ID" in timed["env"] and timed["epochs_completed"] >= 1
+    assert "SLURM_JOB_ID" in timed["env"] and timed["epochs_completed"] == 0
     run_snakemake(tmp_path, *PROFILE, config, "--report", str(tmp_path / "report.html"))
     assert "failed.csv" in (tmp_path / "report.html").read_text(errors="replace")
 
     # the same command again: it plans the two failed points and nothing else; watched
-    # until each has started its second attempt (the timed-out one with twice the time,
-    # resuming), then interrupted, which cancels the jobs (the full rerun would only
-    # repeat the first run's outcomes, for two more minutes)
+    # until each has started its second attempt (the timed-out one with twice the time),
+    # then interrupted, which cancels the jobs (the full rerun would only repeat the
+    # first run's outcomes)
     done = tmp_path / "results/runs/MobileNet/gpus1/rep1/run.json"
     kept = done.stat().st_mtime_ns
-    timed_log = tmp_path / "results/runs/SimpleCNN/gpus1/rep1/state/train.log"
     nan_attempts = tmp_path / "results/runs/MobileNetV3Small/gpus1/rep1/attempts.jsonl"
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
-           str(tmp_path), *PROFILE, config]
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     second = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               env=env)
     limits, deadline = {}, time.time() + 600
     while time.time() < deadline and second.poll() is None:
         for _job, limit, comment in queue("%i", "%l", "%k"):
             limits[comment] = limit
-        resumed = timed_log.exists() and "resuming from the backup" in timed_log.read_text()
-        if resumed and len(nan_attempts.read_text().splitlines()) >= 2:
+        retrained = training_processes(tmp_path, "SimpleCNN/gpus1/rep1")
+        if retrained and len(nan_attempts.read_text().splitlines()) >= 2:
             break
         time.sleep(0.5)
     second.send_signal(signal.SIGINT)  # Snakemake cancels its SLURM jobs on the way out
@@ -222,9 +252,7 @@ def test_a_sweep_with_a_timeout_and_a_failure_reports_both_and_reruns_only_them(
     # exactly the two failed points were submitted; the timed-out one with twice the time
     assert {k: v for k, v in limits.items() if k.startswith("rule_train_")} == {
         "rule_train_wildcards_MobileNetV3Small_gpus1_rep1": "10:00",
-        "rule_train_wildcards_SimpleCNN_gpus1_rep1": "4:00"}
-    assert f"Epoch {timed['epochs_completed'] + 1}/100000" in timed_log.read_text().split(
-        "resuming from the backup")[1]
+        "rule_train_wildcards_SimpleCNN_gpus1_rep1": "2:00"}
     attempts = [json.loads(line) for line in nan_attempts.read_text().splitlines()]
     assert [(a["attempt"], a["status"]) for a in attempts[:2]] == [(1, "failed"), (2, "failed")]
     assert queue("%i") == []

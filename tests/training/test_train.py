@@ -257,6 +257,31 @@ def test_launch_records_a_training_process_killed_by_a_signal(small_data, tmp_pa
     assert records(tmp_path / "attempts.jsonl")[-1]["status"] == "killed"
 
 
+def test_launch_stops_a_training_still_running_before_the_time_limit(small_data, tmp_path):
+    # a training frozen with SIGSTOP as soon as it starts never reaches an epoch boundary
+    # (an epoch longer than the time left); the watchdog stops it 20 s before the limit of
+    # 30 s, records a timeout and the job ends well (exit 0) before the limit
+    args = [sys.executable, str(SCRIPTS / "launch.py"), "--record", str(tmp_path),
+            "--time-limit-min", "0.5", "--", sys.executable, str(SCRIPTS / "train.py"),
+            "--data-dir", str(small_data), "--out", str(tmp_path), *COMMON, "--epochs", "50"]
+    started = time.time()
+    launcher = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True)
+    child = ""
+    while not child and launcher.poll() is None:
+        child = subprocess.run(["pgrep", "-P", str(launcher.pid)], capture_output=True,
+                               text=True).stdout.strip()
+    os.kill(int(child), signal.SIGSTOP)
+    _, stderr = launcher.communicate(timeout=120)
+    assert launcher.returncode == 0, stderr
+    assert time.time() - started < 30  # ended before the time limit
+    assert "still running 20 s before the job's time limit" in stderr
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["status"] == "timeout" and run["epochs_completed"] == 0
+    assert "(inside epoch 1): stopped so that the job ends in time" in run["failure"]
+    assert not os.path.exists(f"/proc/{child}") or "zombie" in open(f"/proc/{child}/status").read()
+
+
 def test_train_log_is_closed_and_stdout_restored_after_a_run(small_data, tmp_path, monkeypatch):
     import train as train_script
 
