@@ -31,7 +31,8 @@ from dlscale.keraslog import LogError, ParsedLog, compile_patterns, parse_file_r
 def table(parsed: ParsedLog, meta: dict) -> list[dict]:
     rows = []
     for logged in parsed.rows():
-        row = {**meta, "file": parsed.path, **logged, "cut": parsed.cut}
+        row = {**meta, "file": parsed.path, **logged, "cut": parsed.cut,
+               "streams": parsed.streams, **parsed.test}
         row.pop("seconds_resolution", None)
         rows.append(row)
     return rows
@@ -40,12 +41,21 @@ def table(parsed: ParsedLog, meta: dict) -> list[dict]:
 def log_runs(path, meta: dict, per_run: list[dict] | None, patterns: dict) -> list[dict]:
     """The rows of a log holding one or more runs, each with its `log_run` number, the
     settings the log states and, over them, the values given per run."""
+    if per_run is not None and len(per_run) == 1 and per_run[0].get("failed"):
+        # planning found no finished epoch: one row that says so (summarize_runs lists it)
+        failed = per_run[0]
+        print(f"{path}: no finished epoch: a failed run", file=sys.stderr)
+        return [{**meta, **{k: v for k, v in failed.items() if k in ("gpus", "global_batch")},
+                 "file": str(path), "log_run": 1, "status": "failed",
+                 "failure": failed["failed"],
+                 **dict.fromkeys(("epoch", "seconds", "loss", "accuracy"))}]
     runs = parse_file_runs(path, patterns)
     if per_run is not None and len(per_run) != len(runs):
         raise ValueError(f"{path} holds {len(runs)} run(s) but {len(per_run)} were planned: "
                          "the file changed since; run the workflow again")
     print(f"{path}: {len(runs)} run(s)" + "".join(
         f"\n  run {i}: line {r.line}, {len(r.epochs)} epoch(s)"
+        + (f" from {r.streams} workers' lines" if r.streams > 1 else "")
         + (f", states {r.settings}" if r.settings else "") for i, r in enumerate(runs, 1)))
     rows = []
     for index, run in enumerate(runs):
@@ -57,6 +67,8 @@ def log_runs(path, meta: dict, per_run: list[dict] | None, patterns: dict) -> li
             stated["global_batch"] = run.settings["gpus"] * run.settings["batch_per_gpu"]
         given = {k: v for k, v in (per_run[index] if per_run else {}).items() if k != "line"}
         run_meta = {**meta, **stated, **given, "log_run": index + 1}
+        if "gpus" in run.settings:
+            run_meta["gpus_logged"] = run.settings["gpus"]
         if len(runs) > 1:
             run_meta["run"] = f"{meta.get('run', path)}/run{index + 1}"
         rows += table(run, run_meta)

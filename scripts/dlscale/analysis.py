@@ -10,6 +10,11 @@ Definitions (docs/analysis.md explains them for users):
   speedup / gpus; accuracy_delta = final training accuracy - that of the 1-GPU point.
   No 1-GPU point in the series: speedup, efficiency and deltas stay empty.
 - serial_fraction: Karp-Flatt's e(N) = (1/S - 1/N) / (1 - 1/N) (dlscale/amdahl.py).
+- flags: results that look wrong, said and kept (never clamped or left out): a slowdown
+  (speedup below 1), super-linear scaling (efficiency above 1: often runs that did not
+  control the same conditions, such as a dataset cached in memory for one point only),
+  a serial fraction outside [0, 1], and a run whose log states another GPU count than
+  the one it is counted under (external runs).
 - gpu_hours_per_epoch = GPUs (over all nodes) x epoch_time_s / 3600, and per 100 epochs;
   cost_per_epoch = that x analysis.gpu_hour_price when a price is given.
 - time_to_target_s: seconds of training (every epoch, the first included) until the
@@ -51,7 +56,7 @@ SCALING_COLUMNS = ["series", "model", "strategy", "precision", "nodes", "gpus", 
 EXTRA_COLUMNS = ["scaling", "serial_fraction", "gpu_hours_per_epoch",
                  "gpu_hours_per_100_epochs", "cost_per_epoch", "time_to_target_s",
                  "target_reached", *TELEMETRY_FIELDS, "synthetic_images_per_s",
-                 "input_ratio", "input_bound", "gpu_model"]
+                 "input_ratio", "input_bound", "gpu_model", "flags"]
 PEAKS = ("rss_mb_peak", "gpu_mem_mb_peak")  # the rest of TELEMETRY_FIELDS are means
 FAILED_COLUMNS = ["run", "source", "series", "model", "nodes", "gpus", "repeat", "status",
                   "epochs_done", "epochs_expected", "problem"]
@@ -95,7 +100,7 @@ def _defaults(epochs: pd.DataFrame) -> pd.DataFrame:
         if "log_run" in epochs:
             epochs["run"] += "#" + epochs["log_run"].astype(str)
     for column in ("gpus_asked", "epochs_expected", "notes", "dataset", "device", "image_size",
-                   "resize", "test_accuracy", "images_per_epoch",
+                   "resize", "test_accuracy", "images_per_epoch", "streams", "gpus_logged",
                    "failure", "synthetic_images_per_s", *TELEMETRY_FIELDS,
                    *(f"system_{name}" for name in SYSTEM_FIELDS)):
         if column not in epochs:
@@ -156,7 +161,7 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
             "model": first["model"], "strategy": first["strategy"],
             "precision": first["precision"], "scaling": first["scaling"],
             "nodes": int(first["nodes"]),
-            "gpus": int(first["gpus"]), "repeat": int(first["repeat"]),
+            "gpus": first["gpus"], "repeat": int(first["repeat"]),
             "global_batch": first.get("global_batch"),
             "images_per_epoch": first["images_per_epoch"],
             "epochs_done": len(group), "epochs_used": len(used),
@@ -172,13 +177,30 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
             "notes": first["notes"], "dataset": first["dataset"], "device": first["device"],
             "image_size": first["image_size"], "resize": first["resize"],
             "status": first["status"], "epochs_expected": expected,
-            "log_check": first["log_check"],
+            "log_check": first["log_check"], "streams": first["streams"],
+            "gpus_logged": first["gpus_logged"],
             "counted": not problems, "problem": "; ".join(problems),
         })
     runs = pd.DataFrame(rows)
+    runs["gpus"] = pd.to_numeric(runs["gpus"]).astype("Int64")  # empty for a crashed log
     runs["images_per_s"] = (pd.to_numeric(runs["images_per_epoch"], errors="coerce")
                             / runs["epoch_time_s"])
     return runs
+
+
+def flags_of(row) -> str:
+    """What looks wrong about a point of the scaling table ('; '-joined, '' for nothing)."""
+    flags = []
+    if row.speedup < 1:
+        flags.append(f"slowdown: speedup {row.speedup:.3g} on {row.gpus} GPUs")
+    if row.efficiency > 1:
+        flags.append(f"super-linear: efficiency {row.efficiency:.3g} (were the runs alike?)")
+    if not 0 <= row.serial_fraction <= 1 and not pd.isna(row.serial_fraction):
+        flags.append(f"serial fraction {row.serial_fraction:.3g} outside [0, 1]")
+    if row.gpus_logged:
+        flags.append(f"the log states {', '.join(map(str, row.gpus_logged))} GPU(s), "
+                     f"counted as {row.gpus}")
+    return "; ".join(flags)
 
 
 def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
@@ -213,10 +235,12 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
             if point_runs["time_to_target_s"].notna().all() else np.nan,
             "target_reached": (f"{int(point_runs['time_to_target_s'].notna().sum())}/"
                                f"{len(point_runs)}"),
+            "gpus_logged": sorted({int(g) for g in pd.to_numeric(
+                point_runs["gpus_logged"], errors="coerce").dropna() if int(g) != gpus}),
         })
     table = pd.DataFrame(rows, columns=SCALING_COLUMNS[:15] + [
         "scaling", "time_to_target_s", "target_reached", *TELEMETRY_FIELDS,
-        "synthetic_images_per_s", "gpu_model"])
+        "synthetic_images_per_s", "gpu_model", "gpus_logged"])
     if table.empty:
         return pd.DataFrame(columns=SCALING_COLUMNS + EXTRA_COLUMNS)
     base = table[(table["gpus"] == 1) & (table["nodes"] == 1)].set_index("series")
@@ -234,6 +258,7 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
                                if gpu_hour_price is not None else np.nan)
     table["input_ratio"] = table["images_per_s"] / table["synthetic_images_per_s"]
     table["input_bound"] = table["input_ratio"] < INPUT_BOUND_RATIO
+    table["flags"] = [flags_of(row) for row in table.itertuples()]
     table = table[SCALING_COLUMNS + EXTRA_COLUMNS]
     return table.sort_values(["series", "nodes", "gpus"]).reset_index(drop=True)
 

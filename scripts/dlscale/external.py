@@ -36,7 +36,18 @@ def resolve(item: dict, where: str) -> tuple[list[dict], list[str]]:
     log = item["log"]
     try:
         runs = parse_file_runs(log, patterns)
-    except (LogError, OSError) as exc:
+    except LogError as exc:
+        # a job that crashed before its first epoch: one failed run in the tables, named
+        # with the log's last lines, not an error that stops the study
+        values = {"line": 1, "failed": str(exc)}
+        for name in PER_RUN:
+            value = configured(item, name, 0)
+            if value is None:
+                value = exc.settings.get(name)
+            if value is not None:
+                values[name] = value
+        return [values], [f"{where}: {exc}: listed as a failed run"]
+    except OSError as exc:
         raise ValueError(f"{where}: {exc}") from exc
     warnings = [w for r in runs for w in r.warnings]
     for name in PER_RUN:

@@ -28,21 +28,22 @@ leaves that epoch unfinished: the run is cut and the epoch not counted.
 from __future__ import annotations
 
 import re
+from collections import deque
 from dataclasses import dataclass, field
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 HEADER = re.compile(r"^\s*Epoch (\d+)/(\d+)\s*$")
 PROGRESS = re.compile(r"^\s*(\d+)/(\d+|Unknown)\s*(?:\[[=>.]*\]|[━─\u2501\u2500]+)?\s*-?\s*(.*)$")
-DURATION = re.compile(r"^(\d+(?:\.\d+)?)(h|min|m|s|ms|us|µs)$")
-PER_UNIT = re.compile(r"^(\d+(?:\.\d+)?)(s|ms|us|µs)/(step|sample|epoch)$")
-METRIC = re.compile(r"^([A-Za-z_][\w./-]*):\s*(-?(?:nan|inf|\d+(?:\.\d+)?(?:e[-+]?\d+)?))$",
-                    re.IGNORECASE)
 SCALE = {"h": 3600.0, "min": 60.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
 ALIASES = {"acc": "accuracy", "val_acc": "val_accuracy"}
 
 
 class LogError(ValueError):
-    """A log holds no epoch at all; the message names the file."""
+    """A log holds no epoch at all; the message names the file (and its last lines)."""
+
+    def __init__(self, message: str, settings: dict | None = None):
+        super().__init__(message)
+        self.settings = settings or {}  # what the log stated before it ended
 
 
 # setting -> patterns with one group (the value); the same setting stated again after a
@@ -62,36 +63,52 @@ SETTINGS: dict[str, list[re.Pattern]] = {
 MIRRORED = re.compile(r"Using MirroredStrategy with devices \((.*)\)")
 
 
-def compile_patterns(patterns: dict[str, str] | None, where: str = "patterns"
-                     ) -> dict[str, re.Pattern]:
-    """User patterns (JUBE/ReFrame style): a regex with one group per setting. ValueError
-    naming the key for one that does not compile or has no group."""
+def compile_patterns(patterns: dict[str, str] | None, where: str = "patterns") -> dict:
+    """User patterns (JUBE/ReFrame style): a regex with exactly one group, the value.
+    Compiled with RE2, whose matching time is linear in the line (a Python regex such as
+    '(a+)+$' can take hours on one long line). ValueError naming the key and the pattern
+    for one that RE2 does not accept or that has no group or several."""
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False  # the error is ours to report, in one line
     compiled = {}
     for key, text in (patterns or {}).items():
         try:
-            regex = re.compile(text)
-        except re.error as exc:
-            raise ValueError(f"{where}.{key}: '{text}' is not a regular expression "
-                             f"({exc})") from None
-        if regex.groups < 1:
-            raise ValueError(f"{where}.{key}: '{text}' has no group: put the value in "
-                             "parentheses, e.g. 'Num_replicas: (\\d+)'")
+            regex = re2.compile(text, options)
+        except re2.error as exc:
+            why = exc.args[0].decode(errors="replace") if exc.args and isinstance(
+                exc.args[0], bytes) else str(exc)
+            raise ValueError(f"{where}.{key}: '{text}' is not a regular expression RE2 "
+                             f"accepts ({why}; RE2 has no lookarounds or backreferences)"
+                             ) from None
+        if regex.groups != 1:
+            raise ValueError(
+                f"{where}.{key}: '{text}' has {regex.groups or 'no'} group"
+                f"{'s' if regex.groups != 1 else ''}: expected exactly one, the value, e.g. "
+                "'Num_replicas: (\\d+)' (make other groups non-capturing: (?:...))")
         compiled[key] = regex
     return compiled
 
 
-def settings_in(line: str, patterns: dict[str, re.Pattern] | None = None,
-                warn=None) -> dict[str, int]:
+# Every line that SETTINGS or MIRRORED can match holds one of these: most lines are
+# looked at once, not once per pattern.
+SETTINGS_HINT = re.compile(r"--|_replicas|Model|devices|orovod size|hvd\.size|Batch_size|"
+                           r"MirroredStrategy")
+
+
+def settings_in(line: str, patterns: dict | None = None, warn=None) -> dict[str, int]:
     """The run settings a line states, as integers; a user pattern whose group matched
     something that is not a number is said through `warn(message)`, not dropped silently."""
     found = {}
-    for key, regexes in SETTINGS.items():
-        for regex in regexes:
-            if (m := regex.search(line)) is not None:
-                found[key] = int(m.group(1))
-                break
-    if (m := MIRRORED.search(line)) is not None:
-        found["gpus"] = len(re.findall(r"'[^']*'|\"[^\"]*\"", m.group(1)))
+    if SETTINGS_HINT.search(line) is not None:
+        for key, regexes in SETTINGS.items():
+            for regex in regexes:
+                if (m := regex.search(line)) is not None:
+                    found[key] = int(m.group(1))
+                    break
+        if (m := MIRRORED.search(line)) is not None:
+            found["gpus"] = len(re.findall(r"'[^']*'|\"[^\"]*\"", m.group(1)))
     for key, regex in (patterns or {}).items():
         if (m := regex.search(line)) is not None:
             try:
@@ -127,10 +144,34 @@ class ParsedLog:
     settings: dict[str, int] = field(default_factory=dict)  # stated in the log
     line: int = 1                # where the run begins
     warnings: list[str] = field(default_factory=list)
+    streams: int = 1             # workers whose lines the run holds (see parse_runs)
+    test: dict[str, float] = field(default_factory=dict)  # evaluate()'s loss and accuracy
+    last: int = 0                # the highest finished epoch
     _open: int | None = None     # the epoch whose header came last, while unfinished
+    _copies: int = 1             # how many times the open epoch's header came
+    _pending: int = 0            # result lines still expected for the last epoch
+    _copies_seen: int = 1        # result lines seen for the last epoch
 
     def rows(self) -> list[dict]:
         return [self.epochs[k] for k in sorted(self.epochs)]
+
+    def result(self, record: dict) -> None:
+        epoch = self._open if self._open is not None else self.last + 1
+        self.epochs[epoch] = {"epoch": epoch, "epochs_total": self.epochs_total, **record}
+        self.last = max(self.last, epoch)
+        self._pending, self._open, self._copies_seen = self._copies - 1, None, 1
+
+
+def same_values(kept: dict, record: dict) -> bool:
+    """Whether a result line repeats an epoch's values (everything but its times)."""
+    return all(kept.get(k) == v for k, v in record.items() if not k.startswith("seconds"))
+
+
+# One part of a result line: a metric, a time per step/sample/epoch, or a duration.
+TOKEN = re.compile(
+    r"(?:(?P<name>[A-Za-z_][\w./-]*):\s*(?P<value>-?(?:nan|inf|\d+(?:\.\d+)?(?:e[-+]?\d+)?))"
+    r"|(?P<per>\d+(?:\.\d+)?)(?P<per_unit>s|ms|us|µs)/(?P<of>step|sample|epoch)"
+    r"|(?P<took>\d+(?:\.\d+)?)(?P<took_unit>h|min|m|s|ms|us|µs))", re.IGNORECASE)
 
 
 def parse_result_line(text: str) -> dict | None:
@@ -139,31 +180,36 @@ def parse_result_line(text: str) -> dict | None:
     if not match or "ETA" in text:
         return None
     done, total, rest = match.groups()
+    if total != "Unknown" and total != done and int(total) != int(done):
+        return None  # a progress update that is not the end of the epoch
     record: dict = {}
     seconds_from_epoch_token = None
     recognised = True  # whether the last part was: a line cut inside a pair is unfinished
-    for token in (t.strip() for t in rest.split(" - ")):
+    for token in rest.split(" - "):
+        token = token.strip()
         for part in ([token] if ":" in token else token.split()):
-            recognised = True
-            if (m := METRIC.match(part)) is not None:
-                record[ALIASES.get(m.group(1), m.group(1))] = float(m.group(2))
-            elif (m := PER_UNIT.match(part)) is not None:
-                value = float(m.group(1)) * SCALE[m.group(2)]
-                if m.group(3) == "epoch":
-                    seconds_from_epoch_token = (value, SCALE[m.group(2)])
+            m = TOKEN.fullmatch(part)
+            recognised = m is not None
+            if m is None:
+                continue
+            name, value, per, per_unit, of, took, took_unit = m.groups()
+            if name is not None:
+                record[ALIASES.get(name, name)] = float(value)
+            elif per is not None:
+                scale = SCALE[per_unit]
+                if of == "epoch":
+                    seconds_from_epoch_token = (float(per) * scale, scale)
                 else:
-                    record["unit"] = m.group(3)
-                    record[f"seconds_per_{m.group(3)}"] = value
-            elif (m := DURATION.match(part)) is not None:
-                if "seconds" not in record:
-                    record["seconds"] = float(m.group(1)) * SCALE[m.group(2)]
-                    record["seconds_resolution"] = SCALE[m.group(2)]  # Keras rounds to it
-            else:
-                recognised = False
+                    record["unit"] = of
+                    record[f"seconds_per_{of}"] = float(per) * scale
+            elif "seconds" not in record:
+                record["seconds"] = float(took) * SCALE[took_unit]
+                record["seconds_resolution"] = SCALE[took_unit]  # Keras rounds to it
     if not recognised:
         return None
-    metrics = [k for k in record if not k.startswith(("seconds", "unit"))]
-    if not metrics or "seconds" not in record and seconds_from_epoch_token is None:
+    if len(record) - ("unit" in record) - sum(k.startswith("seconds") for k in record) < 1:
+        return None  # no metric: predict()'s line, or not Keras at all
+    if "seconds" not in record and seconds_from_epoch_token is None:
         return None
     if seconds_from_epoch_token is not None:  # tf-keras' ms/epoch is the precise one
         record["seconds"], record["seconds_resolution"] = seconds_from_epoch_token
@@ -171,66 +217,203 @@ def parse_result_line(text: str) -> dict | None:
     count = int(done)
     record["steps"] = count if unit == "step" else None
     record["samples"] = count if unit == "sample" else None
-    if total != "Unknown" and int(total) != count:
-        return None  # a progress update that is not the end of the epoch
     return record
+
+
+# Prefixes that launchers put before each line; the stream is the task or rank. srun
+# --label: "0: " (right-aligned when there are 10 or more tasks); OpenMPI's mpirun
+# --tag-output: "[1,0]<stdout>:" (job, rank), after a date with --timestamp-output.
+SRUN_LABEL = re.compile(r"^ *(\d+): ")
+MPI_TAG = re.compile(r"^(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
+                     r"\[(\d+),(\d+)\]<(?:stdout|stderr|stddiag)>: ?")
+SPLIT = re.compile(r"[\r\x08]+")
+
+
+def split_stream(line: str) -> tuple[str, str]:
+    """(stream, text): the task or rank a launcher's prefix names ("" for none), and the
+    line without the prefix."""
+    if (m := MPI_TAG.match(line)) is not None:
+        return f"rank {m.group(2)}", line[m.end():]
+    if (m := SRUN_LABEL.match(line)) is not None:
+        return f"task {m.group(1)}", line[m.end():]
+    return "", line
+
+
+class StreamParser:
+    """The runs of one stream (one task's lines, or a log without prefixes), fed one line
+    at a time."""
+
+    def __init__(self, path: str, patterns: dict[str, re.Pattern] | None):
+        self.path, self.patterns = path, patterns
+        self.runs = [ParsedLog(path)]
+
+    def new_run(self, number: int) -> ParsedLog:
+        self.runs.append(ParsedLog(self.path, line=number))
+        return self.runs[-1]
+
+    def feed(self, number: int, text: str) -> None:
+        # progress bars overwrite themselves with \r or \b: keep the last state
+        if "\r" in text or "\x08" in text:
+            segments = [seg for seg in SPLIT.split(text) if seg.strip()]
+            if not segments:
+                return
+            text = segments[-1]
+        run = self.runs[-1]
+        if (header := HEADER.match(text)) is not None:
+            self.header(run, number, int(header.group(1)), int(header.group(2)))
+            return
+        if found := settings_in(text, self.patterns, lambda message, at=number:
+                                self.runs[-1].warnings.append(f"{self.path}:{at}: {message}")):
+            if run.epochs:
+                run = self.new_run(number)
+            run.settings.update(found)
+            return
+        if (record := parse_result_line(text)) is not None:
+            self.result(run, record)
+
+    def header(self, run: ParsedLog, number: int, epoch: int, total: int) -> None:
+        if run._open == epoch and run.epochs_total == total:
+            # the same header again while the epoch runs: every worker prints its own
+            run._copies += 1
+            run.streams = max(run.streams, run._copies)
+            return
+        if run.epochs and (total != run.epochs_total or epoch == 1):
+            run = self.new_run(number)
+        elif run.epochs and epoch <= run.last:
+            run.warnings.append(
+                f"{self.path}:{number}: epoch {epoch} comes again after epoch {run.last}: "
+                "taken as a resume from an older backup, the later result replaces the "
+                "earlier")
+        if run._open is not None and run._open != epoch:
+            run.warnings.append(f"{self.path}:{number}: epoch {run._open} has no result "
+                                "line before the next epoch begins")
+        run._open, run.epochs_total, run._copies = epoch, total, 1
+
+    @staticmethod
+    def result(run: ParsedLog, record: dict) -> None:
+        if run._open is not None:
+            run.result(record)
+            return
+        last = run.epochs.get(run.last)
+        if last is not None and (run._pending or same_values(last, record)):
+            # another worker's line for the same epoch (after the header each printed, or
+            # with the same values: MultiWorkerMirroredStrategy reports global metrics)
+            run._pending = max(0, run._pending - 1)
+            run._copies_seen += 1
+            run.streams = max(run.streams, run._copies_seen)
+            last["seconds"] = max(last["seconds"], record["seconds"])  # the slowest counts
+        elif last is not None and (run.epochs_total is not None
+                                   or (record["steps"], record["samples"])
+                                   != (last["steps"], last["samples"])):
+            # after the epochs without a header, or over another number of batches:
+            # evaluate()'s line, not an epoch
+            run.test = {f"test_{k}": v for k, v in record.items() if k in ("loss", "accuracy")}
+        else:
+            run.result(record)
+
+    def cut(self, text: str) -> None:
+        """The text after the last newline: a result line there was not finished."""
+        last = self.runs[-1]
+        if text.strip() and PROGRESS.match(SPLIT.split(text)[-1]):
+            last.cut, last.cut_epoch = True, last._open or last.last + 1
+
+    def finish(self) -> list[ParsedLog]:
+        last = self.runs[-1]
+        if last._open is not None:
+            last.cut, last.cut_epoch = True, last._open
+        return [r for r in self.runs if r.epochs or r.cut]
+
+
+def combine(streams: dict[str, list[ParsedLog]]) -> list[ParsedLog]:
+    """One list of runs from the runs of several streams (tasks): run i of the job is run
+    i of every stream; an epoch's time is the slowest stream's, its other values the first
+    stream's (rank 0, the chief). Streams without epochs only state settings."""
+    order = sorted(streams, key=lambda name: (name != "", int(name.split()[-1] or 0)
+                                              if name else 0))
+    with_epochs = [streams[name] for name in order if streams[name]]
+    if len(with_epochs) <= 1:
+        return with_epochs[0] if with_epochs else []
+    combined = []
+    count = max(len(runs) for runs in with_epochs)
+    for index in range(count):
+        parts = [runs[index] for runs in with_epochs if index < len(runs)]
+        run = parts[0]
+        for other in parts[1:]:
+            for epoch, record in other.epochs.items():
+                if epoch in run.epochs:
+                    run.epochs[epoch]["seconds"] = max(run.epochs[epoch]["seconds"],
+                                                       record["seconds"])
+                else:
+                    run.epochs[epoch] = record
+            run.settings = {**other.settings, **run.settings}
+            run.test = run.test or other.test
+            run.warnings += other.warnings
+            run.last = max(run.last, other.last)
+            if other.cut:
+                run.cut = True
+                run.cut_epoch = min(filter(None, [run.cut_epoch, other.cut_epoch]))
+        run.streams = sum(part.streams for part in parts)
+        run.line = min(part.line for part in parts)
+        combined.append(run)
+    if len({len(runs) for runs in with_epochs}) > 1:
+        combined[0].warnings.append(
+            f"{combined[0].path}: the tasks hold different numbers of runs ("
+            + ", ".join(f"{name or 'unprefixed'}: {len(streams[name])}" for name in order
+                        if streams[name]) + "): runs are matched in order")
+    return combined
+
+
+def lines_of(text: str):
+    """(line, ended) pairs of a text: ended is False for the text after the last newline."""
+    lines = text.split("\n")
+    for line in lines[:-1]:
+        yield line, True
+    yield lines[-1], False
+
+
+def lines_in(path):
+    """(line, ended) pairs of a file, read one line at a time (bounded memory)."""
+    with open(path, "rb") as handle:
+        for raw in handle:
+            ended = raw.endswith(b"\n")
+            yield raw[:-1 if ended else None].decode("utf-8", errors="replace"), ended
+
+
+def parse_lines(lines, path: str = "<log>",
+                patterns: dict[str, re.Pattern] | None = None) -> list[ParsedLog]:
+    """Every run in a log given as (line, ended) pairs, in one pass; LogError when none
+    has a finished epoch. Lines a launcher prefixed (srun --label, mpirun --tag-output)
+    are parsed per task and the tasks' runs combined (`combine`); the same line printed
+    by every worker of an unprefixed log counts once (`streams` says how many)."""
+    parsers: dict[str, StreamParser] = {}
+    tail: deque[str] = deque(maxlen=3)  # the last lines, for a log without epochs
+    for number, (line, ended) in enumerate(lines, 1):
+        if "\x1b" in line:
+            line = ANSI.sub("", line)
+        if line.strip():
+            tail.append(line.strip())
+        stream, text = split_stream(line)
+        parser = parsers.get(stream)
+        if parser is None:
+            parser = parsers[stream] = StreamParser(path, patterns)
+        if ended:
+            parser.feed(number, text)
+        else:
+            parser.cut(text)
+    runs = combine({name: parser.finish() for name, parser in parsers.items()})
+    if not any(r.epochs for r in runs):
+        last = " | ".join(t if len(t) <= 120 else t[:117] + "..." for t in tail)
+        stated = {k: v for p in parsers.values() for r in p.runs for k, v in r.settings.items()}
+        raise LogError(f"{path}: no finished epoch found (expected Keras lines such as "
+                       "'196/196 - 45s - loss: 1.76 - accuracy: 0.35')"
+                       + (f"; its last lines: {last}" if last else "; it is empty"), stated)
+    return runs
 
 
 def parse_runs(text: str, path: str = "<log>",
                patterns: dict[str, re.Pattern] | None = None) -> list[ParsedLog]:
-    """Every run in a log, in order; LogError when none has a finished epoch."""
-    text = ANSI.sub("", text)
-    lines = text.split("\n")
-    unfinished = lines.pop() if lines else ""  # the text after the last newline
-    runs = [ParsedLog(path)]
-
-    def new_run(number: int) -> ParsedLog:
-        runs.append(ParsedLog(path, line=number))
-        return runs[-1]
-
-    def result(run: ParsedLog, record: dict) -> None:
-        epoch = run._open if run._open is not None else max(run.epochs, default=0) + 1
-        run.epochs[epoch] = {"epoch": epoch, "epochs_total": run.epochs_total, **record}
-        run._open = None
-
-    for number, physical in enumerate(lines, 1):
-        # progress bars overwrite themselves with \r or \b: keep the last state
-        segments = [seg for seg in re.split(r"[\r\x08]+", physical) if seg.strip()]
-        for segment in segments[-1:]:
-            run = runs[-1]
-            if (header := HEADER.match(segment)) is not None:
-                epoch, total = int(header.group(1)), int(header.group(2))
-                done = max(run.epochs, default=0)
-                if run.epochs and (total != run.epochs_total or epoch == 1):
-                    run = new_run(number)
-                elif run.epochs and epoch <= done:
-                    run.warnings.append(
-                        f"{path}:{number}: epoch {epoch} comes again after epoch {done}: taken "
-                        "as a resume from an older backup, the later result replaces the "
-                        "earlier")
-                if run._open is not None and run._open != epoch:
-                    run.warnings.append(f"{path}:{number}: epoch {run._open} has no result "
-                                        "line before the next epoch begins")
-                run._open, run.epochs_total = epoch, total
-                continue
-            if found := settings_in(segment, patterns, lambda message, run=run, at=number:
-                                    run.warnings.append(f"{path}:{at}: {message}")):
-                if run.epochs:
-                    run = new_run(number)
-                run.settings.update(found)
-                continue
-            if (record := parse_result_line(segment)) is not None:
-                result(run, record)
-    last = runs[-1]
-    if unfinished.strip() and PROGRESS.match(ANSI.sub("", unfinished).split("\r")[-1]):
-        last.cut, last.cut_epoch = True, last._open or max(last.epochs, default=0) + 1
-    if last._open is not None:
-        last.cut, last.cut_epoch = True, last._open
-    runs = [r for r in runs if r.epochs or r.cut or r is last]
-    if not any(r.epochs for r in runs):
-        raise LogError(f"{path}: no finished epoch found (expected Keras lines such as "
-                       "'196/196 - 45s - loss: 1.76 - accuracy: 0.35')")
-    return [r for r in runs if r.epochs or r.cut]
+    """Every run in a log's text, in order (see parse_lines)."""
+    return parse_lines(lines_of(text), path, patterns)
 
 
 def parse_text(text: str, path: str = "<log>") -> ParsedLog:
@@ -248,10 +431,12 @@ def read_text(path) -> str:
         return handle.read()
 
 
+
+
 def parse_file(path: str) -> ParsedLog:
     return parse_text(read_text(path), str(path))
 
 
 def parse_file_runs(path: str, patterns: dict[str, re.Pattern] | None = None
                     ) -> list[ParsedLog]:
-    return parse_runs(read_text(path), str(path), patterns)
+    return parse_lines(lines_in(path), str(path), patterns)

@@ -221,6 +221,15 @@ def describe_runs(runs) -> str:
     return "; ".join(parts)
 
 
+def flag_note(table) -> str:
+    """The flagged points (analysis.flags_of), one per line, for the subtitles."""
+    if "flags" not in table:
+        return ""
+    flagged = table[table["flags"].fillna("").astype(str) != ""]
+    return "\n".join(f"flagged: {row.series} on {int(row.gpus)} GPU(s), {int(row.nodes)} "
+                     f"node(s): {row.flags}" for row in flagged.itertuples())
+
+
 def save(fig, path_stem: Path) -> list[Path]:
     written = []
     from dlscale.files import atomic
@@ -242,7 +251,7 @@ def plot_all(table, out_dir: Path, subtitle: str = "", runs=None, others=(),
 
     plt.rcParams["text.parse_math"] = False  # "$5" is five dollars, not maths
     note = missing_note(runs)
-    subtitle = "\n".join(x for x in (subtitle, describe_runs(runs)) if x)
+    subtitle = "\n".join(x for x in (subtitle, describe_runs(runs), flag_note(table)) if x)
     table = with_errors(table)
     out_dir.mkdir(parents=True, exist_ok=True)
     written = []

@@ -43,6 +43,25 @@ def test_the_published_study_is_reproduced_from_its_logs():
     assert not table["accuracy_flag"].any()  # "about 0.50 whatever the GPU count"
 
 
+def test_results_that_look_wrong_are_flagged_and_kept():
+    epochs = study_epochs()
+    assert not scaling(epochs, summarize_runs(epochs, 1), 1, 0.05)["flags"].any()
+    # 2 GPUs slower than 1 (the speedup 0.775), 4 GPUs faster than linear, and a
+    # log that says 8 GPUs for the run counted under 4
+    epochs.loc[(epochs["run"] == "ref2") & (epochs["epoch"] > 1), "seconds"] = 45 / 0.775
+    epochs.loc[(epochs["run"] == "ref4") & (epochs["epoch"] > 1), "seconds"] = 10.0
+    epochs.loc[epochs["run"] == "ref4", "gpus_logged"] = 8
+    table = scaling(epochs, summarize_runs(epochs, 1), 1, 0.05).set_index("gpus")
+    assert table.loc[2, "speedup"] == pytest.approx(0.775)  # kept as measured
+    assert table.loc[2, "flags"] == ("slowdown: speedup 0.775 on 2 GPUs; serial fraction 1.58 "
+                                     "outside [0, 1]")
+    assert table.loc[4, "efficiency"] == pytest.approx(1.125)
+    assert table.loc[4, "flags"] == ("super-linear: efficiency 1.12 (were the runs alike?); "
+                                     "serial fraction -0.037 outside [0, 1]; the log states "
+                                     "8 GPU(s), counted as 4")
+    assert table.loc[1, "flags"] == ""
+
+
 def test_runs_that_do_not_count_say_why():
     epochs = study_epochs()
     epochs.loc[(epochs["run"] == "ref2") & (epochs["epoch"] == 5), "loss"] = np.nan

@@ -8,6 +8,7 @@ from conftest import ROOT
 from dlscale.keraslog import (
     LogError,
     compile_patterns,
+    parse_file_runs,
     parse_runs,
     parse_text,
     read_text,
@@ -188,3 +189,60 @@ def test_a_pattern_matching_something_that_is_not_a_number_is_a_warning():
     assert "gpus" not in runs[0].settings
     assert runs[0].warnings == ["job.out:1: pattern gpus matched 'four', which is not a "
                                 "number: ignored"]
+
+
+# --- several tasks in one job output (tests/data/job-streams/README.md) ------------------
+
+STREAMS = DATA / "job-streams"
+
+
+@pytest.mark.parametrize("name, seconds", [
+    ("srun_label.out", [0.744, 0.152]),
+    ("mpirun_tag.out", [1.0, 0.160]),
+    ("mpirun_timestamp.out", [1.0, 0.170]),
+    ("srun_plain.out", [1.0]),
+])
+def test_each_task_is_a_stream_and_the_slowest_worker_sets_the_epoch_time(name, seconds):
+    runs = parse_file_runs(str(STREAMS / name))
+    assert len(runs) == 1
+    run = runs[0]
+    assert run.streams == 2 and run.settings == {"gpus": 2} and not run.cut
+    assert [e["seconds"] for e in run.rows()] == pytest.approx(seconds)
+    assert [e["loss"] for e in run.rows()] == [2.4706, 2.4098][:len(seconds)]
+    test = (2.4401, 0.0938) if name == "srun_plain.out" else (2.3969, 0.0977)
+    assert (run.test["test_loss"], run.test["test_accuracy"]) == test
+
+
+def test_evaluate_after_the_last_epoch_is_the_test_result_not_an_epoch():
+    text = ("Epoch 1/2\n1875/1875 - 4s - loss: 0.4975 - accuracy: 0.8234 - 4s/epoch - 2ms/step\n"
+            "Epoch 2/2\n1875/1875 - 3s - loss: 0.3731 - accuracy: 0.8653 - 3s/epoch - 2ms/step\n"
+            "313/313 - 1s - loss: 0.1106 - accuracy: 0.9668 - 1s/epoch - 4ms/step\n"
+            "313/313 - 0s - 0s/epoch - 1ms/step\n")  # predict(): no metric
+    log = parse_text(text)
+    assert [e["epoch"] for e in log.rows()] == [1, 2]
+    assert log.test == {"test_loss": 0.1106, "test_accuracy": 0.9668}
+
+
+def test_labelled_tasks_with_different_run_counts_are_matched_in_order_with_a_warning():
+    text = ("0: Epoch 1/2\n0: 4/4 - 2s - loss: 2.0 - accuracy: 0.2\n"
+            "0: Epoch 2/2\n0: 4/4 - 2s - loss: 1.0 - accuracy: 0.3\n"
+            "1: Epoch 1/2\n1: 4/4 - 3s - loss: 2.0 - accuracy: 0.2\n"
+            "1: Epoch 2/2\n1: 4/4 - 1s - loss: 1.0 - accuracy: 0.3\n"
+            "0: Epoch 1/3\n0: 4/4 - 2s - loss: 2.0 - accuracy: 0.2\n")
+    runs = parse_runs(text, "job.out")
+    assert [[e["seconds"] for e in r.rows()] for r in runs] == [[3.0, 2.0], [2.0]]
+    assert [r.streams for r in runs] == [2, 1]
+    assert runs[0].warnings == ["job.out: the tasks hold different numbers of runs (task 0: 2, "
+                                "task 1: 1): runs are matched in order"]
+
+
+def test_user_patterns_need_exactly_one_group_and_cannot_backtrack_without_end():
+    with pytest.raises(ValueError, match=r"patterns.gpus: 'job \(\\d\+\) running on \(\\d\+\) "
+                                         r"GPUs' has 2 groups: expected exactly one"):
+        compile_patterns({"gpus": r"job (\d+) running on (\d+) GPUs"})
+    with pytest.raises(ValueError, match="is not a regular expression RE2 accepts"):
+        compile_patterns({"gpus": r"(?<=GPUs: )(\d+)"})
+    slow = compile_patterns({"gpus": r"(a+)+$"})  # exponential in Python's re, linear in RE2
+    runs = parse_runs("a" * 200_000 + "b\nEpoch 1/1\n2/2 - 1s - loss: 1.0 - accuracy: 0.5\n",
+                      patterns=slow)
+    assert len(runs[0].epochs) == 1

@@ -35,6 +35,47 @@ def test_external_logs_alone_reproduce_the_published_study(tmp_path):
         assert (tmp_path / f"results/plots/{name}.svg").exists()
 
 
+def test_job_outputs_of_every_launcher_and_a_crashed_job_end_in_tables_plots_report(
+        tmp_path):
+    """tests/data/job-streams (srun -l, plain srun, mpirun --tag-output: 2 workers each)
+    and a job that died before its first epoch, through external_runs."""
+    streams = ROOT / "tests" / "data" / "job-streams"
+    crashed = tmp_path / "crashed.out"
+    crashed.write_bytes(b"Number of devices: 4\nEpoch 1/2\n"
+                        b"slurmstepd: error: Detected 1 oom_kill event in StepId=7.0.\n"
+                        b"srun: error: n1: task 0: Out Of Memory\n")
+    entries = [f"{{log: {streams}/srun_plain.out, model: MW, label: MW, gpus: 1}}",
+               f"{{log: {streams}/srun_label.out, model: MW, label: MW}}",
+               f"{{log: {streams}/mpirun_tag.out, model: MW2}}",
+               f"{{log: {crashed}, model: MW, label: MW}}"]
+    config = write_config(tmp_path / "c.yaml", "sweep: {models: []}\n"
+                          "analysis: {skip_epochs: 0}\nexternal_runs:\n" + "".join(
+                              f"  - {e[:-1]}, global_batch: 64, train_images: 512}}\n"
+                              for e in entries))
+    # exit 0: a crashed external job is data (listed as failed), not a failed point of ours
+    proc = run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
+    assert "crashed.out: no finished epoch found" in proc.stdout
+    runs = pd.read_csv(tmp_path / "results/tables/runs.csv").set_index("run")
+    assert runs["streams"].dropna().tolist() == [2, 2, 2]
+    crashed_run = runs.loc["external/MW/crashed"]
+    assert crashed_run["status"] == "failed" and not crashed_run["counted"]
+    assert crashed_run["gpus"] == 4  # stated by the log before it ended
+    failed = pd.read_csv(tmp_path / "results/tables/failed.csv")
+    assert "its last lines: Epoch 1/2 | slurmstepd: error: Detected 1 oom_kill" in failed[
+        "problem"].iloc[0]
+    table = pd.read_csv(tmp_path / "results/tables/scaling.csv").set_index(["series", "gpus"])
+    assert table.loc[("MW", 1), "epoch_time_s"] == 1.0  # the slower worker's line
+    assert table.loc[("MW", 2), "epoch_time_s"] == pytest.approx((0.744 + 0.152) / 2)
+    assert table.loc[("MW", 1), "test_accuracy"] == 0.0938  # evaluate()'s line
+    assert "the log states 2 GPU(s), counted as 1" in table.loc[("MW", 1), "flags"]
+    assert "super-linear: efficiency 1.12" in table.loc[("MW", 2), "flags"]
+    assert pd.isna(table.loc[("MW2 (external)", 2), "speedup"])  # no 1-GPU point: none
+    assert (tmp_path / "results/plots/overview.png").stat().st_size > 10_000
+    run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", "--report",
+                  str(tmp_path / "report.html"))
+    assert "super-linear" in (tmp_path / "report.html").read_text(errors="replace")
+
+
 def test_missing_external_log_fails_before_any_job(tmp_path):
     config = write_config(tmp_path / "c.yaml", "sweep: {models: []}\nexternal_runs:\n"
                           "  - {log: /no/such.out, model: M, gpus: 1, global_batch: 8, "

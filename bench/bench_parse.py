@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Log parser benchmark (issue 22: a 200 MB job output in under a minute, bounded memory).
+
+  python bench/bench_parse.py [--mb 200] [--work /tmp/dlscale-bench-parse]
+
+Writes a job output of the given size as a long job would leave it: `srun --label`
+prefixes from two tasks, each printing its own Keras lines (tf-keras verbose=2 epoch
+lines with validation metrics, an `Epoch k/N` header before each), with a TensorFlow
+warning between epochs now and then. Then times, in one process, what planning and the
+parse_logs rule call: keraslog.parse_file_runs on the file, and reports the time, the
+lines per second and the process's peak resident memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import resource
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from dlscale.keraslog import parse_file_runs  # noqa: E402
+
+
+def write_log(path: Path, megabytes: float) -> tuple[int, int]:
+    """The file, and (epochs per task, lines)."""
+    target = int(megabytes * 1e6)
+    size = lines = epochs = 0
+    total = 10**7  # Keras' N in Epoch k/N: larger than any epoch count written here
+    with open(path, "w") as out:
+        while size < target:
+            epochs += 1
+            block = []
+            for task in (0, 1):
+                block.append(f"{task}: Epoch {epochs}/{total}\n")
+            for task in (0, 1):
+                ms = 14000 + (epochs * 7 + task * 13) % 900
+                block.append(f"{task}: 25/25 - {ms // 1000}s - loss: {2.0 / (1 + epochs % 50):.4f}"
+                             f" - accuracy: {0.1 + (epochs % 80) / 100:.4f} - val_loss: 2.1034"
+                             f" - val_accuracy: 0.2188 - {ms}ms/epoch - {ms // 25}ms/step\n")
+            if epochs % 100 == 0:
+                block.append("0: 2026-11-23 16:00:00.000000: W tensorflow/core/data/root_dataset"
+                             ".cc:362] Optimization loop failed: CANCELLED: Operation was "
+                             "cancelled\n")
+            text = "".join(block)
+            out.write(text)
+            size += len(text)
+            lines += len(block)
+    return epochs, lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mb", type=float, default=200.0, help="log size in MB (default 200)")
+    parser.add_argument("--work", type=Path, default=Path("/tmp/dlscale-bench-parse"))
+    args = parser.parse_args()
+    args.work.mkdir(parents=True, exist_ok=True)
+    log = args.work / "job.out"
+    epochs, lines = write_log(log, args.mb)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    start = time.perf_counter()
+    runs = parse_file_runs(str(log))
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    assert len(runs) == 1 and len(runs[0].epochs) == epochs and runs[0].streams == 2, (
+        len(runs), len(runs[0].epochs), epochs)
+    print(f"machine: {platform.node()} {platform.processor() or platform.machine()}, "
+          f"python {platform.python_version()}")
+    print(f"log: {log.stat().st_size / 1e6:.1f} MB, {lines} lines, 2 tasks x {epochs} epochs")
+    print(f"parse: {seconds:.1f} s ({lines / seconds:,.0f} lines/s); peak RSS "
+          f"{peak:.0f} MB (before parsing {before:.0f} MB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
