@@ -29,10 +29,15 @@ from dlscale.keraslog import LogError, ParsedLog, compile_patterns, parse_file_r
 
 
 def table(parsed: ParsedLog, meta: dict) -> list[dict]:
+    """One row per finished epoch; a benchmark's run (throughput, no epochs) is one row
+    with logged_images_per_s and empty epoch columns."""
     rows = []
-    for logged in parsed.rows():
+    extra = {} if parsed.images_per_s is None else {"logged_images_per_s": parsed.images_per_s}
+    logged_rows = parsed.rows() or ([dict.fromkeys(("epoch", "seconds", "loss", "accuracy"))]
+                                    if extra else [])
+    for logged in logged_rows:
         row = {**meta, "file": parsed.path, **logged, "cut": parsed.cut,
-               "streams": parsed.streams, **parsed.test}
+               "streams": parsed.streams, **parsed.test, **extra}
         row.pop("seconds_resolution", None)
         rows.append(row)
     return rows
@@ -54,7 +59,9 @@ def log_runs(path, meta: dict, per_run: list[dict] | None, patterns: dict) -> li
         raise ValueError(f"{path} holds {len(runs)} run(s) but {len(per_run)} were planned: "
                          "the file changed since; run the workflow again")
     print(f"{path}: {len(runs)} run(s)" + "".join(
-        f"\n  run {i}: line {r.line}, {len(r.epochs)} epoch(s)"
+        f"\n  run {i}: line {r.line}, "
+        + (f"{len(r.epochs)} epoch(s)" if r.epochs or r.images_per_s is None
+           else f"a benchmark's total of {r.images_per_s} images/s")
         + (f" from {r.streams} workers' lines" if r.streams > 1 else "")
         + (f", states {r.settings}" if r.settings else "") for i, r in enumerate(runs, 1)))
     rows = []

@@ -101,6 +101,7 @@ def _defaults(epochs: pd.DataFrame) -> pd.DataFrame:
             epochs["run"] += "#" + epochs["log_run"].astype(str)
     for column in ("gpus_asked", "epochs_expected", "notes", "dataset", "device", "image_size",
                    "resize", "test_accuracy", "images_per_epoch", "streams", "gpus_logged",
+                   "logged_images_per_s",
                    "failure", "synthetic_images_per_s", *TELEMETRY_FIELDS,
                    *(f"system_{name}" for name in SYSTEM_FIELDS)):
         if column not in epochs:
@@ -154,7 +155,8 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
             problems.append(f"{int(first['gpus'])} replicas used, {int(first['gpus_asked'])} "
                             "asked for")
         used = group[group["epoch"] > skip_epochs]
-        if used.empty:
+        benchmark = group.empty and not pd.isna(first["logged_images_per_s"])
+        if used.empty and not benchmark:
             problems.append(f"no epoch left after skipping {skip_epochs}")
         rows.append({
             "run": run, "source": first["source"], "series": first["series"],
@@ -179,12 +181,14 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
             "status": first["status"], "epochs_expected": expected,
             "log_check": first["log_check"], "streams": first["streams"],
             "gpus_logged": first["gpus_logged"],
+            "logged_images_per_s": first["logged_images_per_s"],
             "counted": not problems, "problem": "; ".join(problems),
         })
     runs = pd.DataFrame(rows)
     runs["gpus"] = pd.to_numeric(runs["gpus"]).astype("Int64")  # empty for a crashed log
     runs["images_per_s"] = (pd.to_numeric(runs["images_per_epoch"], errors="coerce")
-                            / runs["epoch_time_s"])
+                            / runs["epoch_time_s"]).fillna(
+        pd.to_numeric(runs["logged_images_per_s"], errors="coerce"))  # a benchmark's own
     return runs
 
 
@@ -222,7 +226,9 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
             "global_batch": first["global_batch"], "repeats": len(point_runs),
             "epochs_used": n, "epoch_time_s": mean, "epoch_time_std": std,
             "epoch_time_ci95": t95(n - 1) * std / math.sqrt(n) if n > 1 else np.nan,
-            "images_per_s": point_runs["images_per_epoch"].mean() / mean,
+            "images_per_s": (pd.to_numeric(point_runs["images_per_epoch"],
+                                           errors="coerce").mean() / mean
+                             if n else pd.to_numeric(point_runs["images_per_s"]).mean()),
             "final_accuracy": point_runs["final_accuracy"].mean(),
             "test_accuracy": point_runs["test_accuracy"].astype(float).mean(),
             "scaling": first["scaling"],
@@ -245,7 +251,9 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
         return pd.DataFrame(columns=SCALING_COLUMNS + EXTRA_COLUMNS)
     base = table[(table["gpus"] == 1) & (table["nodes"] == 1)].set_index("series")
     ref = table["series"].map(base["epoch_time_s"])
-    table["speedup"] = ref / table["epoch_time_s"]
+    # from epoch times; for benchmarks (throughput, no epochs) from images/s
+    table["speedup"] = (ref / table["epoch_time_s"]).fillna(
+        table["images_per_s"] / table["series"].map(base["images_per_s"]))
     table["efficiency"] = table["speedup"] / table["gpus"]
     table["accuracy_delta"] = table["final_accuracy"] - table["series"].map(base["final_accuracy"])
     table["test_accuracy_delta"] = (table["test_accuracy"]

@@ -50,6 +50,9 @@ def resolve(item: dict, where: str) -> tuple[list[dict], list[str]]:
     except OSError as exc:
         raise ValueError(f"{where}: {exc}") from exc
     warnings = [w for r in runs for w in r.warnings]
+    if "train_images" not in item and any(r.epochs for r in runs):
+        raise ValueError(f"{where}: {log} holds epochs: give train_images (training images "
+                         "per epoch), from which their images/s is computed")
     for name in PER_RUN:
         value = item.get(name)
         if isinstance(value, list) and len(value) != len(runs):

@@ -54,13 +54,23 @@ SETTINGS: dict[str, list[re.Pattern]] = {
              re.compile(r"^\s*Num_replicas:\s*(\d+)\s*$"),
              re.compile(r"^\s*Model\s+\S+\s+(\d+)\s+GPUs?\b"),
              re.compile(r"Number of devices:\s*(\d+)"),
+             re.compile(r"^\s*Number of [GC]PUs:\s*(\d+)\s*$"),  # Horovod's benchmark
              re.compile(r"\b[Hh]orovod size:?\s*(\d+)"),
              re.compile(r"\bhvd\.size\(\)\s*[:=]\s*(\d+)")],
-    "global_batch": [re.compile(r"^\s*Batch_size:\s*(\d+)\s*$")],
-    "batch_per_gpu": [re.compile(r"--batch[_-]size[= ](\d+)\b")],
+    "global_batch": [re.compile(r"^\s*Batch_size:\s*(\d+)\s*$"),
+                     re.compile(r"^\s*Batch size:\s*(\d+) global\s*$")],  # tf_cnn_benchmarks
+    "batch_per_gpu": [re.compile(r"--batch[_-]size[= ](\d+)\b"),
+                      re.compile(r"^\s*Batch size:\s*(\d+)\s*$")],  # Horovod's benchmark
     "epochs": [re.compile(r"--epochs[= ](\d+)\b")],
 }
 MIRRORED = re.compile(r"Using MirroredStrategy with devices \((.*)\)")
+DEVICES = re.compile(r"^\s*Devices:\s*\[(.*)\]\s*$")  # tf_cnn_benchmarks' header
+# Benchmarks that report throughput, not epochs: a run's images/s over all its GPUs.
+# Horovod's synthetic benchmarks: "Total img/sec on 2 GPU(s): 2976.1 +-4.3" (after its
+# warm-up, per-iteration and per-GPU lines); tf_cnn_benchmarks: "total images/sec: 1656.82"
+# (its per-step "images/sec:" lines are per worker and not used).
+HOROVOD_TOTAL = re.compile(r"Total img/sec on (\d+) [GC]PU\(s\):\s*(\d+(?:\.\d+)?)")
+TF_CNN_TOTAL = re.compile(r"^\s*total images/sec:\s*(\d+(?:\.\d+)?)\s*$")
 
 
 def compile_patterns(patterns: dict[str, str] | None, where: str = "patterns") -> dict:
@@ -94,7 +104,7 @@ def compile_patterns(patterns: dict[str, str] | None, where: str = "patterns") -
 # Every line that SETTINGS or MIRRORED can match holds one of these: most lines are
 # looked at once, not once per pattern.
 SETTINGS_HINT = re.compile(r"--|_replicas|Model|devices|orovod size|hvd\.size|Batch_size|"
-                           r"MirroredStrategy")
+                           r"MirroredStrategy|Number of|Batch size|Devices:")
 
 
 def settings_in(line: str, patterns: dict | None = None, warn=None) -> dict[str, int]:
@@ -107,7 +117,7 @@ def settings_in(line: str, patterns: dict | None = None, warn=None) -> dict[str,
                 if (m := regex.search(line)) is not None:
                     found[key] = int(m.group(1))
                     break
-        if (m := MIRRORED.search(line)) is not None:
+        if (m := MIRRORED.search(line) or DEVICES.match(line)) is not None:
             found["gpus"] = len(re.findall(r"'[^']*'|\"[^\"]*\"", m.group(1)))
     for key, regex in (patterns or {}).items():
         if (m := regex.search(line)) is not None:
@@ -146,6 +156,7 @@ class ParsedLog:
     warnings: list[str] = field(default_factory=list)
     streams: int = 1             # workers whose lines the run holds (see parse_runs)
     test: dict[str, float] = field(default_factory=dict)  # evaluate()'s loss and accuracy
+    images_per_s: float | None = None  # a benchmark's total throughput (no epochs)
     last: int = 0                # the highest finished epoch
     _open: int | None = None     # the epoch whose header came last, while unfinished
     _copies: int = 1             # how many times the open epoch's header came
@@ -222,10 +233,11 @@ def parse_result_line(text: str) -> dict | None:
 
 # Prefixes that launchers put before each line; the stream is the task or rank. srun
 # --label: "0: " (right-aligned when there are 10 or more tasks); OpenMPI's mpirun
-# --tag-output: "[1,0]<stdout>:" (job, rank), after a date with --timestamp-output.
+# --tag-output: "[1,0]<stdout>:" (job, rank), after a date with --timestamp-output;
+# horovodrun: "[0]<stdout>:" (rank).
 SRUN_LABEL = re.compile(r"^ *(\d+): ")
 MPI_TAG = re.compile(r"^(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
-                     r"\[(\d+),(\d+)\]<(?:stdout|stderr|stddiag)>: ?")
+                     r"\[(?:(\d+),)?(\d+)\]<(?:stdout|stderr|stddiag)>: ?")
 SPLIT = re.compile(r"[\r\x08]+")
 
 
@@ -262,9 +274,16 @@ class StreamParser:
         if (header := HEADER.match(text)) is not None:
             self.header(run, number, int(header.group(1)), int(header.group(2)))
             return
+        if "/sec" in text and (total := throughput(text)) is not None:
+            if run.epochs or run.images_per_s is not None:
+                run = self.new_run(number)
+            run.images_per_s, gpus = total
+            if gpus is not None:
+                run.settings["gpus"] = gpus
+            return
         if found := settings_in(text, self.patterns, lambda message, at=number:
                                 self.runs[-1].warnings.append(f"{self.path}:{at}: {message}")):
-            if run.epochs:
+            if run.epochs or run.images_per_s is not None:
                 run = self.new_run(number)
             run.settings.update(found)
             return
@@ -321,7 +340,16 @@ class StreamParser:
         last = self.runs[-1]
         if last._open is not None:
             last.cut, last.cut_epoch = True, last._open
-        return [r for r in self.runs if r.epochs or r.cut]
+        return [r for r in self.runs if r.epochs or r.cut or r.images_per_s is not None]
+
+
+def throughput(text: str) -> tuple[float, int | None] | None:
+    """(images/s, GPUs when stated) of a benchmark's total line, or None."""
+    if (m := HOROVOD_TOTAL.search(text)) is not None:
+        return float(m.group(2)), int(m.group(1))
+    if (m := TF_CNN_TOTAL.match(text)) is not None:
+        return float(m.group(1)), None
+    return None
 
 
 def combine(streams: dict[str, list[ParsedLog]]) -> list[ParsedLog]:
@@ -347,6 +375,8 @@ def combine(streams: dict[str, list[ParsedLog]]) -> list[ParsedLog]:
                     run.epochs[epoch] = record
             run.settings = {**other.settings, **run.settings}
             run.test = run.test or other.test
+            if run.images_per_s is None:
+                run.images_per_s = other.images_per_s
             run.warnings += other.warnings
             run.last = max(run.last, other.last)
             if other.cut:
@@ -401,11 +431,12 @@ def parse_lines(lines, path: str = "<log>",
         else:
             parser.cut(text)
     runs = combine({name: parser.finish() for name, parser in parsers.items()})
-    if not any(r.epochs for r in runs):
+    if not any(r.epochs or r.images_per_s is not None for r in runs):
         last = " | ".join(t if len(t) <= 120 else t[:117] + "..." for t in tail)
         stated = {k: v for p in parsers.values() for r in p.runs for k, v in r.settings.items()}
         raise LogError(f"{path}: no finished epoch found (expected Keras lines such as "
-                       "'196/196 - 45s - loss: 1.76 - accuracy: 0.35')"
+                       "'196/196 - 45s - loss: 1.76 - accuracy: 0.35', or a benchmark's "
+                       "total images/s)"
                        + (f"; its last lines: {last}" if last else "; it is empty"), stated)
     return runs
 

@@ -319,7 +319,8 @@ class Study:
         meta = {"run": f"external/{key}", "source": "external",
                 "series": item.get("label", f"{item['model']} (external)"),
                 "model": item["model"], "nodes": item["nodes"], "repeat": item["repeat"],
-                "images_per_epoch": item["train_images"], "precision": item["precision"],
+                "images_per_epoch": item.get("train_images", ""),
+                "precision": item["precision"],
                 "strategy": item["strategy"]}
         patterns = "".join(f" --pattern {shlex.quote(f'{k}={v}')}"
                            for k, v in item.get("patterns", {}).items())

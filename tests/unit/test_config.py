@@ -55,8 +55,7 @@ def test_defaults_are_filled_in():
     ({"training": {"precision": "fp8"}}, "'fp8' is not one of"),
     ({"models": {"ResNet9": {"batch_per_gpu": 8}}}, "'ResNet9' is not one of"),
     ({"models": {"ResNet50V2": {"bach_per_gpu": 8}}}, "'bach_per_gpu' was unexpected"),
-    ({"external_runs": [{"log": "x.out", "model": "M", "gpus": 2}]},
-     "'train_images' is a required"),
+    ({"external_runs": [{"log": "x.out", "gpus": 2}]}, "'model' is a required"),
 ])
 def test_bad_values_fail_with_the_offending_key(bad, words):
     with pytest.raises(WorkflowError) as info:

@@ -246,3 +246,42 @@ def test_user_patterns_need_exactly_one_group_and_cannot_backtrack_without_end()
     runs = parse_runs("a" * 200_000 + "b\nEpoch 1/1\n2/2 - 1s - loss: 1.0 - accuracy: 0.5\n",
                       patterns=slow)
     assert len(runs[0].epochs) == 1
+
+
+BENCH = DATA / "benchmark-outputs"
+
+
+@pytest.mark.parametrize("name, images_per_s, settings", [
+    ("horovod_synthetic_1rank.out", 11.0, {"batch_per_gpu": 8, "gpus": 1}),
+    ("horovod_synthetic_2ranks.out", 13.6, {"batch_per_gpu": 8, "gpus": 2}),
+    ("horovod_docs_benchmarks.rst", 1656.82, {"batch_per_gpu": 64}),
+])
+def test_benchmark_outputs_are_runs_with_their_total_throughput(name, images_per_s, settings):
+    runs = parse_file_runs(str(BENCH / name))
+    assert [(r.images_per_s, r.settings, len(r.epochs)) for r in runs] == [
+        (images_per_s, settings, 0)]
+
+
+def test_a_tf_cnn_benchmarks_header_states_the_devices_and_the_global_batch():
+    text = ("Batch size:  128 global\n             64 per device\n"
+            "Devices:     ['horovod/gpu:0', 'horovod/gpu:1']\n"
+            "1\timages/sec: 11.8 +/- 0.0 (jitter = 0.0)\t8.327\n"
+            "----------------------------------------------------------------\n"
+            "total images/sec: 23.51\n")
+    runs = parse_runs(text)
+    assert [(r.images_per_s, r.settings) for r in runs] == [
+        (23.51, {"global_batch": 128, "gpus": 2})]
+
+
+def test_a_keras_log_without_train_images_fails_when_the_config_is_read(tmp_path):
+    from dlscale.external import resolve
+
+    item = {"log": str(STUDY / "ResNet50_1gpu.out"), "model": "M", "gpus": 1,
+            "global_batch": 256}
+    with pytest.raises(ValueError, match=r"external_runs\[0\]: .*ResNet50_1gpu.out holds "
+                                         "epochs: give train_images"):
+        resolve(item, "external_runs[0]")
+    bench = {"log": str(BENCH / "horovod_synthetic_2ranks.out"), "model": "M",
+             "global_batch": 16}
+    assert resolve(bench, "external_runs[1]")[0] == [{"line": 1, "gpus": 2,
+                                                      "global_batch": 16}]

@@ -37,9 +37,12 @@ def test_external_logs_alone_reproduce_the_published_study(tmp_path):
 
 def test_job_outputs_of_every_launcher_and_a_crashed_job_end_in_tables_plots_report(
         tmp_path):
-    """tests/data/job-streams (srun -l, plain srun, mpirun --tag-output: 2 workers each)
-    and a job that died before its first epoch, through external_runs."""
+    """tests/data/job-streams (srun -l, plain srun, mpirun --tag-output: 2 workers each),
+    tests/data/benchmark-outputs (Horovod's synthetic benchmark on 1 and 2 ranks, the
+    tf_cnn_benchmarks figure in Horovod's docs) and a job that died before its first
+    epoch, through external_runs."""
     streams = ROOT / "tests" / "data" / "job-streams"
+    bench = ROOT / "tests" / "data" / "benchmark-outputs"
     crashed = tmp_path / "crashed.out"
     crashed.write_bytes(b"Number of devices: 4\nEpoch 1/2\n"
                         b"slurmstepd: error: Detected 1 oom_kill event in StepId=7.0.\n"
@@ -48,15 +51,18 @@ def test_job_outputs_of_every_launcher_and_a_crashed_job_end_in_tables_plots_rep
                f"{{log: {streams}/srun_label.out, model: MW, label: MW}}",
                f"{{log: {streams}/mpirun_tag.out, model: MW2}}",
                f"{{log: {crashed}, model: MW, label: MW}}"]
+    benchmarks = [f"{{log: {bench}/horovod_synthetic_1rank.out, model: MobileNetV2}}",
+                  f"{{log: {bench}/horovod_synthetic_2ranks.out, model: MobileNetV2}}",
+                  f"{{log: {bench}/horovod_docs_benchmarks.rst, model: ResNet101, gpus: 16}}"]
     config = write_config(tmp_path / "c.yaml", "sweep: {models: []}\n"
                           "analysis: {skip_epochs: 0}\nexternal_runs:\n" + "".join(
                               f"  - {e[:-1]}, global_batch: 64, train_images: 512}}\n"
-                              for e in entries))
+                              for e in entries) + "".join(f"  - {e}\n" for e in benchmarks))
     # exit 0: a crashed external job is data (listed as failed), not a failed point of ours
     proc = run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
     assert "crashed.out: no finished epoch found" in proc.stdout
     runs = pd.read_csv(tmp_path / "results/tables/runs.csv").set_index("run")
-    assert runs["streams"].dropna().tolist() == [2, 2, 2]
+    assert runs["streams"].dropna().tolist() == [2, 2, 2, 1, 1, 1]
     crashed_run = runs.loc["external/MW/crashed"]
     assert crashed_run["status"] == "failed" and not crashed_run["counted"]
     assert crashed_run["gpus"] == 4  # stated by the log before it ended
@@ -70,6 +76,13 @@ def test_job_outputs_of_every_launcher_and_a_crashed_job_end_in_tables_plots_rep
     assert "the log states 2 GPU(s), counted as 1" in table.loc[("MW", 1), "flags"]
     assert "super-linear: efficiency 1.12" in table.loc[("MW", 2), "flags"]
     assert pd.isna(table.loc[("MW2 (external)", 2), "speedup"])  # no 1-GPU point: none
+    # benchmarks: throughput only, speedup from images/s, no epoch time
+    hvd = table.loc["MobileNetV2 (external)"]
+    assert list(hvd["images_per_s"]) == [11.0, 13.6] and hvd["epoch_time_s"].isna().all()
+    assert list(hvd["speedup"]) == pytest.approx([1.0, 13.6 / 11.0], rel=1e-4)
+    assert list(hvd["efficiency"]) == pytest.approx([1.0, 13.6 / 22.0], rel=1e-4)
+    assert table.loc[("ResNet101 (external)", 16), "images_per_s"] == 1656.82
+    assert pd.isna(table.loc[("ResNet101 (external)", 16), "speedup"])
     assert (tmp_path / "results/plots/overview.png").stat().st_size > 10_000
     run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", "--report",
                   str(tmp_path / "report.html"))
