@@ -87,7 +87,8 @@ def t95(dof: int) -> float:
 def _defaults(epochs: pd.DataFrame) -> pd.DataFrame:
     epochs = epochs.copy()
     fill = {"source": "dlscale", "nodes": 1, "repeat": 1, "strategy": "", "precision": "",
-            "scaling": "", "status": Status.COMPLETED.value, "cut": False, "log_check": ""}
+            "scaling": "", "status": Status.COMPLETED.value, "cut": False, "log_check": "",
+            "loss_unknown": False}
     for column, value in fill.items():
         if column not in epochs:
             epochs[column] = value
@@ -149,7 +150,8 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
             problems.append("log cut inside an epoch")
         if not pd.isna(expected) and len(group) < int(expected):
             problems.append(f"{len(group)} of {int(expected)} epochs")
-        if not np.isfinite(group["loss"].astype(float)).all():
+        unknown = group["loss_unknown"].astype(str).str.lower().isin(["true", "1"])
+        if not (np.isfinite(group["loss"].astype(float)) | unknown).all():
             problems.append("NaN or infinite loss")
         if not pd.isna(first["gpus_asked"]) and int(first["gpus_asked"]) != int(first["gpus"]):
             problems.append(f"{int(first['gpus'])} replicas used, {int(first['gpus_asked'])} "

@@ -73,6 +73,11 @@ HOROVOD_TOTAL = re.compile(r"Total img/sec on (\d+) [GC]PU\(s\):\s*(\d+(?:\.\d+)
 TF_CNN_TOTAL = re.compile(r"^\s*total images/sec:\s*(\d+(?:\.\d+)?)\s*$")
 
 
+# User patterns that read results, not settings: a custom loop's epoch line (its seconds,
+# and the loss and accuracy on the same line) and a benchmark's total images/s.
+RESULT_PATTERNS = ("epoch_time", "loss", "accuracy", "images_per_s")
+
+
 def compile_patterns(patterns: dict[str, str] | None, where: str = "patterns") -> dict:
     """User patterns (JUBE/ReFrame style): a regex with exactly one group, the value.
     Compiled with RE2, whose matching time is linear in the line (a Python regex such as
@@ -98,6 +103,9 @@ def compile_patterns(patterns: dict[str, str] | None, where: str = "patterns") -
                 f"{'s' if regex.groups != 1 else ''}: expected exactly one, the value, e.g. "
                 "'Num_replicas: (\\d+)' (make other groups non-capturing: (?:...))")
         compiled[key] = regex
+    if compiled.keys() & {"loss", "accuracy"} and "epoch_time" not in compiled:
+        raise ValueError(f"{where}: loss and accuracy are read from the lines epoch_time "
+                         "matches: give epoch_time too")
     return compiled
 
 
@@ -120,6 +128,8 @@ def settings_in(line: str, patterns: dict | None = None, warn=None) -> dict[str,
         if (m := MIRRORED.search(line) or DEVICES.match(line)) is not None:
             found["gpus"] = len(re.findall(r"'[^']*'|\"[^\"]*\"", m.group(1)))
     for key, regex in (patterns or {}).items():
+        if key in RESULT_PATTERNS:
+            continue
         if (m := regex.search(line)) is not None:
             try:
                 found[key] = int(float(m.group(1)))
@@ -274,6 +284,14 @@ class StreamParser:
         if (header := HEADER.match(text)) is not None:
             self.header(run, number, int(header.group(1)), int(header.group(2)))
             return
+        if self.patterns and (record := self.custom(text)) is not None:
+            if isinstance(record, float):
+                if run.epochs or run.images_per_s is not None:
+                    run = self.new_run(number)
+                run.images_per_s = record
+            else:
+                run.result(record)
+            return
         if "/sec" in text and (total := throughput(text)) is not None:
             if run.epochs or run.images_per_s is not None:
                 run = self.new_run(number)
@@ -289,6 +307,25 @@ class StreamParser:
             return
         if (record := parse_result_line(text)) is not None:
             self.result(run, record)
+
+    def custom(self, text: str) -> dict | float | None:
+        """What the user's result patterns read from a line: an epoch's record, a run's
+        images/s, or None."""
+        found = {}
+        for key in RESULT_PATTERNS:
+            regex = self.patterns.get(key)
+            if regex is not None and (m := regex.search(text)) is not None:
+                try:
+                    found[key] = float(m.group(1))
+                except (TypeError, ValueError):
+                    self.runs[-1].warnings.append(
+                        f"{self.path}: pattern {key} matched {m.group(1)!r}, which is not a "
+                        "number: ignored")
+        if "epoch_time" in found:
+            return {"seconds": found["epoch_time"], "loss": found.get("loss"),
+                    "accuracy": found.get("accuracy"), "steps": None, "samples": None,
+                    "loss_unknown": "loss" not in found}  # not logged, not NaN
+        return found.get("images_per_s")
 
     def header(self, run: ParsedLog, number: int, epoch: int, total: int) -> None:
         if run._open == epoch and run.epochs_total == total:

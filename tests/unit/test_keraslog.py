@@ -285,3 +285,21 @@ def test_a_keras_log_without_train_images_fails_when_the_config_is_read(tmp_path
              "global_batch": 16}
     assert resolve(bench, "external_runs[1]")[0] == [{"line": 1, "gpus": 2,
                                                       "global_batch": 16}]
+
+
+def test_a_custom_loops_epoch_lines_are_read_with_user_patterns():
+    patterns = compile_patterns({"epoch_time": r"Time/epoch: ([0-9.]+)",
+                                 "loss": r"Loss: ([0-9.]+)", "gpus": r"on (\d+) GPUs"})
+    text = ("training on 4 GPUs\n"
+            "Epoch: 1  Loss: 0.42  Time/epoch: 0.545\n"
+            "Epoch: 2  Loss: 0.31  Time/epoch: 0.512\n")
+    runs = parse_runs(text, patterns=patterns)
+    assert runs[0].settings == {"gpus": 4}
+    assert [(e["epoch"], e["seconds"], e["loss"]) for e in runs[0].rows()] == [
+        (1, 0.545, 0.42), (2, 0.512, 0.31)]
+    with pytest.raises(ValueError, match="loss and accuracy are read from the lines "
+                                         "epoch_time matches"):
+        compile_patterns({"loss": r"Loss: ([0-9.]+)"})
+    bench = compile_patterns({"images_per_s": r"throughput ([0-9.]+) img/s"})
+    assert [r.images_per_s for r in parse_runs("throughput 812.5 img/s\n", patterns=bench)] == [
+        812.5]
