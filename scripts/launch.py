@@ -23,6 +23,13 @@ without a record (killed by a signal, such as the out-of-memory killer's SIGKILL
 launch.py writes run.json from the epochs that finished. Stopped itself by SIGTERM
 (scancel, or SLURM's hard time limit), it records that and exits 143.
 
+One writer per point: launch.py holds an exclusive lock on DIR/.lock (flock, released
+by the kernel when the process ends, however it ends) while the training runs. A second
+job for the same point (Snakemake restarted on the login node while the first job still
+trains: it does not re-attach to running jobs) waits for the first to end, saying who
+holds the point; if the first completed the same settings, its record is kept and
+nothing is trained again, else the second trains (resuming from the first's backup).
+
 The job's time limit (inside a SLURM job its end from squeue, else --time-limit-min):
 train.py stops at an epoch boundary when the next epoch would not fit, but an epoch can
 be longer than the whole time left (a first epoch that compiles, a stalled file system).
@@ -170,6 +177,61 @@ def local_workers(tasks: int, command: list[str]) -> list[subprocess.Popen]:
     return procs
 
 
+LOCK = ".lock"
+# the planned settings that make a finished record the same point's (attempt aside)
+SAME_POINT = ("model", "gpus_asked", "nodes", "strategy", "precision", "batch_per_gpu",
+              "global_batch", "epochs")
+
+
+def holder() -> dict:
+    return {"slurm_job": os.environ.get("SLURM_JOB_ID"), "host": socket.gethostname(),
+            "pid": os.getpid(), "since": datetime.now(UTC).isoformat(timespec="seconds")}
+
+
+def lock_point(out: Path):
+    """The open lock file of run folder `out`, locked by this process: at once when no
+    other process holds it, else after waiting for the holder to end (said on stderr).
+    (file, whether it waited)."""
+    import fcntl
+
+    out.mkdir(parents=True, exist_ok=True)
+    handle = open(out / LOCK, "a+")  # noqa: SIM115 (held until the process ends)
+    waited = False
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        try:
+            who = json.loads(handle.read() or "{}")
+        except ValueError:
+            who = {}
+        job = f"SLURM job {who['slurm_job']}, " if who.get("slurm_job") else ""
+        print(f"dlscale launch: {out} is being trained by another process ({job}host "
+              f"{who.get('host', '?')}, pid {who.get('pid', '?')}, since "
+              f"{who.get('since', '?')}): waiting for it to end", file=sys.stderr, flush=True)
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        waited = True
+    handle.seek(0)
+    handle.truncate()
+    handle.write(json.dumps(holder()))
+    handle.flush()
+    return handle, waited
+
+
+def finished_meanwhile(out: Path, command: list[str]) -> bool:
+    """Whether the run folder holds a completed record of the same settings (written by
+    the job this one waited for)."""
+    from dlscale.contract import RUN_JSON, RecordError, RunRecord, Status
+
+    try:
+        record = RunRecord.read(out / RUN_JSON)
+    except (OSError, RecordError):
+        return False
+    planned = planned_settings(command)
+    return record.status is Status.COMPLETED and bool(planned) and all(
+        record.get(k) == planned[k] for k in SAME_POINT if k in planned)
+
+
 def planned_settings(command: list[str]) -> dict:
     """The run record's planned keys, from the training command's own flags (train.py's
     parser); {} when they do not parse (train.py said why in the log)."""
@@ -265,6 +327,12 @@ def main(argv=None) -> int:
     from dlscale.contract import RUN_JSON
     from dlscale.training import JOB_END_ENV, WATCHDOG_RESERVE_S, job_deadline
 
+    lock, waited = lock_point(args.record)
+    if waited and finished_meanwhile(args.record, command):
+        print(f"dlscale launch: the other process completed {args.record} with the same "
+              "settings: its record is kept, nothing is trained again", file=sys.stderr,
+              flush=True)
+        return 0
     (args.record / RUN_JSON).unlink(missing_ok=True)  # the last attempt's: attempts.jsonl has it
     notes: list[str] = []
     end = job_deadline(args.time_limit_min, started.timestamp(), notes)
@@ -289,6 +357,7 @@ def main(argv=None) -> int:
     if not (args.record / RUN_JSON).exists():
         record_end(args.record, returncode, args.log, started, command,
                    terminated=bool(terminated), late=late, notes=notes)
+    lock.close()
     return 128 + signal.SIGTERM if terminated else 0
 
 

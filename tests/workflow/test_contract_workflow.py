@@ -4,10 +4,14 @@ tables; neither loses the other points."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pandas as pd
 import psutil
@@ -99,3 +103,58 @@ def test_a_killed_point_and_a_disagreeing_log_still_give_the_tables(tmp_path):
     (tmp_path / "results/runs" / DONE / "run.json").unlink()
     dry = run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", "-n")
     assert re.search(r"^train\s+1$", dry.stdout, re.M), dry.stdout[-3000:]
+
+
+def training_process(workdir, point: str, timeout: float = 600) -> psutil.Process:
+    """The train.py process of `point` in `workdir`, once it exists."""
+    folder = f"results/runs/{point}"
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        for proc in psutil.process_iter(["cmdline", "cwd"]):
+            cmd = proc.info["cmdline"] or []
+            if (any(w.endswith("train.py") for w in cmd[1:2])
+                    and f"--out {folder}" in " ".join(cmd) and proc.info["cwd"] == str(workdir)):
+                return proc
+        time.sleep(0.05)
+    raise AssertionError(f"no training of {point} started in {timeout} s")
+
+
+@needs_fashion
+def test_a_restarted_snakemake_never_trains_a_point_twice_at_once(tmp_path):
+    """Snakemake killed (-9) while a point trains, started again: its second job for the
+    point waits for the first, keeps the first's record, and the study ends whole."""
+    config = yaml.safe_load(KILL.read_text())
+    config["sweep"]["models"], config["training"]["epochs"] = ["SimpleCNN"], 3
+    path = write_config(tmp_path / "c.yaml", yaml.safe_dump(config))
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
+           str(tmp_path), *PROFILE, f"--configfile={path}"]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    live = tmp_path / f"results/runs/{DONE}/state/epochs.jsonl"
+    training = training_process(tmp_path, DONE)
+    deadline = time.time() + 600
+    while not (live.exists() and live.read_text().count("\n") >= 1) and time.time() < deadline:
+        time.sleep(0.05)
+    training.suspend()  # the first job keeps the point, paused, for as long as the test needs
+    first.kill()  # the login node's Snakemake dies; its job goes on
+    first.wait()
+    run_snakemake(tmp_path, "--unlock", *PROFILE, f"--configfile={path}")
+    second = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env=env)
+    log = tmp_path / f"logs/train/{DONE}.log"
+    while "is being trained by another process" not in (
+            log.read_text(errors="replace") if log.exists() else "") and time.time() < deadline:
+        time.sleep(0.05)
+    others = [p for p in psutil.process_iter(["cmdline", "cwd"])
+              if any(w.endswith("train.py") for w in (p.info["cmdline"] or [])[1:2])
+              and p.info["cwd"] == str(tmp_path)]
+    assert [p.pid for p in others] == [training.pid]  # the second job trains nothing
+    training.resume()
+    output, _ = second.communicate(timeout=600)
+    assert second.returncode == 0, output[-6000:]
+    assert "its record is kept, nothing is trained again" in log.read_text()
+    runs = pd.read_csv(tmp_path / "results/tables/runs.csv").set_index("run")
+    assert runs.loc[DONE, "status"] == "completed" and runs.loc[DONE, "counted"]
+    epochs = pd.read_csv(tmp_path / f"results/runs/{DONE}/epochs.csv")
+    assert list(epochs["epoch"]) == [1, 2, 3]
+    assert (tmp_path / f"results/runs/{DONE}/train.log").read_text().count("Epoch 1/3") == 1
