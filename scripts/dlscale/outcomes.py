@@ -18,6 +18,9 @@ How failures flow (docs: README "When a point fails"):
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
 from pathlib import Path
 
 from dlscale.contract import RUN_JSON, RecordError, RunRecord, Status, read_attempts
@@ -25,8 +28,36 @@ from dlscale.contract import RUN_JSON, RecordError, RunRecord, Status, read_atte
 
 def planned_attempt(run_dir: str | Path) -> int:
     """1 + the failed attempts so far: it grows only when an attempt fails, so a point
-    that failed is planned again and one that completed stays done."""
-    return 1 + sum(a.get("status") != Status.COMPLETED for a in read_attempts(run_dir))
+    that failed is planned again and one that completed stays done. A point whose last
+    attempt completed keeps the number that attempt ran with: a job that SLURM requeued
+    (killed, then completed under the same number) is not planned again."""
+    attempts = read_attempts(run_dir)
+    if attempts and attempts[-1].get("status") == Status.COMPLETED and isinstance(
+            attempts[-1].get("attempt"), int):
+        return attempts[-1]["attempt"]
+    # inside a job that SLURM requeued, the attempts this job made before are its own:
+    # the job step plans the same attempt as the Snakemake that submitted it
+    job = os.environ.get("SLURM_JOB_ID")
+    own = [a for a in attempts if job and a.get("slurm_job_id") == job]
+    requeued = bool(own) and slurm_restarts(job) > 0
+    return 1 + sum(a.get("status") != Status.COMPLETED and not (requeued and a in own)
+                   for a in attempts)
+
+
+def slurm_restarts(job: str) -> int:
+    """How many times SLURM has requeued job `job` ($SLURM_RESTART_COUNT, which the
+    Snakemake SLURM plugin's inner job step drops, else scontrol's Restarts=); 0 when
+    neither can tell."""
+    count = os.environ.get("SLURM_RESTART_COUNT", "").strip()
+    if count.isdigit():
+        return int(count)
+    try:
+        shown = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True,
+                               text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    match = re.search(r"\bRestarts=(\d+)", shown)
+    return int(match.group(1)) if match else 0
 
 
 def runtime_factor(run_dir: str | Path) -> int:

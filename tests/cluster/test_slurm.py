@@ -226,9 +226,9 @@ def test_a_sweep_with_a_timeout_and_a_failure_reports_both_and_reruns_only_them(
     assert "failed.csv" in (tmp_path / "report.html").read_text(errors="replace")
 
     # the same command again: it plans the two failed points and nothing else; watched
-    # until each has started its second attempt (the timed-out one with twice the time),
-    # then interrupted, which cancels the jobs (the full rerun would only repeat the
-    # first run's outcomes)
+    # until both are submitted (the timed-out one with twice the time), then interrupted,
+    # which cancels the jobs (the full rerun would only repeat the first run's outcomes;
+    # a failed point's second attempt is followed to its end by the local failures test)
     done = tmp_path / "results/runs/MobileNet/gpus1/rep1/run.json"
     kept = done.stat().st_mtime_ns
     nan_attempts = tmp_path / "results/runs/MobileNetV3Small/gpus1/rep1/attempts.jsonl"
@@ -238,10 +238,9 @@ def test_a_sweep_with_a_timeout_and_a_failure_reports_both_and_reruns_only_them(
     while time.time() < deadline and second.poll() is None:
         for _job, limit, comment in queue("%i", "%l", "%k"):
             limits[comment] = limit
-        retrained = training_processes(tmp_path, "SimpleCNN/gpus1/rep1")
-        if retrained and len(nan_attempts.read_text().splitlines()) >= 2:
+        if len([k for k in limits if k.startswith("rule_train_")]) >= 2:
             break
-        time.sleep(0.5)
+        time.sleep(0.2)
     second.send_signal(signal.SIGINT)  # Snakemake cancels its SLURM jobs on the way out
     output, _ = second.communicate(timeout=300)
     stats = output.split("Job stats:")[1].split("total")[0]
@@ -254,5 +253,50 @@ def test_a_sweep_with_a_timeout_and_a_failure_reports_both_and_reruns_only_them(
         "rule_train_wildcards_MobileNetV3Small_gpus1_rep1": "10:00",
         "rule_train_wildcards_SimpleCNN_gpus1_rep1": "2:00"}
     attempts = [json.loads(line) for line in nan_attempts.read_text().splitlines()]
-    assert [(a["attempt"], a["status"]) for a in attempts[:2]] == [(1, "failed"), (2, "failed")]
+    assert [(a["attempt"], a["status"]) for a in attempts[:1]] == [(1, "failed")]
     assert queue("%i") == []
+
+
+def test_a_requeued_job_resumes_its_point_and_the_study_ends_whole(tmp_path):
+    """SLURM requeues a running point's job (`scontrol requeue`, as preemption or a node
+    failure does): the job runs again under the same id, resumes from the last saved
+    epoch, and Snakemake counts it as done."""
+    config = f"--configfile={ROOT / 'tests' / 'configs' / 'slurm-requeue.yaml'}"
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
+           str(tmp_path), *PROFILE, config]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    study = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             env=env)
+    point = "SimpleCNN/gpus1/rep1"
+    live = tmp_path / f"results/runs/{point}/state/epochs.jsonl"
+    deadline = time.time() + 600
+    while not (live.exists() and live.read_text().count("\n") >= 2) and time.time() < deadline:
+        time.sleep(0.05)
+    for pid in training_processes(tmp_path, point):
+        os.kill(pid, signal.SIGSTOP)  # stays inside epoch 3 until SLURM ends the step
+    [(job,)] = [row for row in queue("%i") if row]
+    subprocess.run(["scontrol", "requeue", job], check=True)
+    # SLURM holds a requeued job back for a while (BeginTime, about 2 minutes here);
+    # the test lets it start at once
+    while time.time() < deadline:
+        state = queue("%i", "%T")
+        if [job, "PENDING"] in state:
+            subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"],
+                           check=True)
+            break
+        time.sleep(0.2)
+    output, _ = study.communicate(timeout=900)
+    assert study.returncode == 0, output[-8000:]
+    folder = tmp_path / f"results/runs/{point}"
+    run = json.loads((folder / "run.json").read_text())
+    assert run["status"] == "completed" and run["env"]["SLURM_JOB_ID"] == job
+    attempts = [json.loads(line) for line in (folder / "attempts.jsonl").read_text().splitlines()]
+    assert [(a["status"], a["slurm_job_id"], a["attempt"]) for a in attempts] == [
+        ("killed", job, 1), ("completed", job, 1)]
+    assert [e["epoch"] for e in map(json.loads, (folder / "epochs.jsonl").read_text().split(
+        "\n")[:-1])] == [1, 2, 3, 4, 5, 6]
+    assert "resuming from the backup" in (folder / "train.log").read_text()
+    runs = pd.read_csv(tmp_path / "results/tables/runs.csv")
+    assert runs["counted"].all()
+    dry = run_snakemake(tmp_path, *PROFILE, config, "-n")
+    assert "Nothing to be done" in dry.stdout  # the requeue does not plan the point again

@@ -48,6 +48,26 @@ def test_attempt_and_runtime_factor_follow_the_history(tmp_path, statuses, attem
     assert outcomes.runtime_factor(tmp_path) == factor
 
 
+def test_a_requeued_job_that_completed_is_not_planned_again(tmp_path):
+    # SLURM requeued the job: launch.py recorded `killed` (SIGTERM), then the same job ran
+    # again with the same --attempt and completed
+    contract.append_attempt(tmp_path, {"status": "killed", "attempt": 1})
+    contract.append_attempt(tmp_path, {"status": "completed", "attempt": 1})
+    assert outcomes.planned_attempt(tmp_path) == 1
+
+
+def test_a_requeued_job_plans_the_attempt_it_was_submitted_with(tmp_path, monkeypatch):
+    contract.append_attempt(tmp_path, {"status": "failed", "attempt": 1,
+                                       "env": {"SLURM_JOB_ID": "3"}})
+    contract.append_attempt(tmp_path, {"status": "killed", "attempt": 2,
+                                       "env": {"SLURM_JOB_ID": "4"}})
+    monkeypatch.setenv("SLURM_JOB_ID", "4")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "0")
+    assert outcomes.planned_attempt(tmp_path) == 3  # job 4 before its requeue
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    assert outcomes.planned_attempt(tmp_path) == 2  # job 4 requeued: what it was given
+
+
 def test_a_cut_attempt_line_does_not_hide_the_others(tmp_path):
     write_attempts(tmp_path, "failed")
     with open(tmp_path / contract.ATTEMPTS, "a") as handle:
