@@ -48,15 +48,32 @@ def run_snakemake(workdir: Path, *args: str, check: bool = True, timeout: float 
                   env: dict | None = None) -> subprocess.CompletedProcess:
     """Run the project's workflow from the command line (the stable interface) in workdir,
     with `env` added to the environment."""
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(snakefile),
-           "--directory", str(workdir), *args]
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-               **(env or {}))
-    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          timeout=timeout, env=env)  # one stream: snakemake logs to both
+    proc = subprocess.run(snakemake_command(workdir, *args, snakefile=snakefile),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=timeout, env=snakemake_env(env))  # one stream: it logs to both
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake failed ({proc.returncode}):\n{proc.stdout[-8000:]}")
     return proc
+
+
+def snakemake_command(workdir: Path, *args: str, snakefile: Path = ROOT / "Snakefile"
+                      ) -> list[str]:
+    return [sys.executable, "-m", "snakemake", "-s", str(snakefile), "--directory",
+            str(workdir), *args]
+
+
+def snakemake_env(env: dict | None = None) -> dict:
+    """This environment, with the test's python first on PATH (the rules run `python`)."""
+    return dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+                **(env or {}))
+
+
+def start_snakemake(workdir: Path, *args: str, output: bool = True) -> subprocess.Popen:
+    """The workflow started in the background (a test acts on it while it runs); its
+    output as text on .stdout, or discarded."""
+    sink = subprocess.PIPE if output else subprocess.DEVNULL
+    return subprocess.Popen(snakemake_command(workdir, *args), stdout=sink,
+                            stderr=subprocess.STDOUT, text=True, env=snakemake_env())
 
 
 def write_config(path: Path, text: str) -> Path:

@@ -6,14 +6,21 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from conftest import HOROVOD_READY, IN_CI, ROOT, run_snakemake, site_modules, write_config
+from conftest import (
+    HOROVOD_READY,
+    IN_CI,
+    ROOT,
+    run_snakemake,
+    site_modules,
+    start_snakemake,
+    write_config,
+)
 
 from cluster.conftest import queue
 
@@ -102,11 +109,7 @@ def test_cancelled_point_is_reported_others_finish_and_rerun_resumes_only_it(tmp
     config = sweep_config(tmp_path / "c.yaml", archive,
                           sweep="{models: [SimpleCNN], gpus: [1, 2]}",
                           training="{epochs: 6, batch_per_gpu: 2, device: cpu}")
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
-           str(tmp_path), *PROFILE, f"--configfile={config}"]
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             env=env)
+    first = start_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
     live = tmp_path / "results/runs/SimpleCNN/gpus2/rep1/state/epochs.jsonl"
     deadline = time.time() + 600
     while time.time() < deadline and first.poll() is None:
@@ -192,11 +195,7 @@ def training_processes(workdir: Path, point: str) -> list[int]:
 
 def test_a_sweep_with_a_timeout_and_a_failure_reports_both_and_reruns_only_them(tmp_path):
     config = f"--configfile={ROOT / 'tests' / 'configs' / 'slurm-failures.yaml'}"
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
-           str(tmp_path), *PROFILE, config]
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             env=env)
+    first = start_snakemake(tmp_path, *PROFILE, config)
     # SimpleCNN's training is frozen (SIGSTOP) as soon as it starts: its first epoch never
     # ends, as an epoch longer than the time left would not; launch.py's watchdog must
     # stop it 20 s before the 1-minute limit, so that the job ends on its own
@@ -232,8 +231,7 @@ def test_a_sweep_with_a_timeout_and_a_failure_reports_both_and_reruns_only_them(
     done = tmp_path / "results/runs/MobileNet/gpus1/rep1/run.json"
     kept = done.stat().st_mtime_ns
     nan_attempts = tmp_path / "results/runs/MobileNetV3Small/gpus1/rep1/attempts.jsonl"
-    second = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              env=env)
+    second = start_snakemake(tmp_path, *PROFILE, config)
     limits, deadline = {}, time.time() + 600
     while time.time() < deadline and second.poll() is None:
         for _job, limit, comment in queue("%i", "%l", "%k"):
@@ -262,11 +260,7 @@ def test_a_requeued_job_resumes_its_point_and_the_study_ends_whole(tmp_path):
     failure does): the job runs again under the same id, resumes from the last saved
     epoch, and Snakemake counts it as done."""
     config = f"--configfile={ROOT / 'tests' / 'configs' / 'slurm-requeue.yaml'}"
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
-           str(tmp_path), *PROFILE, config]
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    study = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             env=env)
+    study = start_snakemake(tmp_path, *PROFILE, config)
     point = "SimpleCNN/gpus1/rep1"
     live = tmp_path / f"results/runs/{point}/state/epochs.jsonl"
     deadline = time.time() + 600

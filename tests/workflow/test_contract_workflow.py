@@ -4,20 +4,16 @@ tables; neither loses the other points."""
 
 from __future__ import annotations
 
-import os
 import re
 import signal
-import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pandas as pd
 import psutil
 import pytest
 import yaml
-from conftest import ROOT, needs_fashion, run_snakemake, write_config
+from conftest import ROOT, needs_fashion, run_snakemake, start_snakemake, write_config
 
 pytestmark = pytest.mark.workflow
 PROFILE = ["--profile", str(ROOT / "profiles" / "local")]
@@ -126,10 +122,8 @@ def test_a_restarted_snakemake_never_trains_a_point_twice_at_once(tmp_path):
     config = yaml.safe_load(KILL.read_text())
     config["sweep"]["models"], config["training"]["epochs"] = ["SimpleCNN"], 3
     path = write_config(tmp_path / "c.yaml", yaml.safe_dump(config))
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory",
-           str(tmp_path), *PROFILE, f"--configfile={path}"]
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
-    first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    args = (*PROFILE, f"--configfile={path}")
+    first = start_snakemake(tmp_path, *args, output=False)
     live = tmp_path / f"results/runs/{DONE}/state/epochs.jsonl"
     training = training_process(tmp_path, DONE)
     deadline = time.time() + 600
@@ -139,8 +133,7 @@ def test_a_restarted_snakemake_never_trains_a_point_twice_at_once(tmp_path):
     first.kill()  # the login node's Snakemake dies; its job goes on
     first.wait()
     run_snakemake(tmp_path, "--unlock", *PROFILE, f"--configfile={path}")
-    second = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              env=env)
+    second = start_snakemake(tmp_path, *args)
     log = tmp_path / f"logs/train/{DONE}.log"
     while "is being trained by another process" not in (
             log.read_text(errors="replace") if log.exists() else "") and time.time() < deadline:
