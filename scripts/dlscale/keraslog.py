@@ -273,6 +273,12 @@ class StreamParser:
         self.runs.append(ParsedLog(self.path, line=number))
         return self.runs[-1]
 
+    def fresh_run(self, number: int) -> ParsedLog:
+        """The current run if it has no result yet, else a new one: settings or a
+        throughput after results begin the next run."""
+        run = self.runs[-1]
+        return self.new_run(number) if run.epochs or run.images_per_s is not None else run
+
     def feed(self, number: int, text: str) -> None:
         # progress bars overwrite themselves with \r or \b: keep the last state
         if "\r" in text or "\x08" in text:
@@ -284,31 +290,26 @@ class StreamParser:
         if (header := HEADER.match(text)) is not None:
             self.header(run, number, int(header.group(1)), int(header.group(2)))
             return
-        if self.patterns and (record := self.custom(text)) is not None:
+        if self.patterns and (record := self.custom(number, text)) is not None:
             if isinstance(record, float):
-                if run.epochs or run.images_per_s is not None:
-                    run = self.new_run(number)
-                run.images_per_s = record
+                self.fresh_run(number).images_per_s = record
             else:
                 run.result(record)
             return
         if "/sec" in text and (total := throughput(text)) is not None:
-            if run.epochs or run.images_per_s is not None:
-                run = self.new_run(number)
+            run = self.fresh_run(number)
             run.images_per_s, gpus = total
             if gpus is not None:
                 run.settings["gpus"] = gpus
             return
         if found := settings_in(text, self.patterns, lambda message, at=number:
                                 self.runs[-1].warnings.append(f"{self.path}:{at}: {message}")):
-            if run.epochs or run.images_per_s is not None:
-                run = self.new_run(number)
-            run.settings.update(found)
+            self.fresh_run(number).settings.update(found)
             return
         if (record := parse_result_line(text)) is not None:
             self.result(run, record)
 
-    def custom(self, text: str) -> dict | float | None:
+    def custom(self, number: int, text: str) -> dict | float | None:
         """What the user's result patterns read from a line: an epoch's record, a run's
         images/s, or None."""
         found = {}
@@ -319,8 +320,8 @@ class StreamParser:
                     found[key] = float(m.group(1))
                 except (TypeError, ValueError):
                     self.runs[-1].warnings.append(
-                        f"{self.path}: pattern {key} matched {m.group(1)!r}, which is not a "
-                        "number: ignored")
+                        f"{self.path}:{number}: pattern {key} matched {m.group(1)!r}, which is "
+                        "not a number: ignored")
         if "epoch_time" in found:
             return {"seconds": found["epoch_time"], "loss": found.get("loss"),
                     "accuracy": found.get("accuracy"), "steps": None, "samples": None,
