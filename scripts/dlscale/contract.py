@@ -34,6 +34,9 @@ STATE = "state"  # the run's working state: live records, backup, settings
 SETTINGS = "settings.json"  # in STATE: what a backup was made with
 TELEMETRY = "telemetry.csv"
 RUN_TABLE = "epochs.csv"  # a run's (or an external log's) per-epoch table
+# a copy of the last completed record (run.json, epochs.jsonl, train.log), kept until the
+# next completed one replaces it: Snakemake deletes a job's outputs before it reruns it
+KEPT = "completed"
 
 # --- layout (relative to the working directory; the rules use these too) -----------------
 RESULTS = "results"
@@ -161,7 +164,23 @@ class RunRecord(dict):
         write_json_atomic(out / RUN_JSON, dict(self))
         append_attempt(out, self)
         if self.status is Status.COMPLETED:
+            keep_completed(out)
             shutil.rmtree(state, ignore_errors=True)
+
+
+def keep_completed(out: Path) -> None:
+    """Copy a completed run's records to out/KEPT, replacing the copy before only once
+    the new one is whole."""
+    fresh, old = out / f"{KEPT}.new", out / f"{KEPT}.old"
+    shutil.rmtree(fresh, ignore_errors=True)
+    fresh.mkdir()
+    for name in (RUN_JSON, EPOCHS, TRAIN_LOG):
+        shutil.copyfile(out / name, fresh / name)
+    shutil.rmtree(old, ignore_errors=True)
+    if (out / KEPT).exists():
+        (out / KEPT).rename(old)
+    fresh.rename(out / KEPT)
+    shutil.rmtree(old, ignore_errors=True)
 
 
 def read_epochs(path: str | Path) -> list[dict]:

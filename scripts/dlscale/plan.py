@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
-from dlscale.contract import BATCH, DATA, DOWNLOADS, EXTERNAL, RUN_TABLE, run_dir
+from dlscale.contract import BATCH, DATA, DOWNLOADS, EXTERNAL, KEPT, RUN_JSON, RUN_TABLE, run_dir
 from dlscale.errors import PlanError
 from dlscale.external import entry_key
 from dlscale.external import resolve as resolve_external
@@ -154,6 +154,11 @@ class Study:
             if failed:
                 notes.append(f"point {key} ended {failed['status']} ({failed.get('failure')}): "
                              "it is planned again")
+            folder = Path(run_dir(key))
+            if not (folder / RUN_JSON).exists() and (folder / KEPT / RUN_JSON).exists():
+                notes.append(f"point {key}: {folder / RUN_JSON} is missing, so it is trained "
+                             f"again; the last completed record is kept in {folder / KEPT}/ "
+                             "(copy its files back into the run folder to use it instead)")
         return notes
 
     def attempt(self, p: Point) -> int:

@@ -4,6 +4,7 @@ tables; neither loses the other points."""
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import threading
@@ -151,3 +152,33 @@ def test_a_restarted_snakemake_never_trains_a_point_twice_at_once(tmp_path):
     epochs = pd.read_csv(tmp_path / f"results/runs/{DONE}/epochs.csv")
     assert list(epochs["epoch"]) == [1, 2, 3]
     assert (tmp_path / f"results/runs/{DONE}/train.log").read_text().count("Epoch 1/3") == 1
+
+
+@needs_fashion
+def test_a_finished_points_record_is_kept_until_a_new_one_replaces_it(tmp_path):
+    """The issue's case: a completed point, a restart with another batch size killed
+    (-9) mid-training, which took the point's outputs with it (Snakemake deletes a job's
+    outputs before it runs), then the original config again."""
+    config = yaml.safe_load(KILL.read_text())
+    config["sweep"]["models"], config["training"]["epochs"] = ["SimpleCNN"], 2
+    original = write_config(tmp_path / "c.yaml", yaml.safe_dump(config))
+    run_snakemake(tmp_path, *PROFILE, f"--configfile={original}")
+    folder = tmp_path / f"results/runs/{DONE}"
+    first = (folder / "run.json").read_text()
+    config["training"]["batch_per_gpu"] = 8
+    other = write_config(tmp_path / "other.yaml", yaml.safe_dump(config))
+    restart = start_snakemake(tmp_path, *PROFILE, f"--configfile={other}", output=False)
+    training_process(tmp_path, DONE)
+    tree = psutil.Process(restart.pid)
+    for proc in [tree, *tree.children(recursive=True)]:  # kill -9 of the whole session
+        proc.kill()
+    restart.wait()
+    assert not (folder / "run.json").exists()  # the outputs went with the restart
+    assert (folder / "completed/run.json").read_text() == first  # the record did not
+    run_snakemake(tmp_path, "--unlock", *PROFILE, f"--configfile={original}")
+    again = run_snakemake(tmp_path, *PROFILE, f"--configfile={original}")
+    assert f"point {DONE}: results/runs/{DONE}/run.json is missing, so it is trained again; " \
+           f"the last completed record is kept in results/runs/{DONE}/completed/" in again.stdout
+    record = json.loads((folder / "run.json").read_text())
+    assert record["status"] == "completed" and record["batch_per_gpu"] == 16
+    assert (folder / "completed/run.json").read_text() == (folder / "run.json").read_text()
