@@ -55,10 +55,11 @@ def test_two_workers_write_tensorboard_a_profile_and_the_model_once(small_data, 
     model = keras().models.load_model(str(tmp_path / "model.keras"), compile=False)
     assert model.output_shape == (None, 10)
     # nothing but the chief's files: no other worker's model, events or backup copies
-    # (.lock: launch.py's, held while the point trains, see test_contract_workflow.py)
+    # (.lock: launch.py's, held while the point trains; completed/: the kept copy of the
+    # records, see test_contract_workflow.py)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        ".lock", "attempts.jsonl", "epochs.jsonl", "model.keras", "run.json", "telemetry.csv",
-        "tensorboard", "train.log"]
+        ".lock", "attempts.jsonl", "completed", "epochs.jsonl", "model.keras", "run.json",
+        "telemetry.csv", "tensorboard", "train.log"]
 
 
 @pytest.mark.skipif(not HOROVOD_READY and not IN_CI,
