@@ -8,6 +8,8 @@ import pandas as pd
 import pytest
 from conftest import ROOT, comparison_config, run_snakemake, write_config
 
+from dlscale.contract import KEPT
+
 pytestmark = pytest.mark.workflow
 PROFILE = ["--profile", str(ROOT / "profiles" / "local")]
 
@@ -33,10 +35,11 @@ def test_one_point_trains_with_two_replicas_and_records_say_so(tmp_path, config)
     # data.resize: on_device (the default): 32 px shards, the model resizes to 48 px
     assert (run["resize"], run["image_size"]) == ("on_device", 48)
     assert run["dataset"]["dir"] == "results/data/cifar10-32px"
-    # only that point ran: no other run folder exists
+    # only that point ran: no other run folder exists (completed/: its kept copy)
     assert sorted(p.parent.relative_to(tmp_path / "results/runs").as_posix()
-                  for p in (tmp_path / "results/runs").rglob("run.json")) == [
-        "SimpleCNN/mirrored/gpus2/rep1"]
+                  for p in (tmp_path / "results/runs").rglob("run.json")
+                  if p.parent.name != KEPT) == ["SimpleCNN/mirrored/gpus2/rep1"]
+    assert (tmp_path / f"results/runs/SimpleCNN/mirrored/gpus2/rep1/{KEPT}/run.json").exists()
 
 
 def test_multiworker_point_starts_two_workers(tmp_path, config):
