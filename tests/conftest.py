@@ -76,6 +76,21 @@ def start_snakemake(workdir: Path, *args: str, output: bool = True) -> subproces
                             stderr=subprocess.STDOUT, text=True, env=snakemake_env())
 
 
+def training_processes(workdir: Path, point: str) -> list:
+    """The train.py processes (psutil) training `point` of the study in `workdir`: the
+    first script their command names is train.py (launch.py's names train.py too)."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["cmdline", "cwd"]):
+        words = proc.info["cmdline"] or []
+        script = next((w for w in words if w.endswith(".py")), "")
+        if (proc.info["cwd"] == str(workdir) and script.endswith("train.py")
+                and any(w.rstrip("/").endswith(f"runs/{point}") for w in words)):
+            found.append(proc)
+    return found
+
+
 def write_config(path: Path, text: str) -> Path:
     path.write_text(text)
     return path

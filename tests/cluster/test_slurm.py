@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import time
@@ -19,6 +18,7 @@ from conftest import (
     run_snakemake,
     site_modules,
     start_snakemake,
+    training_processes,
     write_config,
 )
 
@@ -176,23 +176,6 @@ def test_every_strategy_on_one_and_two_nodes_through_slurm(tmp_path, archive):
     assert not (runs / "nodes2/mirrored").exists()
 
 
-def training_processes(workdir: Path, point: str) -> list[int]:
-    """The pids of train.py processes training `point` of the study in `workdir`."""
-    pids = []
-    for entry in Path("/proc").iterdir():
-        try:
-            words = (entry / "cmdline").read_bytes().split(b"\0")
-            here = os.readlink(entry / "cwd") == str(workdir)
-        except OSError:
-            continue  # not a process, or it ended
-        text = [w.decode(errors="replace") for w in words]
-        script = next((w for w in text if w.endswith(".py")), "")  # launch.py's names it too
-        if here and script.endswith("/train.py") and any(
-                w.rstrip("/").endswith(f"runs/{point}") for w in text):
-            pids.append(int(entry.name))
-    return pids
-
-
 def test_a_sweep_with_a_timeout_and_a_failure_reports_both_and_reruns_only_them(tmp_path):
     config = f"--configfile={ROOT / 'tests' / 'configs' / 'slurm-failures.yaml'}"
     first = start_snakemake(tmp_path, *PROFILE, config)
@@ -203,8 +186,8 @@ def test_a_sweep_with_a_timeout_and_a_failure_reports_both_and_reruns_only_them(
     while not frozen and first.poll() is None and time.time() < deadline:
         frozen = training_processes(tmp_path, "SimpleCNN/gpus1/rep1")
         time.sleep(0.05)
-    for pid in frozen:
-        os.kill(pid, signal.SIGSTOP)
+    for proc in frozen:
+        proc.suspend()
     output, _ = first.communicate(timeout=900)
     assert frozen, output[-8000:]
     assert first.returncode != 0  # check_points: two points did not complete
@@ -266,8 +249,8 @@ def test_a_requeued_job_resumes_its_point_and_the_study_ends_whole(tmp_path):
     deadline = time.time() + 600
     while not (live.exists() and live.read_text().count("\n") >= 2) and time.time() < deadline:
         time.sleep(0.05)
-    for pid in training_processes(tmp_path, point):
-        os.kill(pid, signal.SIGSTOP)  # stays inside epoch 3 until SLURM ends the step
+    for proc in training_processes(tmp_path, point):
+        proc.suspend()  # stays inside epoch 3 until SLURM ends the step
     [(job,)] = [row for row in queue("%i") if row]
     subprocess.run(["scontrol", "requeue", job], check=True)
     # SLURM holds a requeued job back for a while (BeginTime, about 2 minutes here);

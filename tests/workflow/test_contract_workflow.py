@@ -14,7 +14,14 @@ import pandas as pd
 import psutil
 import pytest
 import yaml
-from conftest import ROOT, needs_fashion, run_snakemake, start_snakemake, write_config
+from conftest import (
+    ROOT,
+    needs_fashion,
+    run_snakemake,
+    start_snakemake,
+    training_processes,
+    write_config,
+)
 
 pytestmark = pytest.mark.workflow
 PROFILE = ["--profile", str(ROOT / "profiles" / "local")]
@@ -36,14 +43,10 @@ def kill_training_after(workdir, point: str, epochs: int, timeout: float = 600
         while time.time() < deadline:
             done = live.read_text().count("\n") if live.exists() else 0
             if done >= epochs:
-                for proc in psutil.process_iter(["cmdline", "cwd"]):
-                    cmd = proc.info["cmdline"] or []
-                    if (any(w.endswith("train.py") for w in cmd[1:2])
-                            and f"--out {folder}" in " ".join(cmd)
-                            and proc.info["cwd"] == str(workdir)):
-                        proc.send_signal(signal.SIGKILL)
-                        thread.killed_at = done
-                        return
+                for proc in training_processes(workdir, point):
+                    proc.send_signal(signal.SIGKILL)
+                    thread.killed_at = done
+                    return
             time.sleep(0.01)
 
     thread = threading.Thread(target=watch, daemon=True)
@@ -104,14 +107,10 @@ def test_a_killed_point_and_a_disagreeing_log_still_give_the_tables(tmp_path):
 
 def training_process(workdir, point: str, timeout: float = 600) -> psutil.Process:
     """The train.py process of `point` in `workdir`, once it exists."""
-    folder = f"results/runs/{point}"
     deadline = time.time() + timeout
     while time.time() < deadline:
-        for proc in psutil.process_iter(["cmdline", "cwd"]):
-            cmd = proc.info["cmdline"] or []
-            if (any(w.endswith("train.py") for w in cmd[1:2])
-                    and f"--out {folder}" in " ".join(cmd) and proc.info["cwd"] == str(workdir)):
-                return proc
+        if found := training_processes(workdir, point):
+            return found[0]
         time.sleep(0.05)
     raise AssertionError(f"no training of {point} started in {timeout} s")
 
