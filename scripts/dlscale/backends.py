@@ -78,8 +78,11 @@ class Backend:
 
     def callbacks(self, recorder, stop_on_nan, backup_dir: str, plan) -> list:
         keras = K.keras()
-        # the recorder first, so an epoch is recorded before its backup is saved
-        return [recorder, stop_on_nan, keras.callbacks.BackupAndRestore(backup_dir)]
+        # the recorder first, so an epoch is recorded before its backup is saved; the backup
+        # outlives fit (RunRecord.write drops it once run.json is written), so a job killed
+        # during the evaluation or the record resumes with every epoch done
+        return [recorder, stop_on_nan,
+                keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=False)]
 
     def datasets(self, train_input, test_input, global_batch: int):
         import tensorflow as tf

@@ -197,6 +197,10 @@ def append_attempt(run_dir: str | Path, record: dict) -> None:
     keys = ("status", "failure", "epochs_completed", "epochs", "started", "finished",
             "attempt")
     line = {k: record.get(k) for k in keys}
-    line["slurm_job_id"] = (record.get("env") or {}).get("SLURM_JOB_ID")
+    line["slurm_job_id"] = job = (record.get("env") or {}).get("SLURM_JOB_ID")
+    if job:  # a job SLURM requeued (preemption, a failed node) says so here
+        from dlscale.outcomes import slurm_restarts  # outcomes reads this module
+
+        line["slurm_restarts"] = slurm_restarts(job)
     Path(run_dir).mkdir(parents=True, exist_ok=True)
     append_jsonl(Path(run_dir) / ATTEMPTS, line)

@@ -113,6 +113,9 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     t0 = time.perf_counter()
     status, reason = fit(train, settings, precision)
     fit_seconds = time.perf_counter() - t0
+    if resuming and recorder.first_epoch is None and status is Status.COMPLETED:
+        say(f"dlscale train: the backup in {backup} holds all {settings.epochs} epochs (the "
+            "last attempt ended after its training): nothing to train again")
     if status is Status.COMPLETED and recorder.saw_nan:
         status, reason = Status.FAILED, "loss became NaN or infinite; training was stopped"
     test = {}
@@ -133,7 +136,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
             say(f"dlscale train: warning: {notes[-1]}")
     info = record(settings, backend, plan, manifest, precision, started, status, reason, test,
                   fit_seconds, read_epochs(state / EPOCHS),
-                  resumed_at=(recorder.first_epoch + 1) if resuming else None, note=note,
+                  resumed_at=resumed_at(resuming, recorder, settings.epochs), note=note,
                   notes=notes)
     info["telemetry"] = ({"file": TELEMETRY, "interval_s": settings.telemetry_interval,
                           "gpu_note": sampler.gpu_note} if sampler else None)
@@ -141,6 +144,14 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     if backend.chief:
         info.write(settings.out)
     return info
+
+
+def resumed_at(resuming: bool, recorder, epochs: int) -> int | None:
+    """The epoch a resumed run began at; epochs + 1 when its backup already held them all
+    (killed after the training, before its record was written): no epoch ran again."""
+    if not resuming:
+        return None
+    return epochs + 1 if recorder.first_epoch is None else recorder.first_epoch + 1
 
 
 def start_telemetry(settings, backend, stack: ExitStack):

@@ -13,11 +13,15 @@ from pathlib import Path
 def atomic(path: str | Path):
     """Yield a temporary path beside `path` to write to; it replaces `path` only when the
     block ends without an error, and is removed otherwise. The temporary name keeps the
-    suffix, so tools that choose a format by it (matplotlib, pandas) still do."""
+    suffix, so tools that choose a format by it (matplotlib, pandas) still do. The new
+    content is on disk before it takes the old one's name, so a node losing power right
+    after cannot leave an empty file where the old one was."""
     path = Path(path)
     tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
     try:
         yield tmp
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
@@ -26,6 +30,12 @@ def atomic(path: str | Path):
 def write_json_atomic(path: str | Path, data) -> None:
     with atomic(path) as tmp:
         tmp.write_text(json.dumps(data, indent=2) + "\n")
+
+
+def write_jsonl_atomic(path: str | Path, items) -> None:
+    """JSON lines replacing `path` whole: a kill while writing leaves the old file."""
+    with atomic(path) as tmp:
+        tmp.write_text("".join(json.dumps(item) + "\n" for item in items))
 
 
 def read_jsonl(path: str | Path, after_a_bad_line: str = "stop") -> list:

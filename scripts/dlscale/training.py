@@ -22,7 +22,7 @@ from pathlib import Path
 
 from dlscale import cli as K
 from dlscale.contract import EPOCHS, SETTINGS, read_epochs
-from dlscale.files import append_jsonl, jsonl_problem
+from dlscale.files import append_jsonl, jsonl_problem, write_json_atomic, write_jsonl_atomic
 from dlscale.vocabulary import SMALL_MODELS
 
 
@@ -351,8 +351,7 @@ def epoch_recorder(path: Path, steps: int, global_batch: int, lr_of, write: bool
                 if on_first is not None:
                     on_first(epoch)
                 if write:
-                    kept = [r for r in read_epochs(path) if r["epoch"] <= epoch]
-                    path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+                    write_jsonl_atomic(path, [r for r in read_epochs(path) if r["epoch"] <= epoch])
             self._start = time.perf_counter()
             self._sampled = sampler.now() if sampler else None
 
@@ -616,5 +615,5 @@ def prepare_state(state: Path, settings: dict, epochs: int, backup: Path | None 
                                f"but --epochs is {epochs}: ask for at least {finished}, or move "
                                f"{state} away to start over", 2)
     state.mkdir(parents=True, exist_ok=True)
-    saved_path.write_text(json.dumps(settings, indent=2) + "\n")
+    write_json_atomic(saved_path, settings)  # a kill while writing keeps the old settings
     return note

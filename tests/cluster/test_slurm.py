@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -270,6 +271,7 @@ def test_a_requeued_job_resumes_its_point_and_the_study_ends_whole(tmp_path):
     attempts = [json.loads(line) for line in (folder / "attempts.jsonl").read_text().splitlines()]
     assert [(a["status"], a["slurm_job_id"], a["attempt"]) for a in attempts] == [
         ("killed", job, 1), ("completed", job, 1)]
+    assert attempts[-1]["slurm_restarts"] == 1  # the completed attempt ran after a requeue
     assert [e["epoch"] for e in map(json.loads, (folder / "epochs.jsonl").read_text().split(
         "\n")[:-1])] == [1, 2, 3, 4, 5, 6]
     assert "resuming from the backup" in (folder / "train.log").read_text()
@@ -277,3 +279,79 @@ def test_a_requeued_job_resumes_its_point_and_the_study_ends_whole(tmp_path):
     assert runs["counted"].all()
     dry = run_snakemake(tmp_path, *PROFILE, config, "-n")
     assert "Nothing to be done" in dry.stdout  # the requeue does not plan the point again
+
+
+def power_off(node: str, job: str) -> None:
+    """What a node that loses power does to SLURM: its slurmd stops answering and every
+    process of `job` on it dies at once (SIGKILL, nothing written on the way out); the
+    controller then marks it DOWN (here at once, instead of after SlurmdTimeout)."""
+    import psutil
+
+    folder = Path(os.environ.get("DLSCALE_CLUSTER_DIR", "/tmp/dlscale-slurm"))
+    victims = [psutil.Process(int((folder / f"slurmd-{node}.pid").read_text()))]
+    for proc in psutil.process_iter(["cmdline"]):
+        if f"[{job}." in " ".join(proc.info["cmdline"] or []):
+            victims += [proc, *proc.children(recursive=True)]  # slurmstepd: [JOB.batch] ...
+    assert len(victims) > 1, f"no process of job {job} found"
+    for proc in victims:
+        proc.kill()
+    psutil.wait_procs(victims, timeout=30)
+    subprocess.run(["scontrol", "update", f"NodeName={node}", "State=DOWN",
+                    "Reason=dlscale test: node lost power"], check=True)
+
+
+def power_on(node: str) -> None:
+    """The node boots again: its slurmd registers and (ReturnToService=2) it is idle."""
+    subprocess.run(["slurmd", "-N", node], check=True)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        states = dict(row for row in (line.split() for line in subprocess.run(
+            ["sinfo", "-h", "-N", "-o", "%N %t"], capture_output=True, text=True,
+            check=True).stdout.splitlines()) if len(row) == 2)
+        if states.get(node) in ("idle", "mix", "alloc"):
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"node {node} did not come back: {states}")
+
+
+def test_a_node_that_fails_under_a_point_the_point_resumes_on_the_other_node(tmp_path):
+    """The node running a point's job loses power mid-training: SLURM requeues the job,
+    it starts on the other node, resumes from the last epoch saved before the failure,
+    and the study ends whole in the same Snakemake run."""
+    config = f"--configfile={ROOT / 'tests' / 'configs' / 'slurm-requeue.yaml'}"
+    study = start_snakemake(tmp_path, *PROFILE, config)
+    point = "SimpleCNN/gpus1/rep1"
+    live = tmp_path / f"results/runs/{point}/state/epochs.jsonl"
+    deadline = time.time() + 600
+    while not (live.exists() and live.read_text().count("\n") >= 2) and time.time() < deadline:
+        time.sleep(0.05)
+    for proc in training_processes(tmp_path, point):
+        proc.suspend()  # stays inside epoch 3 until the node fails
+    [(job, node)] = [row for row in queue("%i", "%N") if row]
+    try:
+        power_off(node, job)
+        while time.time() < deadline:  # SLURM holds the requeued job back ~2 min here
+            if [job, "PENDING"] in queue("%i", "%T"):
+                subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"],
+                               check=True)
+                break
+            time.sleep(0.2)
+        output, _ = study.communicate(timeout=900)
+    finally:
+        power_on(node)
+    assert study.returncode == 0, output[-8000:]
+    folder = tmp_path / f"results/runs/{point}"
+    run = json.loads((folder / "run.json").read_text())
+    assert run["status"] == "completed" and run["env"]["SLURM_JOB_ID"] == job
+    assert run["resumed_at_epoch"] >= 3
+    assert run["system"]["node"] not in (None, node), run["system"]
+    # the failed node's attempt wrote nothing; the one that completed says it was requeued
+    attempts = [json.loads(line) for line in (folder / "attempts.jsonl").read_text().splitlines()]
+    assert [(a["status"], a["slurm_job_id"], a["attempt"], a["slurm_restarts"])
+            for a in attempts] == [("completed", job, 1, 1)]
+    assert [e["epoch"] for e in map(json.loads, (folder / "epochs.jsonl").read_text().split(
+        "\n")[:-1])] == [1, 2, 3, 4, 5, 6]
+    runs = pd.read_csv(tmp_path / "results/tables/runs.csv")
+    assert runs["counted"].all()
+    dry = run_snakemake(tmp_path, *PROFILE, config, "-n")
+    assert "Nothing to be done" in dry.stdout

@@ -9,9 +9,10 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
-from conftest import SCRIPTS, run_script
+from conftest import IN_CI, SCRIPTS, run_script
 
 COMMON = ["--model", "SimpleCNN", "--device", "cpu", "--batch-per-gpu", "8"]
 
@@ -355,3 +356,51 @@ def test_a_full_disk_is_named_as_such_not_as_out_of_memory(small_data, tmp_path)
         assert "no space left on device" in text
     finally:
         subprocess.run(["umount", str(disk)], check=True)
+
+
+def killed_at_write(args: list[str], cwd: Path, *paths: str):
+    """Run `args` under strace, SIGKILLed at its first write() to any of `paths` (relative to
+    `cwd`): a kill that lands while the file is being written, not before or after."""
+    if not shutil.which("strace"):
+        if IN_CI:
+            pytest.fail("strace is missing (make sysdeps installs it)")
+        pytest.skip("needs strace (make sysdeps)")
+    watched = [arg for path in paths for arg in ("-P", str(cwd / path))]
+    return subprocess.run(["strace", "-f", "-qq", "-o", os.devnull, *watched, "-e", "trace=write",
+                           "-e", "inject=write:signal=KILL:when=1", *args],
+                          cwd=cwd, capture_output=True, text=True, timeout=600)
+
+
+# each file a resumed run replaces, by the name it has and the one atomic.files writes first
+KILL_AT = {
+    "settings": ("state/settings.json", "state/.settings.tmp.json"),
+    "records": ("state/epochs.jsonl", "state/.epochs.tmp.jsonl"),
+    "backup": ("state/backup/chief/ckpt-2.index",),  # TensorFlow names the pointer last
+    "run record": ("run.json", ".run.tmp.json"),
+}
+
+
+@pytest.mark.parametrize("what", KILL_AT)
+def test_a_kill_while_a_record_is_written_leaves_the_previous_one(small_data, stopped_run,
+                                                                   tmp_path, what):
+    """The run stopped after epoch 1 (backup, records and a timeout run.json kept) is resumed
+    and killed in the middle of writing one of its files: what was there stays readable,
+    and the next attempt resumes at epoch 2 (or, killed after the training, finishes)."""
+    shutil.copytree(stopped_run, tmp_path, dirs_exist_ok=True)
+    args = [sys.executable, str(SCRIPTS / "train.py"), "--data-dir", str(small_data), "--out",
+            str(tmp_path), *COMMON, "--epochs", "2"]
+    killed = killed_at_write(args, tmp_path, *KILL_AT[what])
+    assert killed.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL), killed.stderr[-3000:]
+    assert json.loads((tmp_path / "state" / "settings.json").read_text())["batch_per_gpu"] == 8
+    assert [e["epoch"] for e in records(tmp_path / "state" / "epochs.jsonl")][:1] == [1]
+    assert json.loads((tmp_path / "run.json").read_text())["status"] == "timeout"
+
+    again = subprocess.run(args, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["status"] == "completed" and run["state_note"] is None
+    # killed after its training, the run resumes with nothing left to train
+    assert run["resumed_at_epoch"] == (3 if what == "run record" else 2)
+    assert [e["epoch"] for e in records(tmp_path / "epochs.jsonl")] == [1, 2]
+    if what == "run record":
+        assert "holds all 2 epochs" in (tmp_path / "train.log").read_text()
