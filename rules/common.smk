@@ -110,6 +110,8 @@ def train_input(wildcards):
     inputs = {"manifest": f"{DATA_DIR}/{MANIFEST}"}
     if p.batch_per_gpu == "auto":
         inputs["batch"] = batch_file(p)
+    if p.model_from and p.model_from.split(":")[0].endswith(".py"):
+        inputs["model"] = p.model_from.split(":")[0]  # an edited model trains again
     return inputs
 
 

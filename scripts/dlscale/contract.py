@@ -153,6 +153,7 @@ class RunRecord(dict):
         history; drop the state of a completed run (any other keeps it, to resume from)."""
         out = Path(out)
         self.check(f"the record for {out}")
+        out.mkdir(parents=True, exist_ok=True)  # a run that failed before it made its folder
         state = out / STATE
         sys.stdout.flush()
         for name in (EPOCHS, TRAIN_LOG):

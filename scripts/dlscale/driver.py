@@ -205,7 +205,8 @@ def build(settings, backend, plan, manifest: dict, precision: str, state: Path, 
                                 backend.lr_of(schedule), backend.chief, sampler, on_first)
     with backend.scope():
         model = T.build_model(settings.model, tuple(manifest["image_shape"]),
-                              manifest["num_classes"], settings.image_size)
+                              manifest["num_classes"], settings.image_size,
+                              settings.model_from)
         callbacks = (backend.callbacks(recorder, keras.callbacks.TerminateOnNaN(),
                                        str(backup_dir(settings, state)), plan)
                      if settings.loop == "fit"

@@ -7,6 +7,7 @@ raises PlanError with a one-line message naming the key and what was expected.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import shlex
@@ -15,6 +16,7 @@ from functools import cached_property
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
+from dlscale import schema, usermodel
 from dlscale.contract import BATCH, DATA, DOWNLOADS, EXTERNAL, KEPT, RUN_JSON, RUN_TABLE, run_dir
 from dlscale.errors import PlanError
 from dlscale.external import entry_key
@@ -31,11 +33,22 @@ SYNTHETIC_CHECK_STEPS = 10
 
 
 def check_raw_config(config: dict) -> None:
-    """What validation cannot say well: an all-digit md5 that YAML read as a number."""
+    """What validation cannot say well: an all-digit md5 that YAML read as a number; a
+    model name that is none of the known ones nor a builder (validation would only say
+    that it matches none of the forms)."""
     md5 = (config.get("data") or {}).get("md5")
     if isinstance(md5, (int, float)) and not isinstance(md5, bool):
         raise PlanError(f"data.md5 was read as the number {md5!r}: put the checksum in quotes, "
                         'e.g. md5: "c58f30108f718f92721af3b95e74349a"')
+    models = (config.get("sweep") or {}).get("models") or []
+    known = schema.load()["$defs"]["model"]["enum"]
+    for name in models if isinstance(models, list) else []:
+        if isinstance(name, str) and ":" not in name and name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            raise PlanError(f"sweep.models: unknown model '{name}'"
+                            + (f" (did you mean {close[0]}?)" if close else "")
+                            + ": expected a keras.applications name such as ResNet50V2, "
+                            "SimpleCNN, MLP, or your own as path/to/file.py:function")
 
 
 @dataclass(frozen=True)
@@ -135,6 +148,17 @@ class Study:
         self.data = config["data"]
         self.data_dir = f"{DATA}/{self.data['dataset']}-{self.shard_size()}px"
         points, self.skipped = plan_sweep(config)
+        known = set(schema.load()["$defs"]["model"]["enum"]) | {p.model for p in points}
+        for label in config.get("models") or {}:
+            if label not in known:
+                raise PlanError(f"models.{label}: no model of sweep.models is labelled "
+                                f"'{label}' (and it is not a model dlscale knows)")
+        for builder in dict.fromkeys(p.model_from for p in points if p.model_from):
+            usermodel.check(builder)  # relative to the working directory, as the jobs run
+            if any(p.model_from == builder and p.batch_per_gpu == "auto" for p in points):
+                raise PlanError(f"sweep.models: '{builder}': batch_per_gpu auto searches "
+                                "built-in models only; set a number for this model "
+                                "(models.<label>.batch_per_gpu)")
         self.points = {p.key: p for p in points}
         self.warnings: list[str] = []
         self.external = self._external_runs()
@@ -202,6 +226,8 @@ class Study:
                  "image-size": self.data["image_size"],
                  "communication": p.communication,
                  "telemetry-interval": self.config["training"]["telemetry_interval_s"]}
+        if p.model_from:
+            flags["model-from"] = p.model_from
         if self.config["analysis"]["synthetic_check"]:
             flags["synthetic-check-steps"] = SYNTHETIC_CHECK_STEPS
         if p.profile_steps:
@@ -267,7 +293,6 @@ class Study:
         return runs
 
     def _references(self) -> list[dict]:
-        from dlscale import schema
         from dlscale.references import ReferenceError, load
 
         spec = self.config["references"]

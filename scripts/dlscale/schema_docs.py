@@ -25,8 +25,9 @@ def type_of(spec: dict, schema: dict) -> str:
     if "enum" in spec:
         return " \\| ".join(f"`{v}`" for v in spec["enum"][:6]) + (
             " ..." if len(spec["enum"]) > 6 else "")
-    if "oneOf" in spec:
-        return " or ".join(type_of(s, schema) for s in spec["oneOf"])
+    for choice in ("oneOf", "anyOf"):
+        if choice in spec:
+            return " or ".join(type_of(s, schema) for s in spec[choice])
     if "const" in spec:
         return f"`{spec['const']}`"
     kind = spec.get("type", "object")

@@ -32,6 +32,7 @@ class Settings:
     data_dir: Path
     out: Path
     model: str
+    model_from: str | None   # your own model's builder (dlscale.usermodel), `model` its label
     gpus: int
     nodes: int
     strategy: str
@@ -71,7 +72,8 @@ class Settings:
 
     def planned(self) -> dict:
         """The run record's keys that the settings alone give (before TensorFlow runs)."""
-        return {"model": self.model, "gpus_asked": self.gpus, "nodes": self.nodes,
+        return {"model": self.model, "model_from": self.model_from,
+                "gpus_asked": self.gpus, "nodes": self.nodes,
                 "strategy": self.strategy, "precision": self.precision,
                 "batch_per_gpu": self.batch_per_gpu, "global_batch": self.global_batch,
                 "epochs": self.epochs, "attempt": self.attempt}
@@ -94,7 +96,20 @@ def resume_key(settings: Settings, strategy_kind: str, manifest: dict, manifest_
             "loop": s.loop, "optimizer": s.optimizer,
             "image_shape": manifest["image_shape"],
             "data_sha256": hashlib.sha256(manifest_path.read_bytes()).hexdigest(),
-            "image_size": s.model_size(manifest)}
+            "image_size": s.model_size(manifest), **model_identity(s.model_from)}
+
+
+def model_identity(builder: str | None) -> dict:
+    """Your own model's builder and its file's digest: a backup of an edited model is not
+    resumed (a built-in model is identified by its name alone)."""
+    if not builder:
+        return {}
+    from dlscale.usermodel import source_file
+
+    path = source_file(builder)
+    digest = (hashlib.sha256(path.read_bytes()).hexdigest() if path and path.is_file()
+              else None)
+    return {"model_from": builder, "model_sha256": digest}
 
 
 def steps_range(text: str) -> tuple[int, int]:
@@ -113,6 +128,9 @@ def build_parser(description: str = DESCRIPTION) -> argparse.ArgumentParser:
     add("--out", required=True, type=Path, help="run folder for train.log, epochs.jsonl, run.json")
     add("--model", default="ResNet50V2",
         help="keras.applications name (weights=None) or SimpleCNN (default: ResNet50V2)")
+    add("--model-from", metavar="BUILDER",
+        help="your own model: path/to/file.py:function or package.module:function, called "
+             "with input_shape and num_classes; --model is then its label")
     add("--gpus", type=int, default=1, help="replicas in total, over all workers (default: 1)")
     add("--nodes", type=int, default=1, help="nodes the run spans (default: 1)")
     add("--strategy", choices=["auto", *STRATEGIES], default="auto",

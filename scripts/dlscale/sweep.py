@@ -13,6 +13,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
+from dlscale import usermodel
 from dlscale.errors import PlanError
 
 # Smallest input each family accepts (keras.applications checks this at build time;
@@ -33,7 +34,8 @@ class SweepError(PlanError):
 class Point:
     key: str
     series: str          # one line in the plots: model, plus what else the sweep varies
-    model: str
+    model: str           # a model's name, or the label of your own (model_from)
+    model_from: str | None   # your own model's builder: path/to/file.py:function
     gpus: int            # total replicas
     nodes: int
     gpus_per_node: int
@@ -177,10 +179,10 @@ def plan_sweep(config: dict) -> tuple[list[Point], list[str]]:
     image_size = config["data"]["image_size"]
     node_level = sweep["nodes"] != "auto" and len(sweep["nodes"]) > 1
     points, skipped = [], {}
-    for model, strategy, loop, precision, gpus, rep in itertools.product(
-            sweep["models"], strategies, loops, precisions, sweep["gpus"],
+    for (model, builder), strategy, loop, precision, gpus, rep in itertools.product(
+            usermodel.entries(sweep["models"]), strategies, loops, precisions, sweep["gpus"],
             range(1, sweep["repeats"] + 1)):
-        need = MIN_IMAGE_SIZE.get(model, DEFAULT_MIN_IMAGE_SIZE)
+        need = 1 if builder else MIN_IMAGE_SIZE.get(model, DEFAULT_MIN_IMAGE_SIZE)
         if image_size < need:
             raise SweepError(f"model {model} needs images of at least {need}px, but "
                              f"data.image_size is {image_size}")
@@ -195,8 +197,8 @@ def plan_sweep(config: dict) -> tuple[list[Point], list[str]]:
             if chosen == "horovod" and loop == "custom":
                 raise SweepError("the custom training loop runs mirrored and multiworker points; "
                                  "horovod points train with fit (training.loop or sweep.loop)")
-            points.append(make_point(config, model, gpus, nodes, chosen, loop, precision, rep,
-                                     batch_per_gpu, global_batch, levels=(
+            points.append(make_point(config, (model, builder), gpus, nodes, chosen, loop,
+                                     precision, rep, batch_per_gpu, global_batch, levels=(
                                          node_level, len(strategies) > 1, len(loops) > 1,
                                          len(precisions) > 1)))
     notes = [f"sweep: {gpus} GPU(s) on {nodes} node(s) with {chosen} left out: {reason}"
@@ -208,12 +210,14 @@ def plan_sweep(config: dict) -> tuple[list[Point], list[str]]:
     return points, notes
 
 
-def make_point(config: dict, model: str, gpus: int, nodes: int, chosen: str, loop: str,
-               precision: str, rep: int, batch_per_gpu, global_batch,
+def make_point(config: dict, entry: tuple[str, str | None], gpus: int, nodes: int,
+               chosen: str, loop: str, precision: str, rep: int, batch_per_gpu, global_batch,
                levels: tuple[bool, bool, bool, bool]) -> Point:
-    """One point; `levels` says which of nodes, strategy, loop and precision the sweep
-    varies (each varied one is a folder level and, but nodes, part of the series)."""
+    """One point of the model `entry` (label, builder or None); `levels` says which of
+    nodes, strategy, loop and precision the sweep varies (each varied one is a folder
+    level and, but nodes, part of the series)."""
     training, res, scaling = config["training"], config["resources"], config["sweep"]["scaling"]
+    model, builder = entry
     over = model_settings(config, model)
     per_node = gpus // nodes
     if chosen == "horovod":
@@ -230,6 +234,7 @@ def make_point(config: dict, model: str, gpus: int, nodes: int, chosen: str, loo
                                                   (precision, precision_level)) if on])
     return Point(
         key="/".join(folder + [f"gpus{gpus}", f"rep{rep}"]), series=series, model=model,
+        model_from=builder,
         gpus=gpus, nodes=nodes, gpus_per_node=per_node, rep=rep, strategy=chosen,
         precision=precision, epochs=over["epochs"], batch_per_gpu=batch_per_gpu,
         global_batch=global_batch, scaling=scaling,

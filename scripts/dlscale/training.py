@@ -22,17 +22,9 @@ from pathlib import Path
 
 from dlscale import cli as K
 from dlscale.contract import EPOCHS, SETTINGS, read_epochs
+from dlscale.errors import RunError  # noqa: F401 (the callers' name for it)
 from dlscale.files import append_jsonl, jsonl_problem, write_json_atomic, write_jsonl_atomic
 from dlscale.vocabulary import SMALL_MODELS
-
-
-class RunError(Exception):
-    """The run cannot go on; `code` is the exit status train.py ends with."""
-
-    def __init__(self, message: str, code: int = 3):
-        super().__init__(message)
-        self.code = code
-
 
 # --- cluster -----------------------------------------------------------------------
 
@@ -265,7 +257,7 @@ def make_optimizer(name: str, rate, momentum: float = 0.0, legacy: bool = False)
 # --- model ------------------------------------------------------------------------------
 
 def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int,
-                image_size: int | None = None):
+                image_size: int | None = None, model_from: str | None = None):
     """uint8 images in, resized (when `image_size` differs from the input's) and
     normalised on the device, softmax in float32 (also under mixed precision).
 
@@ -273,7 +265,8 @@ def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int,
     `tf.image.resize` (half-pixel centres), not rounded, whatever the precision policy.
     `name` is a keras.applications model (weights=None), SimpleCNN, the course's warm-up
     CNN (two 5x5 convolution + max-pool blocks and a dense softmax), or MLP, the network
-    JSC trains on MNIST (Flatten, Dense(512), Dense(classes))."""
+    JSC trains on MNIST (Flatten, Dense(512), Dense(classes)); with `model_from`, the model
+    a user's function builds (dlscale.usermodel), labelled `name`."""
     keras = K.keras()
 
     inputs = keras.Input(shape=input_shape, dtype="uint8", name="image")
@@ -283,7 +276,16 @@ def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int,
                                   dtype="float32", name="resize")(x)
         input_shape = (image_size, image_size, input_shape[2])
     x = keras.layers.Rescaling(1.0 / 255, name="rescale")(x)
-    if name == "MLP":  # JSC's MNIST network: Flatten, Dense(512, relu), Dense(classes)
+    if model_from:
+        from dlscale import usermodel
+
+        user = usermodel.build(model_from, input_shape, num_classes)
+        if usermodel.ends_in_softmax(user):  # probabilities already: float32, as below
+            outputs = keras.layers.Activation("linear", dtype="float32",
+                                              name="probabilities")(user(x))
+            return keras.Model(inputs, outputs, name=name)
+        logits = user(x)
+    elif name == "MLP":  # JSC's MNIST network: Flatten, Dense(512, relu), Dense(classes)
         x = keras.layers.Flatten()(x)
         x = keras.layers.Dense(512, activation="relu")(x)
         logits = keras.layers.Dense(num_classes)(x)

@@ -404,3 +404,39 @@ def test_a_kill_while_a_record_is_written_leaves_the_previous_one(small_data, st
     assert [e["epoch"] for e in records(tmp_path / "epochs.jsonl")] == [1, 2]
     if what == "run record":
         assert "holds all 2 epochs" in (tmp_path / "train.log").read_text()
+
+
+BAD_MODELS = {
+    "wrong classes": ("from tensorflow import keras\n\n"
+                      "def build(input_shape, num_classes):\n"
+                      "    inputs = keras.Input(shape=input_shape)\n"
+                      "    x = keras.layers.GlobalAveragePooling2D()(inputs)\n"
+                      "    return keras.Model(inputs, keras.layers.Dense(num_classes + 1)(x))\n",
+                      "outputs shape (None, 11), but the data has 10 classes: expected "
+                      "(None, 10)"),
+    "Keras 3 model": ("import keras\n\n"
+                      "def build(input_shape, num_classes):\n"
+                      "    inputs = keras.Input(shape=input_shape)\n"
+                      "    x = keras.layers.GlobalAveragePooling2D()(inputs)\n"
+                      "    return keras.Model(inputs, keras.layers.Dense(num_classes)(x))\n",
+                      "not a model of the Keras that TensorFlow trains with here"),
+    "raises": ("def build(input_shape, num_classes):\n"
+               "    raise ValueError('depth must be even')\n",
+               "raised ValueError: depth must be even"),
+}
+
+
+@pytest.mark.parametrize("what", BAD_MODELS)
+def test_your_own_model_that_does_not_fit_is_a_failed_run_with_the_reason(small_data,
+                                                                         tmp_path, what):
+    code, reason = BAD_MODELS[what]
+    (tmp_path / "nets.py").write_text(code)
+    builder = f"{tmp_path / 'nets.py'}:build"
+    proc = run_script("train.py", "--data-dir", str(small_data), "--out", str(tmp_path / "run"),
+                      "--model", "Net", "--model-from", builder, "--device", "cpu",
+                      "--batch-per-gpu", "8", "--epochs", "1")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["status"] == "failed" and run["model_from"] == builder
+    assert run["failure"].startswith(f"model {builder} ") and reason in run["failure"]
+    assert "\n" not in run["failure"]

@@ -11,6 +11,7 @@ from conftest import ROOT
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
+from dlscale.errors import PlanError
 from dlscale.sweep import SweepError, expand
 from dlscale.vocabulary import SMALL_MODELS
 
@@ -50,10 +51,9 @@ def test_defaults_are_filled_in():
     ({"data": {"image_size": "big"}}, "'big' is not of type 'integer'"),
     ({"data": {"image_size": 4}}, "4 is less than the minimum of 8"),
     ({"data": {"md5": "abc"}}, "'abc' does not match"),
-    ({"sweep": {"models": ["ResNet51V2"]}}, "'ResNet51V2' is not one of ['SimpleCNN'"),
     ({"sweep": {"gpus": [0]}}, "0 is less than the minimum of 1"),
     ({"training": {"precision": "fp8"}}, "'fp8' is not one of"),
-    ({"models": {"ResNet9": {"batch_per_gpu": 8}}}, "'ResNet9' is not one of"),
+    ({"models": {"Res Net9": {"batch_per_gpu": 8}}}, "'Res Net9' is not valid under any"),
     ({"models": {"ResNet50V2": {"bach_per_gpu": 8}}}, "'bach_per_gpu' was unexpected"),
     ({"external_runs": [{"log": "x.out", "gpus": 2}]}, "'model' is a required"),
 ])
@@ -193,3 +193,48 @@ def test_horovod_across_nodes_needs_an_mpi_launcher():
         expand(_config(sweep=sweep))
     point = expand(_config(sweep=sweep, horovod={"mpi_launcher": "srun --mpi=pmix"}))[0]
     assert (point.tasks, point.tasks_per_node) == (2, 1)
+
+
+def test_an_unknown_model_name_is_named_with_the_forms_expected():
+    from dlscale.plan import PlanError, check_raw_config
+
+    with pytest.raises(PlanError) as info:
+        check_raw_config({"sweep": {"models": ["SimpleCNN", "ResNet51V2"]}})
+    assert str(info.value) == (
+        "sweep.models: unknown model 'ResNet51V2' (did you mean ResNet50V2?): expected a "
+        "keras.applications name such as ResNet50V2, SimpleCNN, MLP, or your own as "
+        "path/to/file.py:function")
+
+
+@pytest.mark.parametrize("entry, words", [
+    ("my model.py:build", "does not match"),
+    ("my_model.py:", "does not match"),
+    ({"from": "m.py:build", "label": "two words"}, "does not match"),
+    ({"label": "Mine"}, "'from' is a required property"),
+])
+def test_a_builder_of_the_wrong_form_is_refused_by_the_schema(entry, words):
+    with pytest.raises(WorkflowError) as info:
+        validate({"sweep": {"models": [entry]}}, SCHEMA)
+    assert "is not valid under any of the given schemas" in str(info.value) or words in str(
+        info.value)
+
+
+def test_your_own_model_is_a_series_labelled_by_its_function_or_label():
+    config = _config(sweep={"models": ["SimpleCNN", "examples/my_model.py:small_resnet",
+                                       {"from": "my/nets.py:build", "label": "Wide"}],
+                            "gpus": [1, 2]},
+                     models={"Wide": {"batch_per_gpu": 4}})
+    points = expand(config)
+    assert [(p.key, p.model, p.model_from, p.batch_per_gpu) for p in points] == [
+        ("SimpleCNN/gpus1/rep1", "SimpleCNN", None, 256),
+        ("SimpleCNN/gpus2/rep1", "SimpleCNN", None, 256),
+        ("small_resnet/gpus1/rep1", "small_resnet", "examples/my_model.py:small_resnet", 256),
+        ("small_resnet/gpus2/rep1", "small_resnet", "examples/my_model.py:small_resnet", 256),
+        ("Wide/gpus1/rep1", "Wide", "my/nets.py:build", 4),
+        ("Wide/gpus2/rep1", "Wide", "my/nets.py:build", 4)]
+
+
+def test_two_models_with_one_label_are_refused():
+    with pytest.raises(PlanError) as info:
+        expand(_config(sweep={"models": ["a.py:build", "b.py:build"]}))
+    assert "two models are labelled 'build'" in str(info.value)

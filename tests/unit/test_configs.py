@@ -4,6 +4,7 @@ lints the workflow with the study's config)."""
 from __future__ import annotations
 
 import re
+import shutil
 
 import pytest
 from conftest import ROOT, run_snakemake
@@ -14,6 +15,7 @@ CONFIGS = [c for c in CONFIGS if c.name != "schema.yaml"]
 
 @pytest.mark.parametrize("config", CONFIGS, ids=[c.relative_to(ROOT).as_posix() for c in CONFIGS])
 def test_config_dry_runs(config, tmp_path):
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")  # own-model.yaml's builder
     dry = run_snakemake(tmp_path, "-n", f"--configfile={config}")
     assert "all" in dry.stdout.split("Job stats:")[1]
     assert not (tmp_path / "results").exists()

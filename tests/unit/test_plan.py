@@ -122,3 +122,48 @@ def _validated(**sections) -> dict:
     config = copy.deepcopy(sections)
     validate(config, SCHEMA)
     return config
+
+
+@pytest.mark.parametrize("text, builder, words", [
+    (None, "nets.py:build", "nets.py does not exist or is not a file"),
+    ("def other(input_shape, num_classes): ...\n", "nets.py:build",
+     "nets.py defines no function build at its top level"),
+    ("def build(input_shape, num_classes:\n", "nets.py:build", "nets.py is not valid Python"),
+    (None, "no_such_package.nets:build", "no module no_such_package.nets on the Python path"),
+])
+def test_your_own_models_builder_is_checked_at_planning(tmp_path, monkeypatch, text, builder,
+                                                         words):
+    monkeypatch.chdir(tmp_path)  # a builder's path is relative to the working directory
+    if text is not None:
+        (tmp_path / "nets.py").write_text(text)
+    with pytest.raises(PlanError) as info:
+        study(tmp_path, sweep={"models": [builder]})
+    message = str(info.value)
+    assert message.startswith(f"sweep.models: '{builder}': ") and words in message
+    assert "\n" not in message
+
+
+def test_your_own_model_plans_its_builder_into_the_training_command(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "nets.py").write_text("import nothing_at_planning\n\n"
+                                      "def build(input_shape, num_classes):\n    pass\n")
+    plan = study(tmp_path, sweep={"models": [{"from": "nets.py:build", "label": "Net"},
+                                             "json:dumps"], "gpus": [2]})
+    assert list(plan.points) == ["Net/gpus2/rep1", "dumps/gpus2/rep1"]
+    words = shlex.split(plan.train_flags(plan.points["Net/gpus2/rep1"]))
+    assert words[words.index("--model") + 1] == "Net"
+    assert words[words.index("--model-from") + 1] == "nets.py:build"
+
+
+@pytest.mark.parametrize("sections, words", [
+    ({"sweep": {"models": ["nets.py:build"]}, "training": {"batch_per_gpu": "auto"}},
+     "batch_per_gpu auto searches built-in models only"),
+    ({"sweep": {"models": ["nets.py:build"]}, "models": {"Build": {"batch_per_gpu": 8}}},
+     "models.Build: no model of sweep.models is labelled 'Build'"),
+])
+def test_settings_that_do_not_fit_your_own_model_are_named(tmp_path, monkeypatch, sections,
+                                                           words):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "nets.py").write_text("def build(input_shape, num_classes):\n    pass\n")
+    with pytest.raises(PlanError, match=re.escape(words)):
+        study(tmp_path, **sections)
