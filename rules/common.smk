@@ -82,9 +82,15 @@ def prepare_flags(wildcards):
     )
 
 
-def points_where(multi_task):
-    """Regex of the run folders whose points do (or do not) start several workers."""
-    return one_of(k for k, p in POINTS.items() if (p.tasks > 1) == multi_task)
+def points_where(multi_task=None, command=False):
+    """Regex of the run folders of dlscale's points that do (or do not) start several
+    workers, or (command=True) of sweep.commands' points."""
+    return one_of(
+        k
+        for k, p in POINTS.items()
+        if bool(p.command) == command
+        and (multi_task is None or (p.tasks > 1) == multi_task)
+    )
 
 
 def point(wildcards):

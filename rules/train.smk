@@ -97,3 +97,45 @@ use rule train as train_workers with:
         tasks=point_resource("tasks"),
         tasks_per_gpu=point_resource("tasks_per_gpu"),
         mpi="srun",
+
+
+# Points of your own training command (sweep.commands): run_command.py fills in and runs
+# the command once in the job (which holds the point's GPUs and `tasks` SLURM tasks; the
+# command starts per-task processes itself, e.g. with srun: the `mpi` resource keeps the
+# SLURM plugin from starting the job step once per task) and records what its output says.
+rule train_command:
+    output:
+        run=f"{C.RUNS}/{{point}}/{C.RUN_JSON}",
+        epochs=f"{C.RUNS}/{{point}}/{C.EPOCHS}",
+        log=f"{C.RUNS}/{{point}}/{C.TRAIN_LOG}",
+    log:
+        "logs/train/{point}.log",
+    benchmark:
+        "benchmarks/train/{point}.tsv"
+    wildcard_constraints:
+        point=points_where(command=True),
+    conda:
+        "../envs/dlscale.yaml"
+    container:
+        SOFTWARE_CONTAINER
+    envmodules:
+        *SOFTWARE_MODULES,
+    threads: point_resource("cpus_per_task")
+    resources:
+        gres=point_resource("gres"),
+        cpus_per_task=point_resource("cpus_per_task"),
+        mem_mb=point_resource("mem_mb"),
+        runtime=of_point(STUDY.runtime),
+        nodes=point_resource("nodes"),
+        tasks=point_resource("tasks"),
+        mpi="srun",
+    params:
+        launcher=script("launch.py"),
+        script=script("run_command.py"),
+        flags=of_point(STUDY.command_flags),
+        out=folder_of("run"),
+        attempt=of_point(STUDY.attempt),
+    shell:
+        "python {params.launcher:q} --record {params.out:q} --log {log:q} -- "
+        "python {params.script:q} {params.flags} --attempt {params.attempt} "
+        "--out {params.out:q} > {log:q} 2>&1"

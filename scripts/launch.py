@@ -234,13 +234,17 @@ def finished_meanwhile(out: Path, command: list[str]) -> bool:
 
 def planned_settings(command: list[str]) -> dict:
     """The run record's planned keys, from the training command's own flags (train.py's
-    parser); {} when they do not parse (train.py said why in the log)."""
+    or run_command.py's parser); {} when they do not parse (the script said why)."""
+    from dlscale import command as user_command
     from dlscale.settings import parse
 
     script = next((i for i, word in enumerate(command) if word.endswith(".py")), None)
     if script is None:
         return {}
     try:
+        if command[script].endswith("run_command.py"):
+            return user_command.planned(user_command.build_parser().parse_args(
+                command[script + 1:]))
         return parse(command[script + 1:]).planned()
     except (SystemExit, OSError, ValueError, KeyError):
         return {}

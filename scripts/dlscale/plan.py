@@ -17,13 +17,15 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
 from dlscale import schema, usermodel
+from dlscale.command import check_template
 from dlscale.contract import BATCH, DATA, DOWNLOADS, EXTERNAL, KEPT, RUN_JSON, RUN_TABLE, run_dir
 from dlscale.errors import PlanError
 from dlscale.external import entry_key
 from dlscale.external import resolve as resolve_external
+from dlscale.keraslog import compile_patterns
 from dlscale.outcomes import failed_record, planned_attempt, runtime_factor
 from dlscale.sources import DATASETS, find_cached
-from dlscale.sweep import Point, plan_sweep
+from dlscale.sweep import Point, command_spec, plan_sweep
 
 URL_FILE_NAME = re.compile(r"[A-Za-z0-9._+-]+")
 # steps timed on synthetic input by analysis.synthetic_check (after as many untimed ones)
@@ -148,6 +150,13 @@ class Study:
         self.data = config["data"]
         self.data_dir = f"{DATA}/{self.data['dataset']}-{self.shard_size()}px"
         points, self.skipped = plan_sweep(config)
+        for label, spec in config["sweep"]["commands"].items():
+            check_template(label, command_spec(spec)["run"])
+            try:
+                compile_patterns(command_spec(spec)["patterns"],
+                                 f"sweep.commands.{label}.patterns")
+            except ValueError as exc:
+                raise PlanError(str(exc)) from None
         known = set(schema.load()["$defs"]["model"]["enum"]) | {p.model for p in points}
         for label in config.get("models") or {}:
             if label not in known:
@@ -244,6 +253,19 @@ class Study:
             text += " --modules " + " ".join(map(shlex.quote, software["modules"]))
         switches = {"xla": p.xla, "save-model": p.save_model, "tensorboard": p.tensorboard}
         return text + "".join(f" --{k}" if on else f" --no-{k}" for k, on in switches.items())
+
+    def command_flags(self, p: Point) -> str:
+        """run_command.py's flags for a point of sweep.commands (dlscale.command)."""
+        spec = command_spec(self.config["sweep"]["commands"][p.model])
+        lr = p.base_lr * (p.gpus if p.lr_scaling == "linear" else 1)  # as train.py scales
+        flags = {"command": p.command, "model": p.model, "gpus": p.gpus, "nodes": p.nodes,
+                 "tasks": p.tasks, "batch-per-gpu": p.batch_per_gpu, "epochs": p.epochs,
+                 "seed": p.seed, "lr": lr, "precision": p.precision}
+        if spec["train_images"]:
+            flags["train-images"] = spec["train_images"]
+        if spec["patterns"]:
+            flags["patterns"] = json.dumps(spec["patterns"])
+        return " ".join(f"--{k} {shlex.quote(str(v))}" for k, v in flags.items())
 
     def launch_flags(self, p: Point) -> str:
         flags = f"--tasks {p.tasks} --tasks-per-node {p.tasks_per_node} --nodes {p.nodes}"

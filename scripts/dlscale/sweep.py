@@ -9,6 +9,7 @@ point's nodes follow from its GPUs (as few nodes as hold them), so no level is n
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
@@ -36,6 +37,7 @@ class Point:
     series: str          # one line in the plots: model, plus what else the sweep varies
     model: str           # a model's name, or the label of your own (model_from)
     model_from: str | None   # your own model's builder: path/to/file.py:function
+    command: str | None      # your own training command (sweep.commands), `model` its label
     gpus: int            # total replicas
     nodes: int
     gpus_per_node: int
@@ -201,13 +203,55 @@ def plan_sweep(config: dict) -> tuple[list[Point], list[str]]:
                                      precision, rep, batch_per_gpu, global_batch, levels=(
                                          node_level, len(strategies) > 1, len(loops) > 1,
                                          len(precisions) > 1)))
+    points += command_points(config, skipped)
     notes = [f"sweep: {gpus} GPU(s) on {nodes} node(s) with {chosen} left out: {reason}"
              for (gpus, nodes, chosen), reason in skipped.items()]
-    if sweep["models"] and not points:
+    if (sweep["models"] or sweep["commands"]) and not points:
         raise SweepError("no point of the sweep can run: " + "; ".join(
             dict.fromkeys(skipped.values())))
     check_points(points, config)
     return points, notes
+
+
+COMMAND = "command"  # the strategy column of a command's points: the command decides
+TASKS = {"one": lambda gpus, nodes: 1, "per_gpu": lambda gpus, nodes: gpus,
+         "per_node": lambda gpus, nodes: nodes}
+
+
+def command_spec(spec) -> dict:
+    """A sweep.commands value as {run, tasks, train_images, patterns}."""
+    spec = {"run": spec} if isinstance(spec, str) else spec
+    return {"tasks": "one", "train_images": None, "patterns": None, **spec}
+
+
+def command_points(config: dict, skipped: dict) -> list[Point]:
+    """The points of sweep.commands: one per command x GPUs x nodes x repeat, each run
+    once in a job holding its GPUs and `tasks` SLURM tasks."""
+    sweep, res = config["sweep"], config["resources"]
+    points = []
+    for (label, spec), gpus, rep in itertools.product(
+            sweep["commands"].items(), sweep["gpus"], range(1, sweep["repeats"] + 1)):
+        spec = command_spec(spec)
+        over = model_settings(config, label)
+        batch_per_gpu, global_batch = batch_of(over, gpus, sweep["scaling"], label)
+        if batch_per_gpu == "auto":
+            raise SweepError(f"sweep.commands.{label}: batch_per_gpu auto searches built-in "
+                             "models only; set a number (models.<label>.batch_per_gpu)")
+        for nodes in node_counts(gpus, sweep["nodes"], res["max_gpus_per_node"]):
+            reason = why_not(gpus, nodes, COMMAND, False, config)
+            if reason:
+                skipped.setdefault((gpus, nodes, COMMAND), reason)
+                continue
+            point = make_point(config, (label, None), gpus, nodes, COMMAND, "fit",
+                               config["training"]["precision"], rep, batch_per_gpu,
+                               global_batch, levels=(sweep["nodes"] != "auto"
+                                                     and len(sweep["nodes"]) > 1,
+                                                     False, False, False))
+            tasks = TASKS[spec["tasks"]](gpus, nodes)
+            points.append(dataclasses.replace(
+                point, command=spec["run"], tasks=tasks, tasks_per_node=tasks // nodes,
+                cpus_per_task=max(1, over["cpus_per_gpu"] * gpus // tasks)))
+    return points
 
 
 def make_point(config: dict, entry: tuple[str, str | None], gpus: int, nodes: int,
@@ -234,7 +278,7 @@ def make_point(config: dict, entry: tuple[str, str | None], gpus: int, nodes: in
                                                   (precision, precision_level)) if on])
     return Point(
         key="/".join(folder + [f"gpus{gpus}", f"rep{rep}"]), series=series, model=model,
-        model_from=builder,
+        model_from=builder, command=None,
         gpus=gpus, nodes=nodes, gpus_per_node=per_node, rep=rep, strategy=chosen,
         precision=precision, epochs=over["epochs"], batch_per_gpu=batch_per_gpu,
         global_batch=global_batch, scaling=scaling,

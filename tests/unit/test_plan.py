@@ -167,3 +167,37 @@ def test_settings_that_do_not_fit_your_own_model_are_named(tmp_path, monkeypatch
     (tmp_path / "nets.py").write_text("def build(input_shape, num_classes):\n    pass\n")
     with pytest.raises(PlanError, match=re.escape(words)):
         study(tmp_path, **sections)
+
+
+@pytest.mark.parametrize("run, words", [
+    ("python t.py --gpu-count {ngpus}", "sweep.commands.mine: unknown placeholder {ngpus}: "
+                                        "expected one of {gpus}, {nodes}, {tasks}"),
+    ("python t.py --lr {lr:.3f}", "sweep.commands.mine: {lr} takes no format or conversion"),
+    ("python -c 'print({\"a\": 1})'", "sweep.commands.mine: "),
+    ("python t.py", None),
+])
+def test_a_commands_placeholders_are_checked_at_planning(tmp_path, run, words):
+    sections = {"sweep": {"models": [], "commands": {"mine": run}}}
+    if words is None:
+        assert list(study(tmp_path, **sections).points)[0] == "mine/gpus1/rep1"
+        return
+    with pytest.raises(PlanError) as info:
+        study(tmp_path, **sections)
+    assert str(info.value).startswith(words) and "\n" not in str(info.value)
+
+
+def test_a_commands_values_reach_the_shell_quoted(tmp_path):
+    from dlscale.command import render
+
+    plan = study(tmp_path, sweep={"models": [], "gpus": [2], "commands": {"mine": {
+        "run": "python t.py --gpus {gpus} --lr {lr} --out {out_dir}", "tasks": "per_gpu"}}},
+        training={"batch_per_gpu": 8, "base_lr": 0.1})
+    p = plan.points["mine/gpus2/rep1"]
+    assert (p.strategy, p.tasks, p.command) == ("command", 2, "python t.py --gpus {gpus} "
+                                                "--lr {lr} --out {out_dir}")
+    words = shlex.split(plan.command_flags(p))
+    assert words[words.index("--lr") + 1] == "0.2"  # base x GPUs, as train.py scales it
+    hostile = "runs/a b; touch x $(id)"
+    line = render(p.command, {"gpus": 2, "lr": "0.2", "out_dir": hostile})
+    assert shlex.split(line) == ["python", "t.py", "--gpus", "2", "--lr", "0.2", "--out",
+                                 hostile]

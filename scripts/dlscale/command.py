@@ -1,0 +1,162 @@
+"""Your own training command as points of the study (sweep.commands).
+
+A command is a template such as `python my_train.py --gpus {gpus} --epochs {epochs}`.
+Each point fills its placeholders (PLACEHOLDERS), every value quoted for the shell, and
+runs it once with bash in the workflow's working directory, inside the point's job (its
+GPUs, and `tasks` SLURM tasks that the command starts itself, e.g. with srun). What it
+prints goes to the run folder's train.log and is read by the same readers as external
+logs (dlscale.keraslog: Keras lines from every version, srun/mpirun prefixes, benchmark
+totals, the command's own `patterns`). The run record and epochs.jsonl are written from
+that reading, so the tables, plots, references and failure semantics are those of
+dlscale's own points:
+- exit 0 with finished epochs (or a benchmark's total images/s): completed;
+- exit 0 without either, or a non-zero exit: failed, with the output's last lines;
+- stopped by a signal (the watchdog before the job's time limit, scancel): launch.py,
+  which supervises this process, records it from the epochs read so far.
+Images per epoch are the steps Keras printed x the global batch, or `train_images`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import string
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from dlscale.contract import EPOCHS, STATE, TRAIN_LOG, RunRecord, Status
+from dlscale.errors import PlanError
+from dlscale.files import write_jsonl_atomic
+
+PLACEHOLDERS = ("gpus", "nodes", "tasks", "batch_per_gpu", "global_batch", "epochs", "lr",
+                "seed", "out_dir")
+STRATEGY = "command"
+
+
+def check_template(label: str, template: str) -> None:
+    """PlanError naming the command when it is not a template of PLACEHOLDERS."""
+    try:
+        fields = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(template)
+                  if f is not None]
+    except ValueError as exc:
+        raise PlanError(f"sweep.commands.{label}: {template!r} is not a template ({exc}); "
+                        "write a literal brace as {{ or }}") from None
+    for field, spec, conversion in fields:
+        if field not in PLACEHOLDERS:
+            raise PlanError(f"sweep.commands.{label}: unknown placeholder {{{field}}}: "
+                            f"expected one of {', '.join('{' + p + '}' for p in PLACEHOLDERS)}")
+        if spec or conversion:
+            raise PlanError(f"sweep.commands.{label}: {{{field}}} takes no format or "
+                            "conversion (values are put in as they are, quoted)")
+
+
+def render(template: str, values: dict) -> str:
+    """The command with each placeholder replaced by its value, quoted for the shell."""
+    return template.format(**{k: shlex.quote(str(v)) for k, v in values.items()})
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description="Run one point of a sweep.commands entry: "
+                                     "the command, its output read into the run's records.")
+    add = parser.add_argument
+    add("--command", required=True, help="the command template (sweep.commands)")
+    add("--model", required=True, help="the command's label (its series)")
+    add("--out", required=True, type=Path, help="the run folder")
+    for name in ("gpus", "nodes", "tasks", "batch-per-gpu", "epochs", "seed", "attempt"):
+        add(f"--{name}", type=int, default=1)
+    add("--lr", type=float, required=True, help="the scaled learning rate ({lr})")
+    add("--precision", default="float32")
+    add("--train-images", type=int, help="images per epoch when the output has no steps")
+    add("--patterns", type=json.loads, default=None, help="patterns as JSON")
+    return parser
+
+
+def planned(args) -> dict:
+    """The run record's planned keys (launch.py reads them from this command line too)."""
+    return {"model": args.model, "gpus_asked": args.gpus, "replicas": args.gpus,
+            "nodes": args.nodes, "strategy": STRATEGY, "precision": args.precision,
+            "batch_per_gpu": args.batch_per_gpu, "global_batch": args.batch_per_gpu * args.gpus,
+            "epochs": args.epochs, "attempt": args.attempt}
+
+
+def values(args) -> dict:
+    return {"gpus": args.gpus, "nodes": args.nodes, "tasks": args.tasks,
+            "batch_per_gpu": args.batch_per_gpu, "global_batch": args.batch_per_gpu * args.gpus,
+            "epochs": args.epochs, "lr": f"{args.lr:g}", "seed": args.seed,
+            "out_dir": str(args.out)}
+
+
+def read_output(log: Path, args) -> tuple[list[dict], dict, str | None]:
+    """(epoch records, facts for the record, why there is no result or None)."""
+    from dlscale.keraslog import LogError, compile_patterns, parse_file_runs
+
+    try:
+        runs = parse_file_runs(str(log), compile_patterns(args.patterns, "patterns"))
+    except LogError as exc:
+        return [], {}, str(exc)
+    run = runs[-1]  # a command that trains several times: its last run is the point's
+    global_batch = args.batch_per_gpu * args.gpus
+    epochs = []
+    for row in run.rows():
+        steps = row.get("steps")
+        images = (args.train_images or (steps * global_batch if steps else None)
+                  or row.get("samples"))
+        epochs.append({"epoch": row["epoch"], "seconds": row["seconds"], "steps": steps,
+                       "images": images,
+                       **{k: row[k] for k in ("loss", "accuracy") if row.get(k) is not None}})
+    facts = {"images_per_epoch": epochs[0]["images"] if epochs else None,
+             "logged_images_per_s": run.images_per_s,
+             "test_accuracy": run.test.get("accuracy"), "test_loss": run.test.get("loss"),
+             "notes": run.warnings + ([f"the output holds {len(runs)} runs: the last is kept"]
+                                      if len(runs) > 1 else [])}
+    return epochs, facts, None
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    started = datetime.now(UTC)
+    state = args.out / STATE
+    state.mkdir(parents=True, exist_ok=True)
+    for name in (TRAIN_LOG, EPOCHS):  # each attempt starts over: the command resumes itself
+        (state / name).unlink(missing_ok=True)
+    command = render(args.command, values(args))
+    log = state / TRAIN_LOG
+    with open(log, "ab", buffering=0) as out:
+        out.write(f"dlscale command: {command}\n".encode())
+        proc = subprocess.Popen(["bash", "-c", command], stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+        def forward(signum, _frame):  # launch.py's SIGTERM reaches the whole command
+            os.killpg(proc.pid, signum)
+
+        signal.signal(signal.SIGTERM, forward)
+        for chunk in iter(lambda: proc.stdout.read1(65536), b""):
+            out.write(chunk)
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.flush()
+        returncode = proc.wait()
+    from dlscale.training import environment_facts  # after: it sets TF_USE_LEGACY_KERAS
+
+    epochs, facts, problem = read_output(log, args)
+    write_jsonl_atomic(state / EPOCHS, epochs)  # what finished, also for launch.py's record
+    if returncode < 0:  # stopped by a signal: launch.py records it (timeout or killed)
+        signal.signal(-returncode, signal.SIG_DFL)
+        os.kill(os.getpid(), -returncode)
+    tail = problem or ""
+    if returncode != 0:
+        status = Status.FAILED
+        reason = f"the command exited with status {returncode}" + (
+            f"; {tail.split('; ', 1)[1]}" if "its last lines" in tail else "")
+    elif problem:
+        status, reason = Status.FAILED, f"the command finished but {problem}"
+    else:
+        status, reason = Status.COMPLETED, None
+    RunRecord.ending(status, reason, planned(args), environment_facts(), facts,
+                     command=command, epochs_completed=len(epochs),
+                     started=started.isoformat(timespec="seconds")).write(args.out)
+    return 0 if status is Status.COMPLETED else 1
