@@ -82,14 +82,13 @@ def prepare_flags(wildcards):
     )
 
 
-def points_where(multi_task=None, command=False):
-    """Regex of the run folders of dlscale's points that do (or do not) start several
-    workers, or (command=True) of sweep.commands' points."""
+def points_where(multi_task, command=False):
+    """Regex of the run folders of dlscale's (or with `command` sweep.commands') points
+    that do (or do not) start several tasks."""
     return one_of(
         k
         for k, p in POINTS.items()
-        if bool(p.command) == command
-        and (multi_task is None or (p.tasks > 1) == multi_task)
+        if bool(p.command) == command and (p.tasks > 1) == multi_task
     )
 
 

@@ -100,9 +100,9 @@ use rule train as train_workers with:
 
 
 # Points of your own training command (sweep.commands): run_command.py fills in and runs
-# the command once in the job (which holds the point's GPUs and `tasks` SLURM tasks; the
-# command starts per-task processes itself, e.g. with srun: the `mpi` resource keeps the
-# SLURM plugin from starting the job step once per task) and records what its output says.
+# the command once in the job, which holds the point's GPUs and `tasks` SLURM tasks (the
+# command starts per-task processes itself, e.g. with srun), and records what its output
+# says.
 rule train_command:
     output:
         run=f"{C.RUNS}/{{point}}/{C.RUN_JSON}",
@@ -113,7 +113,7 @@ rule train_command:
     benchmark:
         "benchmarks/train/{point}.tsv"
     wildcard_constraints:
-        point=points_where(command=True),
+        point=points_where(multi_task=False, command=True),
     conda:
         "../envs/dlscale.yaml"
     container:
@@ -127,8 +127,6 @@ rule train_command:
         mem_mb=point_resource("mem_mb"),
         runtime=of_point(STUDY.runtime),
         nodes=point_resource("nodes"),
-        tasks=point_resource("tasks"),
-        mpi="srun",
     params:
         launcher=script("launch.py"),
         script=script("run_command.py"),
@@ -139,3 +137,18 @@ rule train_command:
         "python {params.launcher:q} --record {params.out:q} --log {log:q} -- "
         "python {params.script:q} {params.flags} --attempt {params.attempt} "
         "--out {params.out:q} > {log:q} 2>&1"
+
+
+# A command of several tasks: the `mpi` resource keeps the SLURM plugin from starting
+# the job step once per task (the plugin refuses it for one task, hence two rules).
+use rule train_command as train_command_tasks with:
+    wildcard_constraints:
+        point=points_where(multi_task=True, command=True),
+    resources:
+        gres=point_resource("gres"),
+        cpus_per_task=point_resource("cpus_per_task"),
+        mem_mb=point_resource("mem_mb"),
+        runtime=of_point(STUDY.runtime),
+        nodes=point_resource("nodes"),
+        tasks=point_resource("tasks"),
+        mpi="srun",

@@ -107,26 +107,6 @@ def horovod_command(tasks: int, nodes: int, command: list[str], mpi_launcher: st
     return [horovodrun, "--gloo", "-np", str(tasks), "-H", f"localhost:{tasks}"] + command
 
 
-def mpi_allocation(env: dict, nodes: int, tasks_per_node: int | None) -> dict:
-    """OpenMPI's mpirun reads the allocation from SLURM_NODELIST and SLURM_TASKS_PER_NODE,
-    which Snakemake's job-step executor removes from the job's environment (it keeps
-    SLURM_JOB_ID): put them back, the nodes from squeue."""
-    job = env.get("SLURM_JOB_ID")
-    if not job or env.get("SLURM_NODELIST"):
-        return env
-    try:
-        nodelist = subprocess.run(["squeue", "-h", "-j", job, "-o", "%N"], capture_output=True,
-                                  text=True, timeout=30, check=True).stdout.strip()
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise SystemExit(f"error: cannot read the nodes of SLURM job {job} for mpirun "
-                         f"(squeue: {exc})") from exc
-    env = dict(env, SLURM_NODELIST=nodelist, SLURM_JOB_NODELIST=nodelist,
-               SLURM_NNODES=str(nodes), SLURM_JOB_NUM_NODES=str(nodes))
-    if tasks_per_node:
-        env["SLURM_TASKS_PER_NODE"] = f"{tasks_per_node}(x{nodes})"
-    return env
-
-
 # Seconds between SIGTERM and SIGKILL when launch.py stops its workers.
 KILL_GRACE_S = 5.0
 
@@ -376,7 +356,9 @@ def start(args: argparse.Namespace, command: list[str],
         # tf_keras, which it lacks, horovodrun's own import of TensorFlow fails
         env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
         if args.nodes > 1 and is_mpirun(args.mpi_launcher):
-            env = mpi_allocation(env, args.nodes, args.tasks_per_node)
+            from dlscale.slurmenv import slurm_allocation
+
+            env = slurm_allocation(env, args.nodes, args.tasks_per_node)
         return supervise([subprocess.Popen(
             horovod_command(args.tasks, args.nodes, command, args.mpi_launcher,
                             args.tasks_per_node), env=env)], stop_at)

@@ -3,7 +3,8 @@
 A command is a template such as `python my_train.py --gpus {gpus} --epochs {epochs}`.
 Each point fills its placeholders (PLACEHOLDERS), every value quoted for the shell, and
 runs it once with bash in the workflow's working directory, inside the point's job (its
-GPUs, and `tasks` SLURM tasks that the command starts itself, e.g. with srun). What it
+GPUs, and `tasks` SLURM tasks that the command starts itself, e.g. with srun, which
+sees the allocation as in a batch script: dlscale.slurmenv). What it
 prints goes to the run folder's train.log and is read by the same readers as external
 logs (dlscale.keraslog: Keras lines from every version, srun/mpirun prefixes, benchmark
 totals, the command's own `patterns`). The run record and epochs.jsonl are written from
@@ -32,6 +33,7 @@ from pathlib import Path
 from dlscale.contract import EPOCHS, STATE, TRAIN_LOG, RunRecord, Status
 from dlscale.errors import PlanError
 from dlscale.files import write_jsonl_atomic
+from dlscale.slurmenv import slurm_allocation
 
 PLACEHOLDERS = ("gpus", "nodes", "tasks", "batch_per_gpu", "global_batch", "epochs", "lr",
                 "seed", "out_dir")
@@ -110,7 +112,7 @@ def read_output(log: Path, args) -> tuple[list[dict], dict, str | None]:
                        "images": images,
                        **{k: row[k] for k in ("loss", "accuracy") if row.get(k) is not None}})
     facts = {"images_per_epoch": epochs[0]["images"] if epochs else None,
-             "logged_images_per_s": run.images_per_s,
+             "logged_images_per_s": run.images_per_s, "streams": run.streams,
              "test_accuracy": run.test.get("accuracy"), "test_loss": run.test.get("loss"),
              "notes": run.warnings + ([f"the output holds {len(runs)} runs: the last is kept"]
                                       if len(runs) > 1 else [])}
@@ -128,6 +130,13 @@ def main(argv=None) -> int:
     log = state / TRAIN_LOG
     with open(log, "ab", buffering=0) as out:
         out.write(f"dlscale command: {command}\n".encode())
+        # the command's environment, and the record's: the allocation as sbatch gives it
+        os.environ.update(slurm_allocation(dict(os.environ), args.nodes,
+                                           args.tasks // args.nodes, True))
+        if args.tasks == 1 and "SLURM_JOB_ID" in os.environ:
+            # the SLURM plugin runs a one-task rule inside a job step of its own, which
+            # holds the job's CPUs: an srun in the command shares them (srun --overlap)
+            os.environ["SLURM_OVERLAP"] = "1"
         proc = subprocess.Popen(["bash", "-c", command], stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
 

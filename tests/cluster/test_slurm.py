@@ -355,3 +355,22 @@ def test_a_node_that_fails_under_a_point_the_point_resumes_on_the_other_node(tmp
     assert runs["counted"].all()
     dry = run_snakemake(tmp_path, *PROFILE, config, "-n")
     assert "Nothing to be done" in dry.stdout
+
+
+def test_your_own_script_runs_one_task_per_gpu_through_slurm(tmp_path):
+    """A sweep.commands entry whose command starts itself with `srun --label` in a job
+    of one task per GPU: each task's lines are read as its own stream, and the points get
+    the tables of dlscale's own."""
+    import shutil
+
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    config = f"--configfile={ROOT / 'tests' / 'configs' / 'slurm-command.yaml'}"
+    run_snakemake(tmp_path, *PROFILE, config)
+    runs = pd.read_csv(tmp_path / "results/tables/runs.csv")
+    assert sorted(zip(runs["gpus"], runs["status"], runs["streams"])) == [
+        (1, "completed", 1), (2, "completed", 2)]
+    run = json.loads((tmp_path / "results/runs/my_train/gpus2/rep1/run.json").read_text())
+    assert run["env"]["SLURM_NTASKS"] == "2" and run["env"]["SLURM_JOB_ID"]
+    log = (tmp_path / "results/runs/my_train/gpus2/rep1/train.log").read_text()
+    assert "\n0: Epoch 2/2" in log and "\n1: Epoch 2/2" in log
+    assert (tmp_path / "results/plots/speedup.png").exists()
