@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Turn a dataset source (CIFAR-10 archive or folder, MNIST/Fashion-MNIST IDX files)
-into resized, sharded TFRecords plus manifest.json.
+"""Turn a dataset source (CIFAR-10 archive or folder, MNIST/Fashion-MNIST IDX files, or a
+folder of your own images with one sub-folder per class) into resized, sharded TFRecords
+plus manifest.json.
 
 Example:
   prepare_data.py --dataset cifar10 --source cifar-10-python.tar.gz \\
@@ -22,9 +23,10 @@ from pathlib import Path
 
 import numpy as np
 
+from dlscale import imagefolder
 from dlscale.cli import fail, quiet_tensorflow
 from dlscale.files import write_json_atomic
-from dlscale.sources import DATASETS, DatasetError, Splits, read_dataset
+from dlscale.sources import DATASETS, FOLDER, DatasetError, Splits, read_dataset
 from dlscale.tfrecords import MANIFEST, write_split
 from dlscale.vocabulary import DEFAULTS
 
@@ -73,9 +75,14 @@ def build_manifest(dataset: str, splits: Splits, size: int, source: Path, md5: s
 
 def prepare(dataset: str, source: Path, out_dir: Path, image_size: int, shards: int,
             md5: str | None = None, limit_train: int | None = None,
-            limit_test: int | None = None) -> dict:
+            limit_test: int | None = None,
+            test_fraction: float = DEFAULTS["data"]["test_fraction"]) -> dict:
     """Read, check, resize and shard; the manifest is moved into place last."""
-    splits = limit(read_dataset(dataset, source, md5), limit_train, limit_test)
+    if dataset == FOLDER:  # decoded and resized as read: only the files kept
+        splits = imagefolder.read(source, image_size, test_fraction,
+                                  {"train": limit_train, "test": limit_test})
+    else:
+        splits = limit(read_dataset(dataset, source, md5), limit_train, limit_test)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     staging = out_dir.parent / f".{out_dir.name}.partial-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
@@ -112,6 +119,10 @@ def parse_args(argv=None) -> argparse.Namespace:
                              "(default: %(default)s)")
     parser.add_argument("--limit-train", type=int, help="keep only the first N training images")
     parser.add_argument("--limit-test", type=int, help="keep only the first N test images")
+    parser.add_argument("--test-fraction", type=float,
+                        default=DEFAULTS["data"]["test_fraction"],
+                        help="folder without train/ and test/: the share of each class's "
+                             "images kept for testing (default: %(default)s)")
     parser.add_argument("--out", required=True, type=Path, help="output folder")
     args = parser.parse_args(argv)
     for name in ("image_size", "shards", "limit_train", "limit_test"):
@@ -126,7 +137,7 @@ def main(argv=None) -> int:
     quiet_tensorflow()
     try:
         manifest = prepare(args.dataset, args.source, args.out, args.image_size, args.shards,
-                           args.md5, args.limit_train, args.limit_test)
+                           args.md5, args.limit_train, args.limit_test, args.test_fraction)
     except DatasetError as exc:
         fail(str(exc))
     except OSError as exc:  # disk full, no permission ...: nothing half-written is left

@@ -24,7 +24,7 @@ from dlscale.external import entry_key
 from dlscale.external import resolve as resolve_external
 from dlscale.keraslog import compile_patterns
 from dlscale.outcomes import failed_record, planned_attempt, runtime_factor
-from dlscale.sources import DATASETS, find_cached
+from dlscale.sources import DATASETS, FOLDER, DatasetError, find_cached
 from dlscale.sweep import Point, command_spec, plan_sweep
 
 URL_FILE_NAME = re.compile(r"[A-Za-z0-9._+-]+")
@@ -71,6 +71,8 @@ class Source:
             for key in ("limit_train", "limit_test"):
                 if data[key]:
                     flags.append(f"--{key.replace('_', '-')} {data[key]}")
+            if self.dataset == FOLDER:
+                flags.append(f"--test-fraction {data['test_fraction']}")
         return " ".join(flags)
 
 
@@ -80,6 +82,14 @@ def resolve_source(data: dict, dataset: str) -> Source:
     configured = dataset == data["dataset"]
     source = data["source"] if configured else "auto"
     md5 = data["md5"] if configured else None
+    if dataset == FOLDER:  # your own images: a folder here, listed (not read) to check it
+        from dlscale.imagefolder import scan
+
+        try:
+            scan(Path(source).expanduser(), data["test_fraction"])
+        except DatasetError as exc:
+            raise PlanError(f"data.source: {exc}") from None
+        return Source(dataset, str(Path(source).expanduser()))
     if source == "auto":
         cached = find_cached(spec)
         if cached is not None:
@@ -205,7 +215,8 @@ class Study:
     def shard_size(self) -> int:
         """The shards' image size: data.image_size when preparation resizes, the dataset's
         own size when the model does (data.resize: on_device)."""
-        if self.data["resize"] == "on_device":
+        if self.data["resize"] == "on_device" and self.data["dataset"] != FOLDER:
+            # a folder's images differ in size: preparation brings them to one
             return DATASETS[self.data["dataset"]].native_shape[0]
         return self.data["image_size"]
 

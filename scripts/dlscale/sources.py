@@ -90,7 +90,11 @@ DATASETS: dict[str, DatasetSpec] = {
             "9fb629c4189551a2d022fa330f9573f3", "ec29112dd5afa0611ce80d1b7f02629c"))),
         cache_candidates=("~/.keras/datasets/mnist.npz",),
     ),
+    # your own images (dlscale.imagefolder): classes, size and count come from the folder
+    "folder": DatasetSpec(name="folder", classes=(), native_shape=(0, 0, 3), files=(),
+                          train_images=0),
 }
+FOLDER = "folder"
 
 
 @dataclass

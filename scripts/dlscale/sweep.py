@@ -90,10 +90,17 @@ def check_batches(points: list[Point], config: dict) -> None:
     """What train.py would refuse, refused before any job: a global batch larger than the
     training images (data.limit_train, or the official dataset's size), and a batch
     search on CPUs."""
-    from dlscale.sources import DATASETS
+    from dlscale.sources import DATASETS, FOLDER, DatasetError
 
     data = config["data"]
     known = DATASETS[data["dataset"]].train_images
+    if data["dataset"] == FOLDER:  # the images the folder holds (listed, not read)
+        from dlscale.imagefolder import scan
+
+        try:
+            known = len(scan(data["source"], data["test_fraction"]).files["train"])
+        except DatasetError as exc:
+            raise PlanError(f"data.source: {exc}") from None
     if data["limit_train"] and data["limit_train"] > known:
         raise SweepError(f"data.limit_train is {data['limit_train']} but {data['dataset']} has "
                          f"{known} training images")

@@ -201,3 +201,42 @@ def test_a_commands_values_reach_the_shell_quoted(tmp_path):
     line = render(p.command, {"gpus": 2, "lr": "0.2", "out_dir": hostile})
     assert shlex.split(line) == ["python", "t.py", "--gpus", "2", "--lr", "0.2", "--out",
                                  hostile]
+
+
+def image_tree(root, layout: dict) -> str:
+    """Files named in `layout` ({"cat/a.png": b"..."}), bytes as given (never decoded here)."""
+    for name, data in layout.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+    return str(root)
+
+
+@pytest.mark.parametrize("layout, words", [
+    ({"cat/a.png": b"x", "notes.txt": b"x"}, "found 1 class folder(s) ['cat']: expected one "
+                                             "sub-folder per class, at least two"),
+    ({"cat/a.png": b"x", "cat/b.png": b"x", "dog/readme.txt": b"x"},
+     "class folder 'dog' holds no training image"),
+    ({"train/cat/a.png": b"x", "train/dog/b.png": b"x", "test/cat/c.png": b"x"},
+     "train/ has classes ['cat', 'dog'] but test/ has ['cat']"),
+    (None, "is not a folder"),
+])
+def test_a_folder_of_images_is_checked_at_planning_without_reading_it(tmp_path, layout,
+                                                                        words):
+    source = image_tree(tmp_path / "imgs", layout) if layout else str(tmp_path / "missing")
+    with pytest.raises(PlanError) as info:
+        study(tmp_path, data={"dataset": "folder", "source": source, "image_size": 32},
+              sweep={"models": ["SimpleCNN"], "gpus": [1]}, training={"batch_per_gpu": 1})
+    assert str(info.value).startswith(f"data.source: {source}") and words in str(info.value)
+
+
+def test_a_folder_of_images_plans_its_own_size_and_count(tmp_path):
+    files = {f"{c}/{i}.JPG": b"x" for c in ("cat", "dog") for i in range(10)}
+    source = image_tree(tmp_path / "imgs", files)
+    plan = study(tmp_path, data={"dataset": "folder", "source": source, "image_size": 48},
+                 sweep={"models": ["SimpleCNN"], "gpus": [1]}, training={"batch_per_gpu": 8})
+    assert plan.data_dir == "results/data/folder-48px"  # resized at preparation
+    words = shlex.split(plan.source("folder").prepare_flags(plan.data, 48))
+    assert words[words.index("--test-fraction") + 1] == "0.2"
+    with pytest.raises(PlanError, match="larger than the 16 training images"):
+        study(tmp_path, data={"dataset": "folder", "source": source, "image_size": 48},
+              sweep={"models": ["SimpleCNN"], "gpus": [4]}, training={"batch_per_gpu": 8})

@@ -7,7 +7,7 @@ import shutil
 
 import pandas as pd
 import pytest
-from conftest import ROOT, run_snakemake
+from conftest import ROOT, run_snakemake, write_config
 
 pytestmark = pytest.mark.workflow
 PROFILE = ["--profile", str(ROOT / "profiles" / "local")]
@@ -63,3 +63,47 @@ def test_your_own_script_is_scaled_and_a_failing_command_is_a_failed_row(tmp_pat
     stats = dry.stdout.split("Job stats:")[1].split("total")[0]
     assert [line.split() for line in stats.splitlines() if line.startswith("train")] == [
         ["train_command", "2"]]
+
+
+def folder_config(path, source, **data) -> str:
+    extra = "".join(f", {k}: {v}" for k, v in data.items())
+    text = f"""
+data: {{dataset: folder, source: "{source}", image_size: 32, shards: 2{extra}}}
+sweep: {{models: [SimpleCNN], gpus: [1, 2]}}
+training: {{epochs: 2, batch_per_gpu: 8, device: cpu}}
+resources: {{cpus_per_gpu: 1, mem_mb_per_gpu: 1000, runtime_min: 10}}
+analysis: {{accuracy_tolerance: 1.0}}
+"""
+    return f"--configfile={write_config(path, text)}"
+
+
+def test_your_own_images_are_prepared_once_and_scaled(tmp_path):
+    import image_folder
+
+    source = image_folder.write_folder(tmp_path / "my images")  # PNG, JPEG, BMP; sizes vary
+    run_snakemake(tmp_path, *PROFILE, folder_config(tmp_path / "c.yaml", source))
+    manifest = json.loads((tmp_path / "results/data/folder-32px/manifest.json").read_text())
+    assert manifest["classes"] == ["cat", "dog", "frog"] and manifest["image_shape"] == [
+        32, 32, 3]
+    assert {s: v["count"] for s, v in manifest["splits"].items()} == {"train": 48, "test": 12}
+    assert manifest["splits"]["test"]["per_class"] == [4, 4, 4]  # test_fraction 0.2
+    assert len(manifest["source"]["files_md5"]) == 60  # README.txt is not an image
+    runs = pd.read_csv(tmp_path / "results/tables/runs.csv")
+    assert sorted(zip(runs["gpus"], runs["status"])) == [(1, "completed"), (2, "completed")]
+    assert (runs["images_per_epoch"] == 48).all()
+
+
+def test_an_image_that_does_not_decode_is_named_and_nothing_is_written(tmp_path):
+    import image_folder
+
+    source = image_folder.write_folder(tmp_path / "imgs", per_class=12, split=True)
+    bad = source / "train" / "dog" / "scan_0042.jpg"
+    bad.write_bytes(b"<html>404 Not Found</html>")  # a failed download saved as .jpg
+    proc = run_snakemake(tmp_path, *PROFILE, folder_config(tmp_path / "c.yaml", source),
+                         check=False)
+    assert proc.returncode != 0 and "Error in rule prepare_dataset" in proc.stdout, proc.stdout
+    log = (tmp_path / "logs/prepare_dataset/folder-32px.log").read_text()
+    [line] = [x for x in log.splitlines() if x.startswith("error:")]
+    assert line.startswith(f"error: {bad}: cannot be decoded as an image (")
+    assert not (tmp_path / "results/data").exists() or not any(
+        (tmp_path / "results/data").rglob("*"))  # no shard, manifest or staging folder
