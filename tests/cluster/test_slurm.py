@@ -239,10 +239,10 @@ def test_a_sweep_with_a_timeout_and_a_failure_reports_both_and_reruns_only_them(
     assert queue("%i") == []
 
 
-def test_a_requeued_job_resumes_its_point_and_the_study_ends_whole(tmp_path):
-    """SLURM requeues a running point's job (`scontrol requeue`, as preemption or a node
-    failure does): the job runs again under the same id, resumes from the last saved
-    epoch, and Snakemake counts it as done."""
+def study_held_in_epoch_3(tmp_path):
+    """tests/configs/slurm-requeue.yaml started through the SLURM profile, its one point's
+    training suspended inside epoch 3 (2 epochs saved) until SLURM ends its job; returns
+    (Snakemake's process, its --configfile, the point, a deadline)."""
     config = f"--configfile={ROOT / 'tests' / 'configs' / 'slurm-requeue.yaml'}"
     study = start_snakemake(tmp_path, *PROFILE, config)
     point = "SimpleCNN/gpus1/rep1"
@@ -251,7 +251,15 @@ def test_a_requeued_job_resumes_its_point_and_the_study_ends_whole(tmp_path):
     while not (live.exists() and live.read_text().count("\n") >= 2) and time.time() < deadline:
         time.sleep(0.05)
     for proc in training_processes(tmp_path, point):
-        proc.suspend()  # stays inside epoch 3 until SLURM ends the step
+        proc.suspend()
+    return study, config, point, deadline
+
+
+def test_a_requeued_job_resumes_its_point_and_the_study_ends_whole(tmp_path):
+    """SLURM requeues a running point's job (`scontrol requeue`, as preemption or a node
+    failure does): the job runs again under the same id, resumes from the last saved
+    epoch, and Snakemake counts it as done."""
+    study, config, point, deadline = study_held_in_epoch_3(tmp_path)
     [(job,)] = [row for row in queue("%i") if row]
     subprocess.run(["scontrol", "requeue", job], check=True)
     # SLURM holds a requeued job back for a while (BeginTime, about 2 minutes here);
@@ -318,15 +326,7 @@ def test_a_node_that_fails_under_a_point_the_point_resumes_on_the_other_node(tmp
     """The node running a point's job loses power mid-training: SLURM requeues the job,
     it starts on the other node, resumes from the last epoch saved before the failure,
     and the study ends whole in the same Snakemake run."""
-    config = f"--configfile={ROOT / 'tests' / 'configs' / 'slurm-requeue.yaml'}"
-    study = start_snakemake(tmp_path, *PROFILE, config)
-    point = "SimpleCNN/gpus1/rep1"
-    live = tmp_path / f"results/runs/{point}/state/epochs.jsonl"
-    deadline = time.time() + 600
-    while not (live.exists() and live.read_text().count("\n") >= 2) and time.time() < deadline:
-        time.sleep(0.05)
-    for proc in training_processes(tmp_path, point):
-        proc.suspend()  # stays inside epoch 3 until the node fails
+    study, config, point, deadline = study_held_in_epoch_3(tmp_path)
     [(job, node)] = [row for row in queue("%i", "%N") if row]
     try:
         power_off(node, job)
@@ -343,7 +343,8 @@ def test_a_node_that_fails_under_a_point_the_point_resumes_on_the_other_node(tmp
     folder = tmp_path / f"results/runs/{point}"
     run = json.loads((folder / "run.json").read_text())
     assert run["status"] == "completed" and run["env"]["SLURM_JOB_ID"] == job
-    assert run["resumed_at_epoch"] >= 3
+    # epoch 2's record is written just before its backup: the kill may land between them
+    assert run["resumed_at_epoch"] in (2, 3)
     assert run["system"]["node"] not in (None, node), run["system"]
     # the failed node's attempt wrote nothing; the one that completed says it was requeued
     attempts = [json.loads(line) for line in (folder / "attempts.jsonl").read_text().splitlines()]
