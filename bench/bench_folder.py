@@ -50,9 +50,9 @@ def write_images(folder: Path, count: int) -> None:
 
 def stage(work: Path, size: int) -> None:
     """Child process: list, then prepare, printing the figures."""
+    import prepare_data
     import tensorflow  # noqa: F401  (start-up is not part of the preparation)
 
-    import prepare_data
     from dlscale.imagefolder import scan
 
     source = work / "images"

@@ -119,6 +119,15 @@ def read_output(log: Path, args) -> tuple[list[dict], dict, str | None]:
     return epochs, facts, None
 
 
+def last_lines(path: Path, count: int) -> list[str]:
+    """The last `count` non-empty lines of a file (its last 64 kB), each cut at 120."""
+    with open(path, "rb") as handle:
+        handle.seek(max(0, path.stat().st_size - 65536))
+        text = handle.read().decode("utf-8", "replace")
+    lines = [x.strip() for x in text.splitlines() if x.strip()][-count:]
+    return [x if len(x) <= 120 else x[:117] + "..." for x in lines]
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     started = datetime.now(UTC)
@@ -149,6 +158,7 @@ def main(argv=None) -> int:
             sys.stdout.buffer.write(chunk)
             sys.stdout.flush()
         returncode = proc.wait()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # nothing left to forward to
     from dlscale.training import environment_facts  # after: it sets TF_USE_LEGACY_KERAS
 
     epochs, facts, problem = read_output(log, args)
@@ -156,11 +166,10 @@ def main(argv=None) -> int:
     if returncode < 0:  # stopped by a signal: launch.py records it (timeout or killed)
         signal.signal(-returncode, signal.SIG_DFL)
         os.kill(os.getpid(), -returncode)
-    tail = problem or ""
     if returncode != 0:
         status = Status.FAILED
-        reason = f"the command exited with status {returncode}" + (
-            f"; {tail.split('; ', 1)[1]}" if "its last lines" in tail else "")
+        reason = f"the command exited with status {returncode}; its last lines: " + (
+            " | ".join(last_lines(log, 3)))
     elif problem:
         status, reason = Status.FAILED, f"the command finished but {problem}"
     else:

@@ -1,0 +1,27 @@
+"""run_command.py: your own training script's point, run alone (outside Snakemake)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from conftest import ROOT, run_script
+
+EXAMPLE = (f"{sys.executable} {ROOT / 'examples' / 'my_train.py'} --gpus {{gpus}} "
+           "--batch-size {batch_per_gpu} --epochs {epochs} --lr {lr} "
+           "--data-dir /usr/share/datasets/fashion-mnist --limit 128 --cpu-replicas")
+
+
+def test_a_script_that_fails_after_its_epochs_keeps_them_and_says_how_it_ended(tmp_path):
+    out = tmp_path / "run"
+    proc = run_script("run_command.py", "--command", EXAMPLE + "; echo 'upload failed' >&2; "
+                      "exit 5", "--model", "my_train", "--gpus", "2", "--batch-per-gpu", "16",
+                      "--epochs", "2", "--lr", "0.02", "--out", str(out))
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "failed" and run["epochs_completed"] == 2
+    assert run["failure"].startswith("the command exited with status 5; its last lines: ")
+    assert run["failure"].endswith("| upload failed")
+    epochs = [json.loads(line) for line in (out / "epochs.jsonl").read_text().splitlines()]
+    assert [(e["epoch"], e["steps"], e["images"]) for e in epochs] == [(1, 4, 128),
+                                                                        (2, 4, 128)]
