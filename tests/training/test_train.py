@@ -372,10 +372,12 @@ def killed_at_write(args: list[str], cwd: Path, *paths: str):
 
 
 # each file a resumed run replaces, by the name it has and the one atomic.files writes first
+# (TensorFlow's checkpoints are written the same way, the pointer to the new one last;
+# a kill at their write was tried by hand with -P state/backup/chief/ckpt-2.index and
+# resumed from the one before: left out of the suite for CI's time)
 KILL_AT = {
     "settings": ("state/settings.json", "state/.settings.tmp.json"),
     "records": ("state/epochs.jsonl", "state/.epochs.tmp.jsonl"),
-    "backup": ("state/backup/chief/ckpt-2.index",),  # TensorFlow names the pointer last
     "run record": ("run.json", ".run.tmp.json"),
 }
 

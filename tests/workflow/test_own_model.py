@@ -47,7 +47,7 @@ def test_your_own_script_is_scaled_and_a_failing_command_is_a_failed_row(tmp_pat
         ("my_train", 1, "completed"), ("my_train", 2, "completed")]
     run = json.loads((tmp_path / "results/runs/my_train/gpus2/rep1/run.json").read_text())
     assert (run["strategy"], run["global_batch"], run["images_per_epoch"]) == (
-        "command", 32, 256)  # 8 steps printed by Keras x the global batch
+        "command", 32, 128)  # 4 steps printed by Keras x the global batch
     assert "--gpus 2 --batch-size 16 --epochs 2 --lr 0.02" in run["command"]
     epochs = (tmp_path / "results/runs/my_train/gpus2/rep1/epochs.jsonl").read_text()
     assert [json.loads(line)["epoch"] for line in epochs.splitlines()] == [1, 2]
