@@ -273,7 +273,10 @@ def power_off(node: str, job: str) -> None:
             victims += [proc, *proc.children(recursive=True)]  # slurmstepd: [JOB.batch] ...
     assert len(victims) > 1, f"no process of job {job} found"
     for proc in victims:
-        proc.kill()
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:  # ended with its parent, or listed twice
+            pass
     psutil.wait_procs(victims, timeout=30)
     subprocess.run(["scontrol", "update", f"NodeName={node}", "State=DOWN",
                     "Reason=dlscale test: node lost power"], check=True)
