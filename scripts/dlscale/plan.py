@@ -26,6 +26,7 @@ from dlscale.keraslog import compile_patterns
 from dlscale.outcomes import failed_record, planned_attempt, runtime_factor
 from dlscale.sources import DATASETS, FOLDER, DatasetError, find_cached
 from dlscale.sweep import Point, command_spec, plan_sweep
+from dlscale.vocabulary import scaled_lr
 
 URL_FILE_NAME = re.compile(r"[A-Za-z0-9._+-]+")
 # steps timed on synthetic input by analysis.synthetic_check (after as many untimed ones)
@@ -268,7 +269,7 @@ class Study:
     def command_flags(self, p: Point) -> str:
         """run_command.py's flags for a point of sweep.commands (dlscale.command)."""
         spec = command_spec(self.config["sweep"]["commands"][p.model])
-        lr = p.base_lr * (p.gpus if p.lr_scaling == "linear" else 1)  # as train.py scales
+        lr = scaled_lr(p.base_lr, p.gpus, p.lr_scaling)  # as train.py scales it
         flags = {"command": p.command, "model": p.model, "gpus": p.gpus, "nodes": p.nodes,
                  "tasks": p.tasks, "batch-per-gpu": p.batch_per_gpu, "epochs": p.epochs,
                  "seed": p.seed, "lr": lr, "precision": p.precision}

@@ -24,7 +24,7 @@ from dlscale import cli as K
 from dlscale.contract import EPOCHS, SETTINGS, read_epochs
 from dlscale.errors import RunError  # noqa: F401 (the callers' name for it)
 from dlscale.files import append_jsonl, jsonl_problem, write_json_atomic, write_jsonl_atomic
-from dlscale.vocabulary import SMALL_MODELS
+from dlscale.vocabulary import SMALL_MODELS, scaled_lr
 
 # --- cluster -----------------------------------------------------------------------
 
@@ -232,7 +232,7 @@ def plan_run(*, batch_per_gpu: int, replicas: int, train_images: int,
     if steps < 1:
         raise RunError(f"global batch {global_batch} ({batch_per_gpu} x {replicas}) is "
                        f"larger than the {train_images} training images", 2)
-    lr = base_lr * (replicas if lr_scaling == "linear" else 1)
+    lr = scaled_lr(base_lr, replicas, lr_scaling)
     note = None
     if xla and device == "cpu" and devices_in_process > 1:
         # XLA compiles the step for one device; with several logical CPU devices the

@@ -61,3 +61,8 @@ SYSTEM_FIELDS = ("host", "node", "cpu_model", "cpu_threads", "memory_gb", "gpu_m
                  "slurm_partition")
 # real / synthetic throughput under this: the report flags the point input-bound
 INPUT_BOUND_RATIO = 0.9
+
+
+def scaled_lr(base_lr: float, replicas: int, lr_scaling: str) -> float:
+    """The learning rate of a point: base x replicas (linear scaling) or base (none)."""
+    return base_lr * (replicas if lr_scaling == "linear" else 1)
