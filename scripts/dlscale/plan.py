@@ -161,11 +161,11 @@ class Study:
         self.data = config["data"]
         self.data_dir = f"{DATA}/{self.data['dataset']}-{self.shard_size()}px"
         points, self.skipped = plan_sweep(config)
-        for label, spec in config["sweep"]["commands"].items():
-            check_template(label, command_spec(spec)["run"])
+        for label, given in config["sweep"]["commands"].items():
+            spec = command_spec(given)
+            check_template(label, spec["run"])
             try:
-                compile_patterns(command_spec(spec)["patterns"],
-                                 f"sweep.commands.{label}.patterns")
+                compile_patterns(spec["patterns"], f"sweep.commands.{label}.patterns")
             except ValueError as exc:
                 raise PlanError(str(exc)) from None
         known = set(schema.load()["$defs"]["model"]["enum"]) | {p.model for p in points}
