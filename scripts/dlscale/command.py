@@ -15,6 +15,8 @@ dlscale's own points:
 - stopped by a signal (the watchdog before the job's time limit, scancel): launch.py,
   which supervises this process, records it from the epochs read so far.
 Images per epoch are the steps Keras printed x the global batch, or `train_images`.
+Telemetry is sampled as for dlscale's own points (dlscale.telemetry), with the RSS of the
+command's whole process tree; an epoch's window ends when its result line arrived.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dlscale.contract import EPOCHS, STATE, TRAIN_LOG, RunRecord, Status
+from dlscale.contract import EPOCHS, STATE, TELEMETRY, TRAIN_LOG, RunRecord, Status
 from dlscale.errors import PlanError
 from dlscale.files import write_jsonl_atomic
 from dlscale.slurmenv import slurm_allocation
@@ -73,6 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
         add(f"--{name}", type=int, default=1)
     add("--lr", type=float, required=True, help="the scaled learning rate ({lr})")
     add("--precision", default="float32")
+    add("--device", choices=("gpu", "cpu"), default="gpu",
+        help="gpu: sample the GPUs through NVML too")
+    add("--telemetry-interval", type=float, default=1.0, metavar="SECONDS",
+        help="sample into telemetry.csv every SECONDS; 0: off")
     add("--train-images", type=int, help="images per epoch when the output has no steps")
     add("--patterns", type=json.loads, default=None, help="patterns as JSON")
     return parser
@@ -93,14 +99,15 @@ def values(args) -> dict:
             "out_dir": str(args.out)}
 
 
-def read_output(log: Path, args) -> tuple[list[dict], dict, str | None]:
-    """(epoch records, facts for the record, why there is no result or None)."""
+def read_output(log: Path, args) -> tuple[list[dict], dict, str | None, dict[int, int]]:
+    """(epoch records, facts for the record, why there is no result or None, the line
+    of the log at which each epoch's result came)."""
     from dlscale.keraslog import LogError, compile_patterns, parse_file_runs
 
     try:
         runs = parse_file_runs(str(log), compile_patterns(args.patterns, "patterns"))
     except LogError as exc:
-        return [], {}, str(exc)
+        return [], {}, str(exc), {}
     run = runs[-1]  # a command that trains several times: its last run is the point's
     global_batch = args.batch_per_gpu * args.gpus
     epochs = []
@@ -113,10 +120,26 @@ def read_output(log: Path, args) -> tuple[list[dict], dict, str | None]:
                        **{k: row[k] for k in ("loss", "accuracy") if row.get(k) is not None}})
     facts = {"images_per_epoch": epochs[0]["images"] if epochs else None,
              "logged_images_per_s": run.images_per_s, "streams": run.streams,
-             "test_accuracy": run.test.get("accuracy"), "test_loss": run.test.get("loss"),
+             "test_accuracy": run.test.get("test_accuracy"),
+             "test_loss": run.test.get("test_loss"),
              "notes": run.warnings + ([f"the output holds {len(runs)} runs: the last is kept"]
                                       if len(runs) > 1 else [])}
-    return epochs, facts, None
+    return epochs, facts, None, run.ended
+
+
+def add_telemetry(epochs: list[dict], ended: dict[int, int], arrived: list[float],
+                  sampler) -> None:
+    """Each epoch's telemetry summary, over the window of its seconds that ends when its
+    result line arrived (arrived[n - 1]: the sampler's time at the end of line n)."""
+    from dlscale.telemetry import summarize
+
+    for record in epochs:
+        line = ended.get(record["epoch"])
+        if line is None or line > len(arrived):
+            continue
+        end = arrived[line - 1]
+        record.update(summarize(sampler.rows, len(sampler.handles), end - record["seconds"],
+                                end, record["images"] or 0, sampler.interval))
 
 
 def last_lines(path: Path, count: int) -> list[str]:
@@ -137,8 +160,11 @@ def main(argv=None) -> int:
         (state / name).unlink(missing_ok=True)
     command = render(args.command, values(args))
     log = state / TRAIN_LOG
+    arrived: list[float] = []  # when each line of the log ended, in the sampler's seconds
+    sampler = None
     with open(log, "ab", buffering=0) as out:
-        out.write(f"dlscale command: {command}\n".encode())
+        header = f"dlscale command: {command}\n".encode()
+        out.write(header)
         # the command's environment, and the record's: the allocation as sbatch gives it
         os.environ.update(slurm_allocation(dict(os.environ), args.nodes,
                                            args.tasks // args.nodes, True))
@@ -148,6 +174,13 @@ def main(argv=None) -> int:
             os.environ["SLURM_OVERLAP"] = "1"
         proc = subprocess.Popen(["bash", "-c", command], stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
+        if args.telemetry_interval > 0:
+            from dlscale.telemetry import Sampler
+
+            sampler = Sampler(args.out / TELEMETRY, args.telemetry_interval,
+                              gpus=args.device == "gpu", pid=proc.pid).start()
+        clock = sampler.now if sampler else lambda: 0.0
+        arrived += [clock()] * header.count(b"\n")
 
         def forward(signum, _frame):  # launch.py's SIGTERM reaches the whole command
             os.killpg(proc.pid, signum)
@@ -155,13 +188,21 @@ def main(argv=None) -> int:
         signal.signal(signal.SIGTERM, forward)
         for chunk in iter(lambda: proc.stdout.read1(65536), b""):
             out.write(chunk)
+            arrived.extend([clock()] * chunk.count(b"\n"))
             sys.stdout.buffer.write(chunk)
             sys.stdout.flush()
         returncode = proc.wait()
+        notes = []
+        if sampler:
+            sampler.stop()
+            if sampler.error:
+                notes.append(f"telemetry stopped sampling: {sampler.error}")
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # nothing left to forward to
     from dlscale.training import environment_facts  # after: it sets TF_USE_LEGACY_KERAS
 
-    epochs, facts, problem = read_output(log, args)
+    epochs, facts, problem, ended = read_output(log, args)
+    if sampler:
+        add_telemetry(epochs, ended, arrived, sampler)
     write_jsonl_atomic(state / EPOCHS, epochs)  # what finished, also for launch.py's record
     if returncode < 0:  # stopped by a signal: launch.py records it (timeout or killed)
         signal.signal(-returncode, signal.SIG_DFL)
@@ -174,7 +215,10 @@ def main(argv=None) -> int:
         status, reason = Status.FAILED, f"the command finished but {problem}"
     else:
         status, reason = Status.COMPLETED, None
+    facts["notes"] = facts.get("notes", []) + notes
+    telemetry = ({"file": TELEMETRY, "interval_s": args.telemetry_interval,
+                  "gpu_note": sampler.gpu_note} if sampler else None)
     RunRecord.ending(status, reason, planned(args), environment_facts(), facts,
-                     command=command, epochs_completed=len(epochs),
+                     command=command, epochs_completed=len(epochs), telemetry=telemetry,
                      started=started.isoformat(timespec="seconds")).write(args.out)
     return 0 if status is Status.COMPLETED else 1

@@ -167,6 +167,7 @@ class ParsedLog:
     streams: int = 1             # workers whose lines the run holds (see parse_runs)
     test: dict[str, float] = field(default_factory=dict)  # evaluate()'s loss and accuracy
     images_per_s: float | None = None  # a benchmark's total throughput (no epochs)
+    ended: dict[int, int] = field(default_factory=dict)  # epoch: line of its last result
     last: int = 0                # the highest finished epoch
     _open: int | None = None     # the epoch whose header came last, while unfinished
     _copies: int = 1             # how many times the open epoch's header came
@@ -176,9 +177,10 @@ class ParsedLog:
     def rows(self) -> list[dict]:
         return [self.epochs[k] for k in sorted(self.epochs)]
 
-    def result(self, record: dict) -> None:
+    def result(self, record: dict, number: int) -> None:
         epoch = self._open if self._open is not None else self.last + 1
         self.epochs[epoch] = {"epoch": epoch, "epochs_total": self.epochs_total, **record}
+        self.ended[epoch] = number
         self.last = max(self.last, epoch)
         self._pending, self._open, self._copies_seen = self._copies - 1, None, 1
 
@@ -294,7 +296,7 @@ class StreamParser:
             if isinstance(record, float):
                 self.fresh_run(number).images_per_s = record
             else:
-                run.result(record)
+                run.result(record, number)
             return
         if "/sec" in text and (total := throughput(text)) is not None:
             run = self.fresh_run(number)
@@ -307,7 +309,7 @@ class StreamParser:
             self.fresh_run(number).settings.update(found)
             return
         if (record := parse_result_line(text)) is not None:
-            self.result(run, record)
+            self.result(run, record, number)
 
     def custom(self, number: int, text: str) -> dict | float | None:
         """What the user's result patterns read from a line: an epoch's record, a run's
@@ -347,9 +349,9 @@ class StreamParser:
         run._open, run.epochs_total, run._copies = epoch, total, 1
 
     @staticmethod
-    def result(run: ParsedLog, record: dict) -> None:
+    def result(run: ParsedLog, record: dict, number: int) -> None:
         if run._open is not None:
-            run.result(record)
+            run.result(record, number)
             return
         last = run.epochs.get(run.last)
         if last is not None and (run._pending or same_values(last, record)):
@@ -359,6 +361,7 @@ class StreamParser:
             run._copies_seen += 1
             run.streams = max(run.streams, run._copies_seen)
             last["seconds"] = max(last["seconds"], record["seconds"])  # the slowest counts
+            run.ended[run.last] = number
         elif last is not None and (run.epochs_total is not None
                                    or (record["steps"], record["samples"])
                                    != (last["steps"], last["samples"])):
@@ -366,7 +369,7 @@ class StreamParser:
             # evaluate()'s line, not an epoch
             run.test = {f"test_{k}": v for k, v in record.items() if k in ("loss", "accuracy")}
         else:
-            run.result(record)
+            run.result(record, number)
 
     def cut(self, text: str) -> None:
         """The text after the last newline: a result line there was not finished."""
@@ -411,6 +414,8 @@ def combine(streams: dict[str, list[ParsedLog]]) -> list[ParsedLog]:
                                                        record["seconds"])
                 else:
                     run.epochs[epoch] = record
+            for epoch, number in other.ended.items():
+                run.ended[epoch] = max(run.ended.get(epoch, 0), number)
             run.settings = {**other.settings, **run.settings}
             run.test = run.test or other.test
             if run.images_per_s is None:

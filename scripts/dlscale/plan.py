@@ -24,7 +24,7 @@ from dlscale.external import entry_key
 from dlscale.external import resolve as resolve_external
 from dlscale.keraslog import compile_patterns
 from dlscale.outcomes import failed_record, planned_attempt, runtime_factor
-from dlscale.sources import DATASETS, FOLDER, DatasetError, find_cached
+from dlscale.sources import DATASETS, FOLDER, find_cached
 from dlscale.sweep import Point, command_spec, plan_sweep
 from dlscale.vocabulary import scaled_lr
 
@@ -83,13 +83,7 @@ def resolve_source(data: dict, dataset: str) -> Source:
     configured = dataset == data["dataset"]
     source = data["source"] if configured else "auto"
     md5 = data["md5"] if configured else None
-    if dataset == FOLDER:  # your own images: a folder here, listed (not read) to check it
-        from dlscale.imagefolder import scan
-
-        try:
-            scan(Path(source).expanduser(), data["test_fraction"])
-        except DatasetError as exc:
-            raise PlanError(f"data.source: {exc}") from None
+    if dataset == FOLDER:  # your own images: a folder here (listed by sweep.check_batches)
         return Source(dataset, str(Path(source).expanduser()))
     if source == "auto":
         cached = find_cached(spec)
@@ -272,7 +266,8 @@ class Study:
         lr = scaled_lr(p.base_lr, p.gpus, p.lr_scaling)  # as train.py scales it
         flags = {"command": p.command, "model": p.model, "gpus": p.gpus, "nodes": p.nodes,
                  "tasks": p.tasks, "batch-per-gpu": p.batch_per_gpu, "epochs": p.epochs,
-                 "seed": p.seed, "lr": lr, "precision": p.precision}
+                 "seed": p.seed, "lr": lr, "precision": p.precision, "device": p.device,
+                 "telemetry-interval": self.config["training"]["telemetry_interval_s"]}
         if spec["train_images"]:
             flags["train-images"] = spec["train_images"]
         if spec["patterns"]:

@@ -13,6 +13,7 @@ import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 from dlscale import usermodel
 from dlscale.errors import PlanError
@@ -98,7 +99,8 @@ def check_batches(points: list[Point], config: dict) -> None:
         from dlscale.imagefolder import scan
 
         try:
-            known = len(scan(data["source"], data["test_fraction"]).files["train"])
+            listing = scan(Path(data["source"]).expanduser(), data["test_fraction"])
+            known = len(listing.files["train"])
         except DatasetError as exc:
             raise PlanError(f"data.source: {exc}") from None
     if data["limit_train"] and data["limit_train"] > known:

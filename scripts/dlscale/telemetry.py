@@ -5,7 +5,8 @@
   driver, CUDA driver), TensorFlow's CUDA/cuDNN build, Keras, Horovod, container image,
   environment modules, SLURM partition and node list.
 - Sampler: a thread in the chief process that samples every `interval` seconds into
-  telemetry.csv: time, host CPU % and the training process's RSS (psutil) always; per GPU
+  telemetry.csv: time, host CPU % and the training process's RSS (psutil; for your own
+  command, the RSS of its whole process tree) always; per GPU
   utilisation %, memory used, power and the energy counter (NVML) when there are GPUs.
   `summary(start, end)` condenses the samples of an epoch for epochs.jsonl. Without a
   GPU there are no GPU columns, and `gpu_note` says why; nothing is filled with zeros.
@@ -104,11 +105,14 @@ class Sampler:
     """Samples host and GPU use every `interval` seconds into `path` (telemetry.csv)
     from a daemon thread; start() and stop() are called by the training driver."""
 
-    def __init__(self, path: Path, interval: float = 1.0, gpus: bool = True):
+    def __init__(self, path: Path, interval: float = 1.0, gpus: bool = True,
+                 pid: int | None = None):
+        """`pid`: sample the RSS of that process and its descendants (a command's tree)
+        instead of this process's."""
         import psutil
 
         self.path, self.interval = Path(path), interval
-        self.process = psutil.Process()
+        self.process, self.tree = psutil.Process(pid), pid is not None
         self.pynvml, self.gpu_note = nvml() if gpus else (None, "no GPU telemetry: cpu run")
         self.handles = visible_gpu_handles(self.pynvml) if self.pynvml else []
         if self.pynvml and not self.handles:
@@ -151,7 +155,7 @@ class Sampler:
         import psutil
 
         row = {"time_s": round(self.now(), 3), "cpu_percent": psutil.cpu_percent(None),
-               "rss_mb": round(self.process.memory_info().rss / 2 ** 20, 1)}
+               "rss_mb": round(self.rss() / 2 ** 20, 1)}
         for i, handle in enumerate(self.handles):
             p = self.pynvml
             row[f"gpu{i}_util_percent"] = p.nvmlDeviceGetUtilizationRates(handle).gpu
@@ -159,6 +163,25 @@ class Sampler:
             row[f"gpu{i}_power_w"] = p.nvmlDeviceGetPowerUsage(handle) / 1000
             row[f"gpu{i}_energy_j"] = p.nvmlDeviceGetTotalEnergyConsumption(handle) / 1000
         return row
+
+    def rss(self) -> int:
+        """Bytes resident: the process's, or with a tree the sum over it and its
+        descendants (each that ends while it is read counts 0)."""
+        import psutil
+
+        if not self.tree:
+            return self.process.memory_info().rss
+        total = 0
+        try:
+            processes = [self.process, *self.process.children(recursive=True)]
+        except psutil.Error:  # the command has ended
+            return 0
+        for process in processes:
+            try:
+                total += process.memory_info().rss
+            except psutil.Error:
+                pass
+        return total
 
     def _take(self) -> None:
         with self._lock:

@@ -12,11 +12,12 @@ EXAMPLE = (f"{sys.executable} {ROOT / 'examples' / 'my_train.py'} --gpus {{gpus}
            "--data-dir /usr/share/datasets/fashion-mnist --limit 128 --cpu-replicas")
 
 
-def test_a_script_that_fails_after_its_epochs_keeps_them_and_says_how_it_ended(tmp_path):
+def test_a_script_that_fails_after_its_epochs_keeps_them_its_test_and_telemetry(tmp_path):
     out = tmp_path / "run"
     proc = run_script("run_command.py", "--command", EXAMPLE + "; echo 'upload failed' >&2; "
                       "exit 5", "--model", "my_train", "--gpus", "2", "--batch-per-gpu", "16",
-                      "--epochs", "2", "--lr", "0.02", "--out", str(out))
+                      "--epochs", "2", "--lr", "0.02", "--out", str(out), "--device", "cpu",
+                      "--telemetry-interval", "0.2")
     assert proc.returncode == 1, proc.stderr[-3000:]
     run = json.loads((out / "run.json").read_text())
     assert run["status"] == "failed" and run["epochs_completed"] == 2
@@ -25,3 +26,14 @@ def test_a_script_that_fails_after_its_epochs_keeps_them_and_says_how_it_ended(t
     epochs = [json.loads(line) for line in (out / "epochs.jsonl").read_text().splitlines()]
     assert [(e["epoch"], e["steps"], e["images"]) for e in epochs] == [(1, 4, 128),
                                                                         (2, 4, 128)]
+    # evaluate()'s line after the epochs is the test result, as for any Keras log
+    assert 0 <= run["test_accuracy"] <= 1 and run["test_loss"] > 0
+    # telemetry of the command's process tree: the script's own RSS (TensorFlow: far
+    # above bash's few MB), summarised over the epoch whose result line came
+    assert run["telemetry"] == {"file": "telemetry.csv", "interval_s": 0.2,
+                                "gpu_note": "no GPU telemetry: cpu run"}
+    rows = (out / "telemetry.csv").read_text().splitlines()
+    assert rows[0] == "time_s,cpu_percent,rss_mb" and len(rows) > 2
+    summarised = [e for e in epochs if "rss_mb_peak" in e]
+    assert summarised and all(e["rss_mb_peak"] > 100 and 0 <= e["cpu_percent"] <= 100
+                              for e in summarised)

@@ -240,3 +240,19 @@ def test_a_folder_of_images_plans_its_own_size_and_count(tmp_path):
     with pytest.raises(PlanError, match="larger than the 16 training images"):
         study(tmp_path, data={"dataset": "folder", "source": source, "image_size": 48},
               sweep={"models": ["SimpleCNN"], "gpus": [4]}, training={"batch_per_gpu": 8})
+
+
+def test_a_folder_of_images_under_home_is_listed_once_at_planning(tmp_path, monkeypatch):
+    import dlscale.imagefolder
+
+    image_tree(tmp_path / "imgs", {f"{c}/{i}.png": b"x" for c in ("cat", "dog")
+                                   for i in range(10)})
+    monkeypatch.setenv("HOME", str(tmp_path))
+    listed = []
+    scan = dlscale.imagefolder.scan
+    monkeypatch.setattr(dlscale.imagefolder, "scan",
+                        lambda *args: listed.append(args) or scan(*args))
+    plan = study(tmp_path, data={"dataset": "folder", "source": "~/imgs", "image_size": 32},
+                 sweep={"models": ["SimpleCNN"], "gpus": [1]}, training={"batch_per_gpu": 8})
+    assert plan.source("folder").path == str(tmp_path / "imgs")
+    assert len(listed) == 1
