@@ -307,6 +307,9 @@ def main(argv=None) -> int:
         os.environ["HOROVOD_TIMELINE"] = str((args.record / "timeline.json").resolve())
     if not args.record:
         return start(args, command)[0]
+    from dlscale.phases import start_of_rule
+
+    os.environ.update(start_of_rule())  # where the job's time went: in every record
     started = datetime.now(UTC)
     from dlscale.contract import RUN_JSON
     from dlscale.training import JOB_END_ENV, WATCHDOG_RESERVE_S, job_deadline

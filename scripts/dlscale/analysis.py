@@ -56,7 +56,8 @@ SCALING_COLUMNS = ["series", "model", "strategy", "precision", "nodes", "gpus", 
 EXTRA_COLUMNS = ["scaling", "serial_fraction", "gpu_hours_per_epoch",
                  "gpu_hours_per_100_epochs", "cost_per_epoch", "time_to_target_s",
                  "target_reached", *TELEMETRY_FIELDS, "synthetic_images_per_s",
-                 "input_ratio", "input_bound", "gpu_model", "flags"]
+                 "input_ratio", "input_bound", "gpu_model", "job_s", "overhead_s",
+                 "overhead_fraction", "flags"]
 PEAKS = ("rss_mb_peak", "gpu_mem_mb_peak")  # the rest of TELEMETRY_FIELDS are means
 FAILED_COLUMNS = ["run", "source", "series", "model", "nodes", "gpus", "repeat", "status",
                   "epochs_done", "epochs_expected", "problem"]
@@ -102,7 +103,7 @@ def _defaults(epochs: pd.DataFrame) -> pd.DataFrame:
             epochs["run"] += "#" + epochs["log_run"].astype(str)
     for column in ("gpus_asked", "epochs_expected", "notes", "dataset", "device", "image_size",
                    "resize", "test_accuracy", "images_per_epoch", "streams", "gpus_logged",
-                   "logged_images_per_s",
+                   "logged_images_per_s", "job_s", "overhead_s",
                    "failure", "synthetic_images_per_s", *TELEMETRY_FIELDS,
                    *(f"system_{name}" for name in SYSTEM_FIELDS)):
         if column not in epochs:
@@ -184,6 +185,7 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
             "log_check": first["log_check"], "streams": first["streams"],
             "gpus_logged": first["gpus_logged"],
             "logged_images_per_s": first["logged_images_per_s"],
+            "job_s": first["job_s"], "overhead_s": first["overhead_s"],
             "counted": not problems, "problem": "; ".join(problems),
         })
     runs = pd.DataFrame(rows)
@@ -245,10 +247,12 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
                                f"{len(point_runs)}"),
             "gpus_logged": sorted({int(g) for g in pd.to_numeric(
                 point_runs["gpus_logged"], errors="coerce").dropna() if int(g) != gpus}),
+            **{name: pd.to_numeric(point_runs[name], errors="coerce").mean()
+               for name in ("job_s", "overhead_s")},
         })
     table = pd.DataFrame(rows, columns=SCALING_COLUMNS[:15] + [
         "scaling", "time_to_target_s", "target_reached", *TELEMETRY_FIELDS,
-        "synthetic_images_per_s", "gpu_model", "gpus_logged"])
+        "synthetic_images_per_s", "gpu_model", "gpus_logged", "job_s", "overhead_s"])
     if table.empty:
         return pd.DataFrame(columns=SCALING_COLUMNS + EXTRA_COLUMNS)
     base = table[(table["gpus"] == 1) & (table["nodes"] == 1)].set_index("series")
@@ -268,6 +272,8 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
                                if gpu_hour_price is not None else np.nan)
     table["input_ratio"] = table["images_per_s"] / table["synthetic_images_per_s"]
     table["input_bound"] = table["input_ratio"] < INPUT_BOUND_RATIO
+    # what a point's job cost beyond its training (dlscale.phases), of the job's wall time
+    table["overhead_fraction"] = table["overhead_s"] / table["job_s"]
     table["flags"] = [flags_of(row) for row in table.itertuples()]
     table = table[SCALING_COLUMNS + EXTRA_COLUMNS]
     return table.sort_values(["series", "nodes", "gpus"]).reset_index(drop=True)

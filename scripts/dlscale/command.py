@@ -32,6 +32,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from dlscale import phases
 from dlscale.contract import EPOCHS, STATE, TELEMETRY, TRAIN_LOG, RunRecord, Status
 from dlscale.errors import PlanError
 from dlscale.files import write_jsonl_atomic
@@ -172,6 +173,7 @@ def main(argv=None) -> int:
             # the SLURM plugin runs a one-task rule inside a job step of its own, which
             # holds the job's CPUs: an srun in the command shares them (srun --overlap)
             os.environ["SLURM_OVERLAP"] = "1"
+        phases.mark("first_step")
         proc = subprocess.Popen(["bash", "-c", command], stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, start_new_session=True)
         if args.telemetry_interval > 0:
@@ -192,6 +194,7 @@ def main(argv=None) -> int:
             sys.stdout.buffer.write(chunk)
             sys.stdout.flush()
         returncode = proc.wait()
+        phases.mark("last_step")
         notes = []
         if sampler:
             sampler.stop()
@@ -218,7 +221,10 @@ def main(argv=None) -> int:
     facts["notes"] = facts.get("notes", []) + notes
     telemetry = ({"file": TELEMETRY, "interval_s": args.telemetry_interval,
                   "gpu_note": sampler.gpu_note} if sampler else None)
+    phases.mark("evaluated")
     RunRecord.ending(status, reason, planned(args), environment_facts(), facts,
                      command=command, epochs_completed=len(epochs), telemetry=telemetry,
+                     # the training's time, as the command printed it
+                     fit_seconds=round(sum(e["seconds"] for e in epochs), 3),
                      started=started.isoformat(timespec="seconds")).write(args.out)
     return 0 if status is Status.COMPLETED else 1

@@ -7,6 +7,7 @@ A training point's run folder (`results/runs/<point>/`) holds
   tables are built from these two files;
 - train.log: what Keras printed, kept for people and parsed as a cross-check that warns;
 - attempts.jsonl: one line per attempt (no rule's output, so it survives reruns);
+  every record carries the job's `phases`, its `job_s` and `overhead_s` (dlscale.phases);
 - state/: the live records and the backup a rerun resumes from.
 
 Every ending (completed, failed, out_of_memory, timeout, killed) carries the keys in
@@ -151,7 +152,11 @@ class RunRecord(dict):
     def write(self, out: str | Path) -> None:
         """Move the live records into place, run.json last, and add the attempt to the
         history; drop the state of a completed run (any other keeps it, to resume from)."""
+        from dlscale import phases
+
         out = Path(out)
+        self["phases"] = phases.timeline()  # every record says where the job's time went
+        self.update(phases.costs(self["phases"], self.get("fit_seconds")))
         self.check(f"the record for {out}")
         out.mkdir(parents=True, exist_ok=True)  # a run that failed before it made its folder
         state = out / STATE

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dlscale import cli as K
+from dlscale import phases
 from dlscale.cli import quiet_tensorflow
 from dlscale.contract import (
     EPOCHS,
@@ -79,6 +80,8 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     from dlscale.backends import make_backend
     from dlscale.tfrecords import load_manifest
 
+    phases.mark("imports")
+
     backend = make_backend(resolve_strategy(settings), settings)
     manifest = load_manifest(settings.data_dir)
     state, note, resuming = open_state(settings, backend, manifest, stack)
@@ -105,14 +108,18 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
 
     model, recorder, callbacks = build(settings, backend, plan, manifest, precision, state,
                                        deadline, sampler, announce)
+    phases.mark("model")
     train_ds, test_ds = backend.datasets(*inputs(settings, manifest, plan), plan.global_batch)
+    phases.mark("data")
     for line in filter(None, [summary(settings, backend, plan, manifest, precision), note,
                               *notes, plan.xla_note]):
         say(f"dlscale train: {line}")
     train = trainer(settings, backend, plan, model, train_ds, callbacks, state)
+    phases.mark("first_step")
     t0 = time.perf_counter()
     status, reason = fit(train, settings, precision)
     fit_seconds = time.perf_counter() - t0
+    phases.mark("last_step")
     if resuming and recorder.first_epoch is None and status is Status.COMPLETED:
         say(f"dlscale train: the backup in {backup} holds all {settings.epochs} epochs (the "
             "last attempt ended after its training): nothing to train again")
@@ -134,6 +141,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
         if sampler.error:
             notes.append(f"telemetry stopped sampling: {sampler.error}")
             say(f"dlscale train: warning: {notes[-1]}")
+    phases.mark("evaluated")
     info = record(settings, backend, plan, manifest, precision, started, status, reason, test,
                   fit_seconds, read_epochs(state / EPOCHS),
                   resumed_at=resumed_at(resuming, recorder, settings.epochs), note=note,

@@ -32,7 +32,9 @@ RECORD_COLUMNS = {"model": "model", "gpus": "replicas", "gpus_asked": "gpus_aske
                   "test_accuracy": "test_accuracy", "host": "host", "image_size": "image_size",
                   "resize": "resize", "synthetic_images_per_s": "synthetic_images_per_s",
                   # a sweep.commands point's output, as read (dlscale.command)
-                  "streams": "streams", "logged_images_per_s": "logged_images_per_s"}
+                  "streams": "streams", "logged_images_per_s": "logged_images_per_s",
+                  # the job's cost beyond its training (dlscale.phases)
+                  "job_s": "job_s", "overhead_s": "overhead_s"}
 # the record's epoch keys -> columns
 EPOCH_KEYS = {"epoch": "epoch", "seconds": "seconds", "steps": "steps", "images": "samples",
               "loss": "loss", "accuracy": "accuracy", "lr": "lr"}

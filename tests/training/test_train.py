@@ -256,6 +256,30 @@ def test_launch_records_a_training_process_killed_by_a_signal(small_data, tmp_pa
     assert run["status"] == "killed" and "killed by SIGKILL" in run["failure"]
     assert str(log) in run["failure"] and run["epochs_completed"] >= 1
     assert records(tmp_path / "attempts.jsonl")[-1]["status"] == "killed"
+    # launch.py's record says where the job's time went as far as it knows
+    assert {"job_start", "rule_start", "recorded"} <= set(run["phases"])
+    assert run["job_s"] > 0 and run["overhead_s"] is None  # no training time recorded
+
+
+def test_the_record_says_where_the_jobs_time_went(small_data, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPTS / "launch.py"), "--record", str(tmp_path), "--",
+         sys.executable, str(SCRIPTS / "train.py"), "--data-dir", str(small_data), "--out",
+         str(tmp_path), *COMMON, "--epochs", "2"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = json.loads((tmp_path / "run.json").read_text())
+    phases = run["phases"]
+    # every phase of a completed run outside SLURM, in the order the job reached them
+    # (the job's start is the rule's: no SLURM job, no Snakemake job step)
+    assert list(phases) == ["job_start", "rule_start", "interpreter", "imports", "model",
+                            "data", "first_step", "last_step", "evaluated", "recorded"]
+    times = list(phases.values())
+    assert times == sorted(times) and phases["job_start"] == phases["rule_start"]
+    assert phases["last_step"] - phases["first_step"] == pytest.approx(run["fit_seconds"],
+                                                                       abs=0.05)
+    assert run["job_s"] == pytest.approx(phases["recorded"] - phases["job_start"], abs=0.002)
+    assert run["overhead_s"] == pytest.approx(run["job_s"] - run["fit_seconds"], abs=0.002)
+    assert 0 < run["overhead_fraction"] < 1
 
 
 def test_launch_stops_a_training_still_running_before_the_time_limit(small_data, tmp_path):

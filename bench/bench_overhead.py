@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""What a point costs beyond its training: dlscale's train.py against a bare Keras
+script (bench/bare_keras.py), side by side in one run.
+
+  python bench/bench_overhead.py [--work /tmp/dlscale-bench-overhead] [--rounds 2]
+      [--models SimpleCNN MobileNetV2] [--replicas 1 2] [--images 2048] [--epochs 4]
+
+The same generated CIFAR-10 archive (32 px), model, batch per replica (64), replicas
+(logical CPU devices) and epochs are trained by
+  (a) bare: bench/bare_keras.py, numpy arrays into model.fit, a timer per epoch;
+  (b) dlscale: launch.py + train.py as the train rule runs them, with train.py's default
+      instrumentation (telemetry every second, epoch records, backup, evaluation, record).
+Each run is its own process; the pairs alternate which goes first. Per run: the process
+wall time (spawn to exit, measured here), fit's seconds (reported by each), the steady
+epoch time (mean of the epochs after the first), and the fixed cost = wall - fit. For
+dlscale, run.json's phases split its fixed cost. Goals (issue 26): steady epoch ratio
+dlscale / bare <= 1.02; fixed cost <= bare's + 3 s.
+Prints Markdown tables for docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = ROOT / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_USE_LEGACY_KERAS="1")
+BATCH = 64
+# the spans of a dlscale job's fixed cost, from run.json's phases (dlscale.phases)
+SPANS = [("launch", "rule_start", "interpreter"), ("start-up", "interpreter", "imports"),
+         ("model", "imports", "model"), ("data", "model", "data"),
+         ("to fit", "data", "first_step"), ("after fit", "last_step", "evaluated"),
+         ("record", "evaluated", "recorded")]
+
+
+def timed(command: list[str]) -> tuple[float, subprocess.CompletedProcess]:
+    start = time.perf_counter()
+    proc = subprocess.run(command, capture_output=True, text=True, env=ENV)
+    wall = time.perf_counter() - start
+    if proc.returncode:
+        raise SystemExit(f"error: {' '.join(command)} exited {proc.returncode}:\n"
+                         + proc.stderr[-3000:])
+    return wall, proc
+
+
+def bare(archive: Path, model: str, replicas: int, epochs: int) -> dict:
+    wall, proc = timed([sys.executable, str(ROOT / "bench" / "bare_keras.py"), "--archive",
+                        str(archive), "--model", model, "--replicas", str(replicas),
+                        "--batch-size", str(BATCH), "--epochs", str(epochs),
+                        "--cpu-replicas"])
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    return {"wall": wall, "fit": result["fit_s"], "steady": statistics.mean(result["epochs"][1:])}
+
+
+def dlscale(data: Path, out: Path, model: str, replicas: int, epochs: int) -> dict:
+    wall, _ = timed([sys.executable, str(SCRIPTS / "launch.py"), "--record", str(out), "--",
+                     sys.executable, str(SCRIPTS / "train.py"), "--data-dir", str(data),
+                     "--out", str(out), "--model", model, "--gpus", str(replicas),
+                     "--device", "cpu", "--batch-per-gpu", str(BATCH), "--epochs",
+                     str(epochs), "--image-size", "32"])
+    run = json.loads((out / "run.json").read_text())
+    epochs_ = [json.loads(x) for x in (out / "epochs.jsonl").read_text().splitlines()]
+    phases = run["phases"]
+    return {"wall": wall, "fit": run["fit_seconds"],
+            "steady": statistics.mean(e["seconds"] for e in epochs_[1:]),
+            "spans": {name: phases[b] - phases[a] for name, a, b in SPANS}}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--work", type=Path,
+                        default=Path(tempfile.gettempdir()) / "dlscale-bench-overhead")
+    parser.add_argument("--models", nargs="+", default=["SimpleCNN", "MobileNetV2"])
+    parser.add_argument("--replicas", nargs="+", type=int, default=[1, 2])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--images", type=int, default=2048)
+    parser.add_argument("--epochs", type=int, default=4)
+    args = parser.parse_args(argv)
+    import make_synthetic_cifar
+    import prepare_data
+
+    archive, data = args.work / "cifar.tar.gz", args.work / "data32"
+    if not (data / "manifest.json").exists():
+        make_synthetic_cifar.write_archive(archive, "python", args.images, 256, seed=0)
+        prepare_data.prepare("cifar10", archive, data, 32, 4)
+    began = time.time()
+    print(f"machine: {platform.node()}, {os.cpu_count()} cores, {sys.executable}")
+    print(f"{args.images} images at 32 px, batch {BATCH} per replica, {args.epochs} epochs "
+          f"(steady: epochs 2-{args.epochs}), {args.rounds} round(s)\n")
+    rows, spans = [], {}
+    for model in args.models:
+        for replicas in args.replicas:
+            got = {"bare": [], "dlscale": []}
+            for round_ in range(args.rounds):
+                order = ["bare", "dlscale"] if round_ % 2 == 0 else ["dlscale", "bare"]
+                for kind in order:
+                    if kind == "bare":
+                        got[kind].append(bare(archive, model, replicas, args.epochs))
+                    else:
+                        out = args.work / f"run-{model}-{replicas}-{round_}"
+                        subprocess.run(["rm", "-rf", str(out)], check=True)
+                        got[kind].append(dlscale(data, out, model, replicas, args.epochs))
+            mean = {k: {f: statistics.mean(r[f] for r in v) for f in ("wall", "fit", "steady")}
+                    for k, v in got.items()}
+            spans[(model, replicas)] = {
+                name: statistics.mean(r["spans"][name] for r in got["dlscale"])
+                for name, _, _ in SPANS}
+            rows.append((model, replicas, mean))
+            b, d = mean["bare"], mean["dlscale"]
+            print(f"{model} x{replicas}: bare {b}, dlscale {d}", file=sys.stderr, flush=True)
+    print("| model | replicas | steady epoch bare [s] | dlscale [s] | ratio | fixed cost bare "
+          "[s] | dlscale [s] | difference [s] | wall bare [s] | dlscale [s] |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for model, replicas, mean in rows:
+        b, d = mean["bare"], mean["dlscale"]
+        fb, fd = b["wall"] - b["fit"], d["wall"] - d["fit"]
+        print(f"| {model} | {replicas} | {b['steady']:.3f} | {d['steady']:.3f} | "
+              f"{d['steady'] / b['steady']:.3f} | {fb:.1f} | {fd:.1f} | {fd - fb:+.1f} | "
+              f"{b['wall']:.1f} | {d['wall']:.1f} |")
+    print("\ndlscale's fixed cost by phase (run.json's phases; mean seconds)\n")
+    print("| model | replicas | " + " | ".join(name for name, _, _ in SPANS) + " |")
+    print("|---|---|" + "---|" * len(SPANS))
+    for (model, replicas), values in spans.items():
+        print(f"| {model} | {replicas} | " + " | ".join(f"{values[name]:.2f}"
+                                                      for name, _, _ in SPANS) + " |")
+    print(f"\n{time.time() - began:.0f} s in all")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
