@@ -76,6 +76,51 @@ def dlscale(data: Path, out: Path, model: str, replicas: int, epochs: int) -> di
             "spans": {name: phases[b] - phases[a] for name, a, b in SPANS}}
 
 
+def progress_log(path: Path, epochs: int = 50, steps: int = 2000) -> Path:
+    """A long job's .out as Keras' verbose=1 writes it: every step's progress bar."""
+    with open(path, "w") as out:
+        for epoch in range(1, epochs + 1):
+            out.write(f"Epoch {epoch}/{epochs}\n")
+            for step in range(1, steps + 1):
+                out.write(f"\r{step:4d}/{steps} [{'=' * (30 * step // steps):<30}] - ETA: 1s - "
+                          f"loss: {2.3 - epoch / 40:.4f} - accuracy: {epoch / 60:.4f}")
+            out.write(" - 95s 47ms/step\n")
+    return path
+
+
+def planning(work: Path) -> list[tuple[str, float, float]]:
+    """Seconds to plan a study (dlscale.plan.Study, what each Snakefile parse does) in the
+    planning process and in a job step, without and with a long external log."""
+    import copy
+
+    import yaml
+    from snakemake.utils import validate
+
+    from dlscale.plan import Study, check_raw_config
+    from dlscale.schema import PATH
+
+    log = progress_log(work / "long-job.out")
+    base = yaml.safe_load((ROOT / "config" / "demo.yaml").read_text())
+    with_log = dict(base, external_runs=[{"log": str(log), "model": "Theirs", "gpus": 1,
+                                          "global_batch": 64, "train_images": 128000}])
+    rows = []
+    for label, raw in (("demo config", base), (f"demo + a {log.stat().st_size / 1e6:.0f} MB "
+                                                "verbose=1 external log", with_log)):
+        times = []
+        for job_step in (False, True):
+            best = float("inf")
+            for _ in range(3):
+                config = copy.deepcopy(raw)
+                start = time.perf_counter()
+                check_raw_config(config)
+                validate(config, schema=str(PATH))
+                Study(config, ROOT, job_step=job_step).notes()
+                best = min(best, time.perf_counter() - start)
+            times.append(best)
+        rows.append((label, *times))
+    return rows
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -86,6 +131,8 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--images", type=int, default=2048)
     parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--planning-only", action="store_true",
+                        help="only the planning figures (no training)")
     args = parser.parse_args(argv)
     import make_synthetic_cifar
     import prepare_data
@@ -99,7 +146,7 @@ def main(argv=None) -> int:
     print(f"{args.images} images at 32 px, batch {BATCH} per replica, {args.epochs} epochs "
           f"(steady: epochs 2-{args.epochs}), {args.rounds} round(s)\n")
     rows, spans = [], {}
-    for model in args.models:
+    for model in [] if args.planning_only else args.models:
         for replicas in args.replicas:
             got = {"bare": [], "dlscale": []}
             for round_ in range(args.rounds):
@@ -119,6 +166,17 @@ def main(argv=None) -> int:
             rows.append((model, replicas, mean))
             b, d = mean["bare"], mean["dlscale"]
             print(f"{model} x{replicas}: bare {b}, dlscale {d}", file=sys.stderr, flush=True)
+    if rows:
+        print_tables(rows, spans)
+    print("\nPlanning in each Snakefile parse (best of 3; the job step's since this round)\n")
+    print("| config | planning process [s] | job step [s] |\n|---|---|---|")
+    for label, main_s, step_s in planning(args.work):
+        print(f"| {label} | {main_s:.3f} | {step_s:.3f} |")
+    print(f"\n{time.time() - began:.0f} s in all")
+    return 0
+
+
+def print_tables(rows, spans) -> None:
     print("| model | replicas | steady epoch bare [s] | dlscale [s] | ratio | fixed cost bare "
           "[s] | dlscale [s] | difference [s] | wall bare [s] | dlscale [s] |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -134,8 +192,6 @@ def main(argv=None) -> int:
     for (model, replicas), values in spans.items():
         print(f"| {model} | {replicas} | " + " | ".join(f"{values[name]:.2f}"
                                                       for name, _, _ in SPANS) + " |")
-    print(f"\n{time.time() - began:.0f} s in all")
-    return 0
 
 
 if __name__ == "__main__":

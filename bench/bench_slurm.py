@@ -184,7 +184,42 @@ def main(argv=None) -> int:
           f"{(wall - busy) / wall:.1%} of the wall time (target < 10 %) |")
     print("\nwhen no job ran (from-to, seconds after snakemake started): " + ", ".join(
         f"{a:.0f}-{b:.0f}" for a, b in gaps(spans, t0, t0 + wall)))
+    print_phases(args.work, watch.jobs)
     return 0
+
+
+# a training job's spans (run.json's phases, dlscale.phases), then the job's end
+JOB_SPANS = [("SLURM start to job step", "job_start", "step_start"),
+             ("job step to rule (Snakemake start-up, Snakefile)", "step_start", "rule_start"),
+             ("rule to train.py", "rule_start", "interpreter"),
+             ("train.py start-up (imports)", "interpreter", "imports"),
+             ("model, data", "imports", "first_step"),
+             ("training (fit)", "first_step", "last_step"),
+             ("evaluation, checks, record", "last_step", "recorded")]
+
+
+def print_phases(work: Path, jobs: dict) -> None:
+    """Where each training job's time went, from its run.json and SLURM's end time."""
+    import json
+
+    print("\nPer training job (seconds; SLURM's start and end are whole seconds):\n")
+    print("| point | " + " | ".join(name for name, _, _ in JOB_SPANS)
+          + " | record to job end | job | beyond training |")
+    print("|---|" + "---|" * (len(JOB_SPANS) + 3))
+    for path in sorted((work / "results" / "runs").glob("*/*/*/run.json")):
+        run = json.loads(path.read_text())
+        phases = run.get("phases", {})
+        end = jobs.get((run.get("env") or {}).get("SLURM_JOB_ID", ""), {}).get("end")
+        cells = [f"{phases[b] - phases[a]:.1f}" if a in phases and b in phases else "-"
+                 for _, a, b in JOB_SPANS]
+        if end:
+            job = end - phases["job_start"]
+            cells += [f"{end - phases['recorded']:.1f}", f"{job:.1f}",
+                      f"{job - run['fit_seconds']:.1f}"]
+        else:
+            cells += ["-", "-", "-"]
+        point = path.parent.relative_to(work / "results" / "runs")
+        print(f"| {point} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":

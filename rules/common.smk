@@ -18,7 +18,8 @@ from dlscale.tfrecords import MANIFEST  # noqa: E402
 try:
     check_raw_config(config)
     validate(config, schema=str(schema.PATH))
-    STUDY = Study(config, workflow.basedir)
+    # inside a SLURM job, Snakemake parses this file again to run the job's one rule
+    STUDY = Study(config, workflow.basedir, job_step=not workflow.is_main_process)
 except PlanError as exc:
     raise WorkflowError(str(exc))
 for _note in STUDY.notes():

@@ -77,9 +77,12 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     if problem := T.software_problem(settings.modules, settings.container):
         raise RunError(problem, 2)
     quiet_tensorflow()
+    import tensorflow  # noqa: F401  (imported here, so that its cost is its phase's)
+
     from dlscale.backends import make_backend
     from dlscale.tfrecords import load_manifest
 
+    K.keras()
     phases.mark("imports")
 
     backend = make_backend(resolve_strategy(settings), settings)

@@ -150,11 +150,15 @@ def batch_file(p: Point) -> str:
 class Study:
     """The validated config, read once: points, external runs, sources, flags."""
 
-    def __init__(self, config: dict, basedir: str | Path):
-        self.config, self.basedir = config, Path(basedir)
+    def __init__(self, config: dict, basedir: str | Path, job_step: bool = False):
+        """`job_step`: the plan made again inside a job (Snakemake's SLURM job step
+        parses the Snakefile to run one rule): the points and their flags only; what
+        the planning process checked and read (the data's size, your model files,
+        external logs, references, compared tables) and its notes are not done again."""
+        self.config, self.basedir, self.job_step = config, Path(basedir), job_step
         self.data = config["data"]
         self.data_dir = f"{DATA}/{self.data['dataset']}-{self.shard_size()}px"
-        points, self.skipped = plan_sweep(config)
+        points, self.skipped = plan_sweep(config, checked=job_step)
         for label, given in config["sweep"]["commands"].items():
             spec = command_spec(given)
             check_template(label, spec["run"])
@@ -167,7 +171,8 @@ class Study:
             if label not in known:
                 raise PlanError(f"models.{label}: no model of sweep.models is labelled "
                                 f"'{label}' (and it is not a model dlscale knows)")
-        for builder in dict.fromkeys(p.model_from for p in points if p.model_from):
+        for builder in dict.fromkeys(p.model_from for p in points
+                                     if p.model_from and not job_step):
             usermodel.check(builder)  # relative to the working directory, as the jobs run
             if any(p.model_from == builder and p.batch_per_gpu == "auto" for p in points):
                 raise PlanError(f"sweep.models: '{builder}': batch_per_gpu auto searches "
@@ -175,9 +180,9 @@ class Study:
                                 "(models.<label>.batch_per_gpu)")
         self.points = {p.key: p for p in points}
         self.warnings: list[str] = []
-        self.external = self._external_runs()
-        self.references = self._references()
-        self.compare = self._compared()
+        self.external = {} if job_step else self._external_runs()
+        self.references = [] if job_step else self._references()
+        self.compare = [] if job_step else self._compared()
         self._sources: dict[str, Source] = {}
         if not self.points and not self.external:
             raise PlanError("nothing to run: sweep.models is empty and there are no "
@@ -185,7 +190,9 @@ class Study:
 
     def notes(self) -> list[str]:
         """What a user should know before anything runs: warnings about external runs,
-        and the failed points that are planned again."""
+        and the failed points that are planned again (none inside a job)."""
+        if self.job_step:
+            return []
         notes = [f"note: {n}" for n in self.skipped] + [f"warning: {w}" for w in self.warnings]
         for key in self.points:
             failed = failed_record(run_dir(key))

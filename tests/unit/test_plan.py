@@ -256,3 +256,25 @@ def test_a_folder_of_images_under_home_is_listed_once_at_planning(tmp_path, monk
                  sweep={"models": ["SimpleCNN"], "gpus": [1]}, training={"batch_per_gpu": 8})
     assert plan.source("folder").path == str(tmp_path / "imgs")
     assert len(listed) == 1
+
+
+def test_inside_a_job_the_plan_is_made_again_without_reading_what_planning_read(tmp_path):
+    """Snakemake's SLURM job step parses the Snakefile again for the job's one rule: the
+    points and their flags are the same, the planning process's reading is not redone."""
+    log = tmp_path / "job.out"
+    log.write_text("Epoch 1/1\n10/10 - 3s - loss: 1.2 - accuracy: 0.5\n")
+    sections = {"sweep": {"models": ["SimpleCNN"], "gpus": [1, 2]},
+                "external_runs": [{"log": str(log), "model": "Theirs", "gpus": 1,
+                                   "global_batch": 64, "train_images": 640}],
+                "training": {"batch_per_gpu": 16}}
+    main = study(tmp_path, **sections)
+    log.unlink()  # read by the planning process only: the job step never opens it
+    config = copy.deepcopy(sections)
+    validate(config, SCHEMA)
+    step = Study(config, tmp_path, job_step=True)
+    assert list(main.external) == ["Theirs/job"] and step.external == {}
+    assert step.notes() == []
+    assert {k: main.train_flags(p) for k, p in main.points.items()} == {
+        k: step.train_flags(p) for k, p in step.points.items()}
+    with pytest.raises(PlanError, match="job.out"):  # the planning process does read it
+        study(tmp_path, **sections)
