@@ -121,12 +121,42 @@ rule compare_studies:
         "python {params.script:q} {input.scaling:q} {params.compare} -o {output:q} > {log:q} 2>&1"
 
 
+# With `history.path`: the study's points go into the results history (a database that
+# outlives results/), and are compared with the last history.compare earlier studies.
+rule history:
+    input:
+        scaling=C.table("scaling"),
+        runs=C.table("runs"),
+    output:
+        verdicts=report(
+            C.table("history"),
+            caption="../report/history.rst",
+            category="Tables",
+            labels={"table": "against the history"},
+        ),
+        studies=C.table("history_studies"),
+    log:
+        "logs/history.log",
+    localrule: True
+    conda:
+        "../envs/dlscale.yaml"
+    params:
+        script=script("record_history.py"),
+        runs=C.RUNS,
+        flags=STUDY.history_flags(),
+    shell:
+        "python {params.script:q} {input.scaling:q} --runs {input.runs:q} "
+        "--runs-dir {params.runs:q} {params.flags} --verdicts {output.verdicts:q} "
+        "--studies {output.studies:q} 2>&1 | tee {log:q}"
+
+
 rule plot_scaling:
     input:
         scaling=C.table("scaling"),
         runs=C.table("runs"),
         amdahl=C.table("amdahl"),
         others=[path for _, path in STUDY.compare],
+        history=history_studies(),
     output:
         [
             report(
@@ -147,9 +177,10 @@ rule plot_scaling:
         script=script("plot_scaling.py"),
         plots=folder_of(0),
         compare=STUDY.compare_flags(),
+        history=" ".join(f"--history {shlex.quote(p)}" for p in history_studies()),
     shell:
         "python {params.script:q} {input.scaling:q} --runs {input.runs:q} "
-        "--amdahl {input.amdahl:q} {params.compare} "
+        "--amdahl {input.amdahl:q} {params.compare} {params.history} "
         "--out-dir {params.plots:q} > {log:q} 2>&1"
 
 

@@ -1,6 +1,7 @@
 # Config validation and the small wildcard functions the rules call; what needs no
 # wildcard lives in the package (dlscale/plan.py), where unit tests reach it.
 import re
+import shlex
 import sys
 from pathlib import Path
 
@@ -146,4 +147,17 @@ def all_targets():
         + [f"{C.CHECKS}/points.txt"]
         + ([C.table("verdicts")] if STUDY.references else [])
         + ([C.table("compared")] if STUDY.compare else [])
+        + ([C.table("history")] if STUDY.history_db else [])
     )
+
+
+def history_studies():
+    """The earlier studies' points the plots draw (history.compare), or none."""
+    compare = STUDY.history_db and config["history"]["compare"]
+    return [C.table("history_studies")] if compare else []
+
+
+onstart:
+    # what `dlscale status` reports on: the points this run planned
+    if workflow.is_main_process:
+        STUDY.write_plan()

@@ -12,7 +12,8 @@ series (model, and strategy/precision when the sweep compares them; split by nod
 where a series has one GPU count on several node counts), so ResNet50V2 and ResNet152V2
 share a chart; error bars show the 95% confidence interval when a point has repeats or
 several timed epochs. --compare LABEL=PATH draws another study's scaling.csv beside
-this one (dashed, open markers). Only measured points are drawn; with --runs, every
+this one (dashed, open markers); --history CSV draws each earlier study of the results
+history the same way. Only measured points are drawn; with --runs, every
 figure says how many points failed or do not count and are missing from it, and the
 subtitle gains what the drawn runs used (batch per GPU and epochs per model, precisions,
 strategies, weak or strong scaling). Labels are drawn as written ($, _, % and braces
@@ -41,17 +42,25 @@ def main(argv=None) -> int:
                         help="another study's scaling.csv, drawn beside this one")
     parser.add_argument("--compare-json", metavar="JSON",
                         help="[[label, path], ...]: other studies, as the workflow passes them")
+    parser.add_argument("--history", type=Path, metavar="CSV",
+                        help="earlier studies from the results history (a `study` column), "
+                             "each drawn beside this one")
     args = parser.parse_args(argv)
 
     from dlscale.amdahl import AMDAHL_COLUMNS
     from dlscale.analysis import SCALING_COLUMNS, parse_compare, read_studies, read_table
     from dlscale.plots import plot_all
+    from dlscale.vocabulary import COMPARED_COLUMNS
 
     try:
         table = read_table(args.scaling, SCALING_COLUMNS)
         runs = read_table(args.runs, ["run", "counted", "problem"]) if args.runs else None
         amdahl = read_table(args.amdahl, AMDAHL_COLUMNS) if args.amdahl else None
         others = read_studies(args.scaling, parse_compare(args.compare, args.compare_json))[1:]
+        if args.history:
+            earlier = read_table(args.history, ["study", *COMPARED_COLUMNS])
+            others += [(label, group.drop(columns="study"))
+                       for label, group in earlier.groupby("study", sort=False)]
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

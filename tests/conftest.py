@@ -91,6 +91,14 @@ def training_processes(workdir: Path, point: str) -> list:
     return found
 
 
+def dlscale_status(workdir: Path) -> str:
+    """What `dlscale status` (the console command pip installed) prints for a study."""
+    proc = subprocess.run([str(Path(sys.executable).with_name("dlscale")), "status",
+                           str(workdir)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
 def write_config(path: Path, text: str) -> Path:
     path.write_text(text)
     return path

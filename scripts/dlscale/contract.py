@@ -49,6 +49,7 @@ CHECKS = f"{RESULTS}/checks"
 BATCH = f"{RESULTS}/batch"
 DATA = f"{RESULTS}/data"
 DOWNLOADS = "resources/downloads"
+PLAN = f"{RESULTS}/plan.json"  # the points the last snakemake run planned (dlscale status)
 
 
 def run_dir(key: str) -> str:

@@ -99,6 +99,9 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
                       devices_in_process=len(backend.devices))
     precision = T.resolve_precision(settings.precision, settings.device)
     notes: list[str] = []  # what went wrong beside the training: run.json and train.log
+    if os.environ.get(SLOW_STEP_ENV):
+        notes.append(f"slowed for a test: {SLOW_STEP_ENV}={os.environ[SLOW_STEP_ENV]} s "
+                     "of sleep after every step")
     deadline = T.job_deadline(settings.time_limit_min, started.timestamp(), notes)
     backup = backup_dir(settings, state)
 
@@ -222,6 +225,7 @@ def build(settings, backend, plan, manifest: dict, precision: str, state: Path, 
                                        str(backup_dir(settings, state)), plan)
                      if settings.loop == "fit"
                      else [recorder]) + chief_callbacks(settings, backend)
+        callbacks += slow_steps()
         if deadline is not None:  # last: it stops training after the backup is saved
             callbacks.append(T.deadline_stop(deadline, backend.agree))
         model.compile(optimizer=backend.optimizer(plan, schedule), metrics=["accuracy"],
@@ -247,6 +251,18 @@ def chief_callbacks(settings, backend) -> list:
     keras = K.keras()
     return [keras.callbacks.TensorBoard(log_dir=str(settings.out / "tensorboard"),
                                         profile_batch=settings.profile_steps or 0)]
+
+
+# Tests only: seconds of sleep after every training step, so that a study is measurably
+# slower than its history on any machine (tests/workflow/test_history.py); run.json notes it
+SLOW_STEP_ENV = "DLSCALE_TEST_SLOW_STEP_S"
+
+
+def slow_steps() -> list:
+    delay = float(os.environ.get(SLOW_STEP_ENV) or 0)
+    if delay <= 0:
+        return []
+    return [K.keras().callbacks.LambdaCallback(on_train_batch_end=lambda *_: time.sleep(delay))]
 
 
 def backup_dir(settings, state: Path) -> Path:

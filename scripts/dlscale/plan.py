@@ -367,6 +367,38 @@ class Study:
             return ""
         return f"--compare-json {shlex.quote(html_safe_json(self.compare))}"
 
+    @staticmethod
+    def rules_of(p: Point) -> list[str]:
+        """The rule that trains a point (rules/train.smk: by command and task count)."""
+        base = "train_command" if p.command else "train"
+        if p.tasks > 1:
+            return [f"{base}_tasks" if p.command else "train_workers"]
+        return [base]
+
+    def write_plan(self) -> None:
+        """results/plan.json: the points `dlscale status` reports on."""
+        from dlscale.contract import PLAN
+        from dlscale.files import write_json_atomic
+        from dlscale.status import plan_record
+
+        Path(PLAN).parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(PLAN, plan_record(self.points, self.rules_of))
+
+    @property
+    def history_db(self) -> str | None:
+        """The results history's database (config history.path), None for none."""
+        return self.config["history"]["path"]
+
+    def history_flags(self) -> str:
+        """record_history.py's flags: the database, what to compare, the study's config."""
+        h = self.config["history"]
+        flags = [f"--db {shlex.quote(h['path'])}", f"--compare {h['compare']}",
+                 f"--tolerance {h['tolerance']}", f"--workflow {shlex.quote(str(self.basedir))}",
+                 f"--config-json {shlex.quote(html_safe_json(self.config))}"]
+        if h["system"]:
+            flags.append(f"--system {shlex.quote(h['system'])}")
+        return " ".join(flags)
+
     def analysis_flags(self) -> str:
         a = self.config["analysis"]
         flags = [f"--skip-epochs {a['skip_epochs']}",

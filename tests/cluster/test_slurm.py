@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -16,6 +17,7 @@ from conftest import (
     HOROVOD_READY,
     IN_CI,
     ROOT,
+    dlscale_status,
     run_snakemake,
     site_modules,
     start_snakemake,
@@ -306,7 +308,15 @@ def test_a_requeued_job_and_a_failed_node_each_resume_the_point_in_one_study(tmp
     point, deadline = "SimpleCNN/gpus1/rep1", time.time() + 600
     held(tmp_path, point, 2, deadline)
     [(job,)] = [row for row in queue("%i") if row]
+    # `dlscale status` while the study runs: the point's job runs, inside epoch 3 of 6
+    assert re.search(rf"^{point}\s+running\s+epoch 2 of 6, last [\d.e+-]+ s, ends "
+                     rf"~[\d:]+ \(job {job}\)$", dlscale_status(tmp_path), re.M)
     subprocess.run(["scontrol", "requeue", job], check=True)
+    while time.time() < deadline and [job, "PENDING"] not in queue("%i", "%T"):
+        time.sleep(0.2)
+    # requeued, it waits in the queue (SLURM's BeginTime), and status says so
+    assert re.search(rf"^{point}\s+queued\s+job {job} \(\w+\)$", dlscale_status(tmp_path),
+                     re.M)
     start_requeued_now(job, deadline)
     held(tmp_path, point, 4, deadline)  # resumed by the requeued job, now inside epoch 5
     [(job_again, node)] = [row for row in queue("%i", "%N") if row]

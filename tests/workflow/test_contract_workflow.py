@@ -16,6 +16,7 @@ import pytest
 import yaml
 from conftest import (
     ROOT,
+    dlscale_status,
     needs_fashion,
     run_snakemake,
     start_snakemake,
@@ -130,6 +131,9 @@ def test_a_restarted_snakemake_never_trains_a_point_twice_at_once(tmp_path):
     while not (live.exists() and live.read_text().count("\n") >= 1) and time.time() < deadline:
         time.sleep(0.05)
     training.suspend()  # the first job keeps the point, paused, for as long as the test needs
+    # `dlscale status` reads it from the run folder, beside the running Snakemake
+    assert re.search(rf"^{re.escape(DONE)}\s+running\s+epoch 1 of 3, last [\d.e+-]+ s, "
+                     r"ends ~\d\d:\d\d:\d\d$", dlscale_status(tmp_path), re.M)
     first.kill()  # the login node's Snakemake dies; its job goes on
     first.wait()
     run_snakemake(tmp_path, "--unlock", *PROFILE, f"--configfile={path}")
@@ -151,6 +155,9 @@ def test_a_restarted_snakemake_never_trains_a_point_twice_at_once(tmp_path):
     epochs = pd.read_csv(tmp_path / f"results/runs/{DONE}/epochs.csv")
     assert list(epochs["epoch"]) == [1, 2, 3]
     assert (tmp_path / f"results/runs/{DONE}/train.log").read_text().count("Epoch 1/3") == 1
+    done, summary = dlscale_status(tmp_path).splitlines()
+    assert done == f"{DONE}  completed     3 epoch(s)"
+    assert summary.startswith("1 point(s): 1 completed (planned ")
 
 
 @needs_fashion

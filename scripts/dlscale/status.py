@@ -1,0 +1,200 @@
+"""`dlscale status`: where each planned point of a study stands, while it runs.
+
+Read without Snakemake and without locking anything, from
+- results/plan.json, the points the last `snakemake` run planned (written when it starts);
+- squeue, where SLURM is: a point's job, found by the comment the SLURM plugin gives it
+  (rule_<rule>_wildcards_<point with / as _>) and the study's working directory;
+- the run folders: the live epoch records (state/epochs.jsonl), the lock a training
+  holds (launch.py writes its host and pid into it) and run.json.
+
+A point is queued (its SLURM job waits: job id and SLURM's reason), running (epoch k of
+N, the last epoch's time, the estimated end), completed, one of the other endings
+(failed, out_of_memory, timeout, killed: with the reason), or waiting (nothing yet).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from dlscale.contract import EPOCHS, PLAN, RUN_JSON, RUNS, STATE, RecordError, RunRecord
+from dlscale.files import read_jsonl
+
+LOCK = ".lock"  # launch.py's lock file in a run folder
+
+
+@dataclass
+class PointStatus:
+    key: str
+    state: str  # waiting, queued, running, or a record's status
+    detail: str = ""
+    job: str | None = None
+    epoch: int | None = None
+    epochs: int | None = None
+    last_epoch_s: float | None = None
+    ends: float | None = None  # estimated, time.time() scale
+    extra: dict = field(default_factory=dict)
+
+    def line(self, width: int) -> str:
+        return f"{self.key:<{width}}  {self.state:<13} {self.detail}".rstrip()
+
+
+class StatusError(ValueError):
+    """No plan to report on; the message says what to run."""
+
+
+def read_plan(folder: Path) -> dict:
+    path = folder / PLAN
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise StatusError(f"{path} does not exist: no study was started in {folder} (it is "
+                          "written when `snakemake ... all` starts)") from None
+    except (OSError, ValueError) as exc:
+        raise StatusError(f"{path} cannot be read ({exc})") from None
+
+
+def slurm_jobs(folder: Path) -> dict[str, dict]:
+    """This user's SLURM jobs of the study in `folder`, by comment; {} without squeue."""
+    try:
+        out = subprocess.run(["squeue", "-h", "--me", "-o", "%i|%T|%r|%Z|%k"],
+                             capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    jobs = {}
+    here = folder.resolve()
+    for line in out.splitlines():
+        parts = line.split("|", 4)
+        if len(parts) != 5:
+            continue
+        job, state, reason, workdir, comment = parts
+        try:
+            same = Path(workdir).resolve() == here
+        except OSError:
+            same = False
+        if same:
+            jobs[comment] = {"job": job, "state": state, "reason": reason}
+    return jobs
+
+
+def job_comment(rule: str, key: str) -> str:
+    """The comment the SLURM plugin gives a job of `rule` for point `key`."""
+    return f"rule_{rule}_wildcards_{key.replace('/', '_')}"
+
+
+def lock_holder_alive(run: Path) -> bool:
+    """Whether the training that last held the run folder's lock still runs on this host
+    (its pid is alive and is a launch.py); another host's is known from squeue only."""
+    try:
+        holder = json.loads((run / LOCK).read_text() or "{}")
+    except (OSError, ValueError):
+        return False
+    if holder.get("host") != socket.gethostname() or not holder.get("pid"):
+        return False
+    try:
+        with open(f"/proc/{int(holder['pid'])}/cmdline", "rb") as handle:
+            return b"launch.py" in handle.read()
+    except (OSError, ValueError):
+        return False
+
+
+def running(status: PointStatus, run: Path) -> PointStatus:
+    """Fill in the epochs of a running point from its live records."""
+    live = run / STATE / EPOCHS
+    records = read_jsonl(live) if live.exists() else []
+    if not records:
+        status.detail = f"starting (epoch 1 of {status.epochs})"
+        return status
+    seconds = [r["seconds"] for r in records if "seconds" in r]
+    status.epoch, status.last_epoch_s = records[-1]["epoch"], seconds[-1] if seconds else None
+    timed = seconds[1:] or seconds  # the first epoch builds the graph
+    if status.epochs and timed:
+        status.ends = live.stat().st_mtime + (status.epochs - status.epoch) * (
+            sum(timed) / len(timed))
+    end = (f", ends ~{datetime.fromtimestamp(status.ends).strftime('%H:%M:%S')}"
+           if status.ends else "")
+    last = f", last {status.last_epoch_s:.3g} s" if status.last_epoch_s is not None else ""
+    status.detail = f"epoch {status.epoch} of {status.epochs}{last}{end}"
+    return status
+
+
+def point_status(folder: Path, point: dict, jobs: dict[str, dict]) -> PointStatus:
+    key = point["key"]
+    run = folder / RUNS / key
+    status = PointStatus(key, "waiting", epochs=point.get("epochs"))
+    job = next((jobs[c] for c in (job_comment(r, key) for r in point.get("rules", []))
+                if c in jobs), None)
+    if job is not None:
+        status.job = job["job"]
+        if job["state"] == "PENDING":
+            status.state = "queued"
+            status.detail = f"job {job['job']} ({job['reason']})"
+            return status
+        if job["state"] in ("RUNNING", "COMPLETING", "CONFIGURING"):
+            status.state = "running"
+            running(status, run)
+            status.detail += f" (job {job['job']})"
+            return status
+    if lock_holder_alive(run) and not (run / RUN_JSON).exists():
+        status.state = "running"
+        return running(status, run)
+    try:
+        record = RunRecord.read(run / RUN_JSON)
+    except RecordError:
+        return status if not (run / RUN_JSON).exists() else PointStatus(
+            key, "failed", "run.json cannot be read", epochs=point.get("epochs"))
+    status.state = record["status"]
+    epochs = record.get("epochs_completed")
+    if record.status.value == "completed":
+        status.detail = f"{epochs} epoch(s)"
+    else:
+        status.detail = f"{epochs} of {record.get('epochs')} epoch(s): {record.get('failure')}"
+    return status
+
+
+def study_status(folder: str | Path = ".") -> list[PointStatus]:
+    folder = Path(folder)
+    plan = read_plan(folder)
+    jobs = slurm_jobs(folder)
+    return [point_status(folder, p, jobs) for p in plan["points"]]
+
+
+def report(statuses: list[PointStatus], plan_written: str | None = None) -> str:
+    width = max((len(s.key) for s in statuses), default=10)
+    counts: dict[str, int] = {}
+    for s in statuses:
+        counts[s.state] = counts.get(s.state, 0) + 1
+    lines = [s.line(width) for s in statuses]
+    summary = ", ".join(f"{n} {state}" for state, n in counts.items())
+    lines.append(f"{len(statuses)} point(s): {summary}" + (
+        f" (planned {plan_written})" if plan_written else ""))
+    return "\n".join(lines)
+
+
+def main(folder: str, as_json: bool = False) -> int:
+    try:
+        plan = read_plan(Path(folder))
+        statuses = study_status(folder)
+    except StatusError as exc:
+        print(f"error: {exc}")
+        return 2
+    if as_json:
+        print(json.dumps([s.__dict__ for s in statuses], indent=1))
+    else:
+        print(report(statuses, plan.get("written")))
+    return 0
+
+
+def plan_record(points: dict, rules_of) -> dict:
+    """results/plan.json's content: each point's key, model, GPUs, nodes, epochs and the
+    rules that may train it."""
+    return {"written": datetime.now().astimezone().isoformat(timespec="seconds"),
+            "pid": os.getpid(), "time": time.time(),
+            "points": [{"key": k, "model": p.model, "gpus": p.gpus, "nodes": p.nodes,
+                        "epochs": p.epochs, "rules": rules_of(p)} for k, p in points.items()]}

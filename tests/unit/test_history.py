@@ -1,0 +1,81 @@
+"""dlscale.history on real SQLite files: concurrent studies, the layout's version."""
+
+from __future__ import annotations
+
+import multiprocessing
+import sqlite3
+
+import pytest
+
+from dlscale import history
+
+
+def point(series: str, gpus: int, epoch_time: float, run: str) -> dict:
+    return {"series": series, "model": series, "strategy": "mirrored", "precision": "float32",
+            "nodes": 1, "gpus": gpus, "global_batch": 32 * gpus, "repeats": 1,
+            "epoch_time_s": epoch_time, "images_per_s": 1000 / epoch_time,
+            "identity": history.point_identity([{"host": "h", "started": run, "folder": run}]),
+            "system": "test VM", "system_description": {"cpu_model": "x"}, "started": run}
+
+
+def add_study(db: str, name: str, start, results) -> None:
+    """One study's end in its own process: wait for the others, then add 50 points."""
+    points = [point("SimpleCNN", 1 + i % 4, 1.0, f"{name}-{i}") for i in range(50)]
+    start.wait()
+    results.put((name, history.add_and_compare(db, {"workdir": name}, points, 2, 0.1)[0]))
+
+
+def test_two_studies_ending_at_the_same_moment_lose_nothing(tmp_path):
+    db = str(tmp_path / "history.sqlite")
+    context = multiprocessing.get_context("fork")
+    start, results = context.Barrier(2), context.Queue()
+    workers = [context.Process(target=add_study, args=(db, name, start, results))
+               for name in ("a", "b")]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+    assert [w.exitcode for w in workers] == [0, 0]
+    assert sorted(results.get(timeout=10) for _ in workers) == [("a", 50), ("b", 50)]
+    rows = history.listing(db)
+    assert len(rows) == 100 and {r["study"] for r in rows} == {1, 2}
+
+
+def test_a_point_is_added_once_and_compared_with_the_earlier_studies(tmp_path):
+    db = tmp_path / "h.sqlite"
+    for name, seconds in (("first", 1.0), ("second", 1.2)):
+        added, _, verdicts = history.add_and_compare(
+            db, {"workdir": name}, [point("SimpleCNN", 1, seconds, name)], 2, 0.1)
+        assert added == 1
+    again = history.add_and_compare(db, {"workdir": "second"},
+                                    [point("SimpleCNN", 1, 1.2, "second")], 2, 0.1)
+    assert again[0] == 0  # its tables made again: nothing added twice
+    added, earlier, verdicts = history.add_and_compare(
+        db, {"workdir": "slow"}, [point("SimpleCNN", 1, 1.5, "slow")], 2, 0.1)
+    assert [e["epoch_time_s"] for e in earlier] == [1.0, 1.2]
+    [verdict] = verdicts
+    assert verdict["history_median_s"] == pytest.approx(1.1)
+    assert verdict["verdict"] == "fail" and verdict["change"] == pytest.approx(1.5 / 1.1 - 1)
+    # another GPU count, system or batch is another point: no history, no verdict
+    other = point("SimpleCNN", 2, 9.0, "other")
+    assert history.add_and_compare(db, {"workdir": "o"}, [other], 2, 0.1)[2][0]["verdict"] \
+        == "none"
+
+
+def test_the_layout_has_a_version_an_empty_file_is_upgraded_a_newer_one_refused(tmp_path):
+    empty = tmp_path / "old.sqlite"
+    sqlite3.connect(empty).close()  # version 0: no tables yet
+    history.connect(empty).close()
+    with sqlite3.connect(empty) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == history.SCHEMA_VERSION
+        assert {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")
+                } == {"studies", "points"}
+    newer = tmp_path / "newer.sqlite"
+    with sqlite3.connect(newer) as db:
+        db.execute("PRAGMA user_version = 99")
+    with pytest.raises(history.HistoryError, match="version 99 was written by a newer"):
+        history.connect(newer)
+    junk = tmp_path / "junk.sqlite"
+    junk.write_text("not a database\n" * 100)
+    with pytest.raises(history.HistoryError, match="junk.sqlite: file is not a database"):
+        history.connect(junk)

@@ -1,0 +1,64 @@
+"""The results history through `snakemake --profile profiles/local`: three studies of one
+point into one database outside results/; the third, made slower, fails its verdict;
+`dlscale history` lists and filters them."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import ROOT, needs_fashion, run_snakemake, write_config
+
+pytestmark = pytest.mark.workflow
+PROFILE = ["--profile", str(ROOT / "profiles" / "local")]
+DLSCALE = Path(sys.executable).with_name("dlscale")  # the console command pip installed
+
+
+def dlscale(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([str(DLSCALE), *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=120)
+
+
+@needs_fashion
+def test_studies_build_a_history_and_a_slower_one_is_flagged(tmp_path):
+    db = tmp_path / "shared" / "history.sqlite"  # as on a shared file system
+    config = write_config(tmp_path / "c.yaml", f"""
+data: {{dataset: fashion_mnist, source: auto, image_size: 8, resize: prepare, shards: 1,
+       limit_train: 64, limit_test: 32}}
+sweep: {{models: [SimpleCNN], gpus: [1]}}
+training: {{epochs: 2, batch_per_gpu: 32, device: cpu, telemetry_interval_s: 0}}
+resources: {{cpus_per_gpu: 1, mem_mb_per_gpu: 1000, runtime_min: 10}}
+analysis: {{accuracy_tolerance: 1.0}}
+history: {{path: {db}, compare: 2, tolerance: 1.0, system: test VM}}
+""")
+    args = (*PROFILE, f"--configfile={config}")
+    tables = tmp_path / "results" / "tables"
+    for study in (1, 2, 3):
+        # a new study of the same point: its runs and tables made again (the data kept)
+        shutil.rmtree(tmp_path / "results" / "runs", ignore_errors=True)
+        shutil.rmtree(tables, ignore_errors=True)
+        # the third study's steps sleep 1 s each (2 per epoch): slower on any machine
+        env = {"DLSCALE_TEST_SLOW_STEP_S": "1.0"} if study == 3 else None
+        out = run_snakemake(tmp_path, *args, env=env).stdout
+        assert "history " in out and "1 new point(s) of 1" in out, out[-4000:]
+        verdicts = pd.read_csv(tables / "history.csv")
+        assert list(verdicts["history_points"]) == [study - 1]  # the earlier studies only
+        earlier = pd.read_csv(tables / "history_studies.csv")
+        assert earlier["study"].nunique() == study - 1
+    assert verdicts.loc[0, "verdict"] == "fail" and verdicts.loc[0, "change"] > 1.0
+    assert "slower than the median" in out
+    # the plots drew the two earlier studies: their labels are the history's dates
+    assert (tmp_path / "results" / "plots" / "epoch_time.png").stat().st_size > 0
+    listed = dlscale("history", "--db", str(db), "--csv", cwd=tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    rows = pd.read_csv(pd.io.common.StringIO(listed.stdout))
+    assert list(rows["study"]) == [1, 2, 3] and set(rows["system"]) == {"test VM"}
+    assert rows["epoch_time_s"].iloc[2] > rows["epoch_time_s"].iloc[:2].max()
+    assert dlscale("history", "--db", str(db), "--gpus", "2", cwd=tmp_path).stdout.strip() \
+        == "no point matches"
+    assert "SimpleCNN" in dlscale("history", "--db", str(db), "--model", "SimpleCNN",
+                                  "--since", "2000-01-01", cwd=tmp_path).stdout
