@@ -143,7 +143,8 @@ rule history:
     params:
         script=script("record_history.py"),
         runs=C.RUNS,
-        flags=STUDY.history_flags(),
+        # a function: the config's text (gres: "gpu:{gpus}") is not a wildcard pattern
+        flags=lambda wildcards: STUDY.history_flags(),
     shell:
         "python {params.script:q} {input.scaling:q} --runs {input.runs:q} "
         "--runs-dir {params.runs:q} {params.flags} --verdicts {output.verdicts:q} "

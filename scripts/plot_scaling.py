@@ -48,7 +48,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from dlscale.amdahl import AMDAHL_COLUMNS
-    from dlscale.analysis import SCALING_COLUMNS, parse_compare, read_studies, read_table
+    from dlscale.analysis import (
+        SCALING_COLUMNS,
+        compared_study,
+        parse_compare,
+        read_studies,
+        read_table,
+    )
     from dlscale.plots import plot_all
     from dlscale.vocabulary import COMPARED_COLUMNS
 
@@ -59,7 +65,7 @@ def main(argv=None) -> int:
         others = read_studies(args.scaling, parse_compare(args.compare, args.compare_json))[1:]
         if args.history:
             earlier = read_table(args.history, ["study", *COMPARED_COLUMNS])
-            others += [(label, group.drop(columns="study"))
+            others += [(label, compared_study(group.drop(columns="study")))
                        for label, group in earlier.groupby("study", sort=False)]
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -310,12 +310,16 @@ def read_studies(scaling: Path, compare: list[tuple[str, Path]]):
     """[(label, table)] for this study and each compared one."""
     studies = [(THIS_STUDY, read_table(scaling, list(COMPARED_COLUMNS)))]
     for label, path in compare:
-        # an older dlscale's table (or one written by hand) may lack the later columns:
-        # they are empty, and the plots leave those studies out where they need them
-        table = read_table(path, list(COMPARED_COLUMNS))
-        missing = [c for c in SCALING_COLUMNS + EXTRA_COLUMNS if c not in table]
-        studies.append((label, table.reindex(columns=[*table.columns, *missing])))
+        studies.append((label, compared_study(read_table(path, list(COMPARED_COLUMNS)))))
     return studies
+
+
+def compared_study(table: pd.DataFrame) -> pd.DataFrame:
+    """Another study's table with every scaling column: an older dlscale's table (or one
+    written by hand, or the history's) may lack the later ones, which stay empty; the
+    plots leave those studies out where they need them."""
+    missing = [c for c in SCALING_COLUMNS + EXTRA_COLUMNS if c not in table]
+    return table.reindex(columns=[*table.columns, *missing])
 
 
 def systems(runs: pd.DataFrame) -> pd.DataFrame:

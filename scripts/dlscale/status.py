@@ -109,10 +109,13 @@ def running(status: PointStatus, run: Path) -> PointStatus:
     live = run / STATE / EPOCHS
     records = read_jsonl(live) if live.exists() else []
     if not records:
-        status.detail = f"starting (epoch 1 of {status.epochs})"
+        status.detail = f"starting: no epoch of {status.epochs} finished yet"
         return status
     seconds = [r["seconds"] for r in records if "seconds" in r]
     status.epoch, status.last_epoch_s = records[-1]["epoch"], seconds[-1] if seconds else None
+    if status.epochs and status.epoch >= status.epochs:
+        status.detail = f"all {status.epochs} epochs done: evaluating and recording"
+        return status
     timed = seconds[1:] or seconds  # the first epoch builds the graph
     if status.epochs and timed:
         status.ends = live.stat().st_mtime + (status.epochs - status.epoch) * (
@@ -136,7 +139,9 @@ def point_status(folder: Path, point: dict, jobs: dict[str, dict]) -> PointStatu
             status.state = "queued"
             status.detail = f"job {job['job']} ({job['reason']})"
             return status
-        if job["state"] in ("RUNNING", "COMPLETING", "CONFIGURING"):
+        # launch.py removes the last attempt's run.json first: one there is this job's
+        ending = (run / RUN_JSON).exists()
+        if job["state"] in ("RUNNING", "COMPLETING", "CONFIGURING") and not ending:
             status.state = "running"
             running(status, run)
             status.detail += f" (job {job['job']})"
@@ -155,6 +160,8 @@ def point_status(folder: Path, point: dict, jobs: dict[str, dict]) -> PointStatu
         status.detail = f"{epochs} epoch(s)"
     else:
         status.detail = f"{epochs} of {record.get('epochs')} epoch(s): {record.get('failure')}"
+    if status.job:  # recorded; its job (Snakemake's job step) is still ending
+        status.detail += f" (job {status.job} ending)"
     return status
 
 

@@ -67,8 +67,16 @@ def test_sweep_through_the_slurm_profile_gets_the_gpus_and_cpus_it_asked_for(tmp
         assert len(env["CUDA_VISIBLE_DEVICES"].split(",")) == gpus
         assert int(env["SLURM_CPUS_PER_TASK"]) == 2 * gpus
         assert run["replicas"] == gpus and run["status"] == "completed"
+        # where the job's time went: SLURM's start (whole seconds), the plugin's job
+        # step (Snakemake parsing the Snakefile), the rule, train.py ... the record
+        phases = run["phases"]
+        assert list(phases)[:4] == ["job_start", "step_start", "rule_start", "interpreter"]
+        assert phases["job_start"] <= phases["step_start"] + 1
+        assert list(phases.values())[1:] == sorted(list(phases.values())[1:])
+        assert run["overhead_s"] == pytest.approx(run["job_s"] - run["fit_seconds"], abs=0.01)
     table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
     assert list(table["gpus"]) == [1, 2, 4]
+    assert (table["overhead_s"] > 0).all() and (table["overhead_fraction"] < 1).all()
     assert (tmp_path / "results/plots/speedup.png").stat().st_size > 10_000
 
 
