@@ -62,12 +62,13 @@ def bare(archive: Path, model: str, replicas: int, epochs: int) -> dict:
     return {"wall": wall, "fit": result["fit_s"], "steady": statistics.mean(result["epochs"][1:])}
 
 
-def dlscale(data: Path, out: Path, model: str, replicas: int, epochs: int) -> dict:
+def dlscale(data: Path, out: Path, model: str, replicas: int, epochs: int,
+            *extra: str) -> dict:
     wall, _ = timed([sys.executable, str(SCRIPTS / "launch.py"), "--record", str(out), "--",
                      sys.executable, str(SCRIPTS / "train.py"), "--data-dir", str(data),
                      "--out", str(out), "--model", model, "--gpus", str(replicas),
                      "--device", "cpu", "--batch-per-gpu", str(BATCH), "--epochs",
-                     str(epochs), "--image-size", "32"])
+                     str(epochs), "--image-size", "32", *extra])
     run = json.loads((out / "run.json").read_text())
     epochs_ = [json.loads(x) for x in (out / "epochs.jsonl").read_text().splitlines()]
     phases = run["phases"]
@@ -133,6 +134,8 @@ def main(argv=None) -> int:
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--planning-only", action="store_true",
                         help="only the planning figures (no training)")
+    parser.add_argument("--synthetic", action="store_true",
+                        help="also train.py on synthetic input (the input pipeline's share)")
     args = parser.parse_args(argv)
     import make_synthetic_cifar
     import prepare_data
@@ -148,18 +151,24 @@ def main(argv=None) -> int:
     rows, spans = [], {}
     for model in [] if args.planning_only else args.models:
         for replicas in args.replicas:
-            got = {"bare": [], "dlscale": []}
+            got = {"bare": [], "dlscale": []} | ({"synthetic": []} if args.synthetic else {})
             for round_ in range(args.rounds):
-                order = ["bare", "dlscale"] if round_ % 2 == 0 else ["dlscale", "bare"]
+                order = list(got) if round_ % 2 == 0 else list(reversed(got))
                 for kind in order:
                     if kind == "bare":
                         got[kind].append(bare(archive, model, replicas, args.epochs))
                     else:
-                        out = args.work / f"run-{model}-{replicas}-{round_}"
+                        out = args.work / f"run-{model}-{replicas}-{round_}-{kind}"
                         subprocess.run(["rm", "-rf", str(out)], check=True)
-                        got[kind].append(dlscale(data, out, model, replicas, args.epochs))
+                        got[kind].append(dlscale(data, out, model, replicas, args.epochs, *(
+                            ["--synthetic"] if kind == "synthetic" else [])))
             mean = {k: {f: statistics.mean(r[f] for r in v) for f in ("wall", "fit", "steady")}
                     for k, v in got.items()}
+            if args.synthetic:
+                print(f"{model} x{replicas}: steady epoch on synthetic input "
+                      f"{mean['synthetic']['steady']:.3f} s (bare "
+                      f"{mean['bare']['steady']:.3f} s, dlscale {mean['dlscale']['steady']:.3f} s)",
+                      flush=True)
             spans[(model, replicas)] = {
                 name: statistics.mean(r["spans"][name] for r in got["dlscale"])
                 for name, _, _ in SPANS}
