@@ -254,7 +254,8 @@ def chief_callbacks(settings, backend) -> list:
 
 
 # Tests only: seconds of sleep after every training step, so that a study is measurably
-# slower than its history on any machine (tests/workflow/test_history_workflow.py); run.json notes it
+# slower than its history on any machine (tests/workflow/test_history_workflow.py);
+# run.json notes it
 SLOW_STEP_ENV = "DLSCALE_TEST_SLOW_STEP_S"
 
 
