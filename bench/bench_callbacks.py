@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""What each piece of train.py's instrumentation costs a steady epoch, in one process.
+
+  python bench/bench_callbacks.py [--model MobileNetV2] [--replicas 2] [--rounds 4]
+      [--steps 24] [--epochs 3] [--image-size 32] [--batch 64]
+
+bench/bench_overhead.py compares whole processes, whose run-to-run noise on a shared VM
+(about 4 %) hides a cost of a few per cent. Here one model (dlscale.training.build_model,
+MirroredStrategy over logical CPU devices, synthetic input: one repeated batch) is fitted
+again and again in the same process, each fit with another set of callbacks, the sets
+taking turns round after round. Each epoch is timed by a callback placed first, as
+train.py's epoch recorder is; the first epoch of each fit is left out (iterator start).
+Two compiled copies of the model differ in the learning rate only: a constant (as a bare
+script) and dlscale's warm-up schedule (as train.py).
+
+Sets: bare (the timer only); + TerminateOnNaN (reads the loss after every step);
++ BackupAndRestore (an epoch's checkpoint); both (Keras then calls every callback's step
+hooks, and BackupAndRestore's assign a variable after every step); + the epoch
+recorder with telemetry sampling every second (train.py's defaults); train.py's whole
+set; and that set on the schedule's copy. Prints a Markdown table: median steady epoch
+per set, and its ratio to bare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="MobileNetV2")
+    parser.add_argument("--replicas", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=24, help="steps per epoch")
+    parser.add_argument("--epochs", type=int, default=3, help="per fit (the first untimed)")
+    parser.add_argument("--image-size", type=int, default=32)
+    parser.add_argument("--batch", type=int, default=64, help="per replica")
+    args = parser.parse_args(argv)
+
+    import tensorflow as tf
+
+    from dlscale import training as T
+    from dlscale.cli import keras as load_keras
+    from dlscale.telemetry import Sampler
+
+    keras = load_keras()
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(
+        cpu, [tf.config.LogicalDeviceConfiguration()] * args.replicas)
+    strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(args.replicas)])
+    shape, classes, global_batch = (args.image_size, args.image_size, 3), 10, \
+        args.batch * args.replicas
+    lr = 0.01 * args.replicas
+
+    def compiled(rate):
+        with strategy.scope():
+            model = T.build_model(args.model, shape, classes)
+            model.compile(optimizer=T.make_optimizer("sgd", rate), metrics=["accuracy"],
+                          loss="sparse_categorical_crossentropy")
+        return model
+
+    keras.utils.set_random_seed(0)
+    constant = compiled(lr)
+    scheduled = compiled(T.warmup_schedule(0.01, lr, args.steps))
+    data = strategy.distribute_datasets_from_function(
+        lambda context: T.synthetic_dataset(
+            shape, classes, context.get_per_replica_batch_size(global_batch), 0))
+
+    class Timer(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.seconds = []
+
+        def on_epoch_begin(self, epoch, logs=None):
+            self.t0 = time.perf_counter()
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.seconds.append(time.perf_counter() - self.t0)
+
+    work = Path(tempfile.mkdtemp(prefix="dlscale-bench-callbacks-"))
+    sampler = Sampler(work / "telemetry.csv", 1.0, gpus=False)
+
+    def recorder(name):
+        return T.epoch_recorder(work / f"{name}.jsonl", args.steps, global_batch,
+                                lambda model: 0.0, True, sampler)
+
+    def backup(name, round_):
+        # a fresh folder each fit: a backup left by the last fit would skip its epochs
+        return keras.callbacks.BackupAndRestore(str(work / f"backup-{name}-{round_}"),
+                                                delete_checkpoint=False)
+
+    sets = {
+        "bare (timer only)": (constant, lambda n, r: []),
+        "+ TerminateOnNaN": (constant, lambda n, r: [keras.callbacks.TerminateOnNaN()]),
+        "+ BackupAndRestore": (constant, lambda n, r: [backup(n, r)]),
+        "+ TerminateOnNaN + BackupAndRestore": (
+            constant, lambda n, r: [keras.callbacks.TerminateOnNaN(), backup(n, r)]),
+        "+ epoch recorder and telemetry": (constant, lambda n, r: [recorder(n)]),
+        "train.py's set": (constant, lambda n, r: [recorder(n), keras.callbacks.TerminateOnNaN(),
+                                                    backup(n, r)]),
+        "train.py's set, warm-up schedule": (
+            scheduled, lambda n, r: [recorder(n), keras.callbacks.TerminateOnNaN(),
+                                     backup(n, r)]),
+    }
+    for model in (constant, scheduled):  # trace and warm up both, untimed
+        model.fit(data, epochs=1, steps_per_epoch=args.steps, verbose=0)
+    sampler.start()
+    steady = {name: [] for name in sets}
+    began = time.time()
+    for round_ in range(args.rounds):
+        names = list(sets) if round_ % 2 == 0 else list(reversed(sets))
+        for index, name in enumerate(names):
+            model, callbacks = sets[name]
+            timer = Timer()
+            model.fit(data, epochs=args.epochs, steps_per_epoch=args.steps, verbose=0,
+                      callbacks=[timer, *callbacks(str(index), round_)])
+            steady[name] += timer.seconds[1:]
+            if not hasattr(model, "_training_state"):  # BackupAndRestore's end deletes it,
+                model._training_state = None  # and the next fit without one reads it
+        print(f"round {round_ + 1}: " + json.dumps(
+            {n: round(statistics.median(v), 3) for n, v in steady.items()}),
+            file=sys.stderr, flush=True)
+    sampler.stop()
+    base = statistics.median(steady["bare (timer only)"])
+    print(f"machine: {platform.node()}, {os.cpu_count()} cores; {args.model}, "
+          f"{args.replicas} replica(s), {args.image_size} px, batch {args.batch} per replica, "
+          f"{args.steps} steps per epoch, {args.rounds} rounds x {args.epochs - 1} timed "
+          f"epochs per set, {time.time() - began:.0f} s\n")
+    print("| callbacks | median steady epoch [s] | spread (min-max) [s] | ratio to bare |")
+    print("|---|---|---|---|")
+    for name, values in steady.items():
+        median = statistics.median(values)
+        print(f"| {name} | {median:.3f} | {min(values):.3f}-{max(values):.3f} | "
+              f"{median / base:.3f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
