@@ -34,8 +34,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "bench")]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras is tf_keras, as in train.py
 
 
 def main(argv=None) -> int:
@@ -51,6 +52,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     import tensorflow as tf
+    from bare_keras import EpochTimer  # the bare script's timer, the same in every set
 
     from dlscale import training as T
     from dlscale.cli import keras as load_keras
@@ -78,17 +80,6 @@ def main(argv=None) -> int:
     data = strategy.distribute_datasets_from_function(
         lambda context: T.synthetic_dataset(
             shape, classes, context.get_per_replica_batch_size(global_batch), 0))
-
-    class Timer(keras.callbacks.Callback):
-        def __init__(self):
-            super().__init__()
-            self.seconds = []
-
-        def on_epoch_begin(self, epoch, logs=None):
-            self.t0 = time.perf_counter()
-
-        def on_epoch_end(self, epoch, logs=None):
-            self.seconds.append(time.perf_counter() - self.t0)
 
     work = Path(tempfile.mkdtemp(prefix="dlscale-bench-callbacks-"))
     sampler = Sampler(work / "telemetry.csv", 1.0, gpus=False)
@@ -124,7 +115,7 @@ def main(argv=None) -> int:
         names = list(sets) if round_ % 2 == 0 else list(reversed(sets))
         for index, name in enumerate(names):
             model, callbacks = sets[name]
-            timer = Timer()
+            timer = EpochTimer()
             model.fit(data, epochs=args.epochs, steps_per_epoch=args.steps, verbose=0,
                       callbacks=[timer, *callbacks(str(index), round_)])
             steady[name] += timer.seconds[1:]
