@@ -2,7 +2,7 @@
 """What each piece of train.py's instrumentation costs a steady epoch, in one process.
 
   python bench/bench_callbacks.py [--model MobileNetV2] [--replicas 2] [--rounds 4]
-      [--steps 24] [--epochs 3] [--image-size 32] [--batch 64]
+      [--steps 24] [--epochs 3] [--image-size 32] [--batch 64] [--sets bare ...]
 
 bench/bench_overhead.py compares whole processes, whose run-to-run noise on a shared VM
 (about 4 %) hides a cost of a few per cent. Here one model (dlscale.training.build_model,
@@ -13,12 +13,13 @@ train.py's epoch recorder is; the first epoch of each fit is left out (iterator 
 Two compiled copies of the model differ in the learning rate only: a constant (as a bare
 script) and dlscale's warm-up schedule (as train.py).
 
-Sets: bare (the timer only); + TerminateOnNaN (reads the loss after every step);
+Sets (--sets): bare (the timer only); + TerminateOnNaN (reads the loss after every step);
 + BackupAndRestore (an epoch's checkpoint); both (Keras then calls every callback's step
 hooks, and BackupAndRestore's assign a variable after every step); + the epoch
 recorder with telemetry sampling every second (train.py's defaults); train.py's whole
-set; and that set on the schedule's copy. Prints a Markdown table: median steady epoch
-per set, and its ratio to bare.
+set; and that set on the schedule's copy; and, on request (arrays), bare with numpy
+arrays into fit instead of the distributed dataset, as bench/bare_keras.py. Prints a
+Markdown table: median steady epoch per set, and its ratio to bare.
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ sys.path[:0] = [str(ROOT / "scripts"), str(ROOT / "bench")]
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras is tf_keras, as in train.py
 
+DEFAULT_SETS = ["bare", "nan", "backup", "nan+backup", "recorder", "train.py", "schedule"]
+ALL_SETS = DEFAULT_SETS + ["arrays"]
+
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
@@ -49,7 +53,13 @@ def main(argv=None) -> int:
     parser.add_argument("--epochs", type=int, default=3, help="per fit (the first untimed)")
     parser.add_argument("--image-size", type=int, default=32)
     parser.add_argument("--batch", type=int, default=64, help="per replica")
+    parser.add_argument("--sets", nargs="+", default=DEFAULT_SETS,
+                        help=f"callback sets to time (default: {' '.join(DEFAULT_SETS)}; "
+                        "also: arrays)")
     args = parser.parse_args(argv)
+    if "bare" not in args.sets or not set(args.sets) <= set(ALL_SETS):
+        parser.error(f"--sets {' '.join(args.sets)}: expected bare and any of "
+                     f"{', '.join(ALL_SETS[1:])}")
 
     import tensorflow as tf
     from bare_keras import EpochTimer  # the bare script's timer, the same in every set
@@ -93,19 +103,44 @@ def main(argv=None) -> int:
         return keras.callbacks.BackupAndRestore(str(work / f"backup-{name}-{round_}"),
                                                 delete_checkpoint=False)
 
-    sets = {
-        "bare (timer only)": (constant, lambda n, r: []),
-        "+ TerminateOnNaN": (constant, lambda n, r: [keras.callbacks.TerminateOnNaN()]),
-        "+ BackupAndRestore": (constant, lambda n, r: [backup(n, r)]),
-        "+ TerminateOnNaN + BackupAndRestore": (
-            constant, lambda n, r: [keras.callbacks.TerminateOnNaN(), backup(n, r)]),
-        "+ epoch recorder and telemetry": (constant, lambda n, r: [recorder(n)]),
-        "train.py's set": (constant, lambda n, r: [recorder(n), keras.callbacks.TerminateOnNaN(),
-                                                    backup(n, r)]),
-        "train.py's set, warm-up schedule": (
-            scheduled, lambda n, r: [recorder(n), keras.callbacks.TerminateOnNaN(),
-                                     backup(n, r)]),
+    import numpy as np
+
+    rng = np.random.default_rng(0)  # the bare script's input: arrays in memory
+    x = rng.integers(0, 256, (args.steps * global_batch, *shape), dtype=np.uint8)
+    y = rng.integers(0, classes, args.steps * global_batch)
+
+    def fit(model, callbacks=lambda n, r: [], arrays=False):
+        def run(name, round_):
+            timer = EpochTimer()
+            if arrays:  # Keras distributes the arrays, shuffled each epoch
+                model.fit(x, y, batch_size=global_batch, epochs=args.epochs, verbose=0,
+                          callbacks=[timer])
+            else:
+                model.fit(data, epochs=args.epochs, steps_per_epoch=args.steps, verbose=0,
+                          callbacks=[timer, *callbacks(name, round_)])
+            if not hasattr(model, "_training_state"):  # BackupAndRestore's end deletes it,
+                model._training_state = None  # and the next fit without one reads it
+            return timer.seconds[1:]
+        return run
+
+    def train_py(n, r):
+        return [recorder(n), keras.callbacks.TerminateOnNaN(), backup(n, r)]
+
+    sets = {  # short name: (label, fit)
+        "bare": ("bare (timer only)", fit(constant)),
+        "nan": ("+ TerminateOnNaN", fit(constant, lambda n, r: [
+            keras.callbacks.TerminateOnNaN()])),
+        "backup": ("+ BackupAndRestore", fit(constant, lambda n, r: [backup(n, r)])),
+        "nan+backup": ("+ TerminateOnNaN + BackupAndRestore", fit(constant, lambda n, r: [
+            keras.callbacks.TerminateOnNaN(), backup(n, r)])),
+        "recorder": ("+ epoch recorder and telemetry", fit(constant, lambda n, r: [
+            recorder(n)])),
+        "train.py": ("train.py's set", fit(constant, train_py)),
+        "schedule": ("train.py's set, warm-up schedule", fit(scheduled, train_py)),
+        "arrays": ("bare, numpy arrays into fit (bench/bare_keras.py's input)",
+                   fit(constant, arrays=True)),
     }
+    sets = {name: sets[name] for name in args.sets}
     for model in (constant, scheduled):  # trace and warm up both, untimed
         model.fit(data, epochs=1, steps_per_epoch=args.steps, verbose=0)
     sampler.start()
@@ -114,18 +149,12 @@ def main(argv=None) -> int:
     for round_ in range(args.rounds):
         names = list(sets) if round_ % 2 == 0 else list(reversed(sets))
         for index, name in enumerate(names):
-            model, callbacks = sets[name]
-            timer = EpochTimer()
-            model.fit(data, epochs=args.epochs, steps_per_epoch=args.steps, verbose=0,
-                      callbacks=[timer, *callbacks(str(index), round_)])
-            steady[name] += timer.seconds[1:]
-            if not hasattr(model, "_training_state"):  # BackupAndRestore's end deletes it,
-                model._training_state = None  # and the next fit without one reads it
+            steady[name] += sets[name][1](str(index), round_)
         print(f"round {round_ + 1}: " + json.dumps(
             {n: round(statistics.median(v), 3) for n, v in steady.items()}),
             file=sys.stderr, flush=True)
     sampler.stop()
-    base = statistics.median(steady["bare (timer only)"])
+    base = statistics.median(steady["bare"])
     print(f"machine: {platform.node()}, {os.cpu_count()} cores; {args.model}, "
           f"{args.replicas} replica(s), {args.image_size} px, batch {args.batch} per replica, "
           f"{args.steps} steps per epoch, {args.rounds} rounds x {args.epochs - 1} timed "
@@ -134,7 +163,7 @@ def main(argv=None) -> int:
     print("|---|---|---|---|")
     for name, values in steady.items():
         median = statistics.median(values)
-        print(f"| {name} | {median:.3f} | {min(values):.3f}-{max(values):.3f} | "
+        print(f"| {sets[name][0]} | {median:.3f} | {min(values):.3f}-{max(values):.3f} | "
               f"{median / base:.3f} |")
     return 0
 
