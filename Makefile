@@ -81,13 +81,12 @@ demo: setup sysdeps
 	@echo "plots: results/plots/   tables: results/tables/   report: results/report.html"
 
 # (horovod in a make of its own: sysdeps may have just installed mpicc)
-# Three pytest workers on the 2 cores, a test file per worker at a time, in the order
-# tests/conftest.py gives (longest files first; xdist's own reorder, by number of tests,
-# would start the one-test demo last): the SLURM tests (one file, in order; mostly waiting
-# for the scheduler's polls) on one, all the others on the other two
+# Three pytest workers on the 2 cores, a test file per worker at a time: the SLURM tests
+# (one file, in order; mostly waiting for the scheduler's polls) on one, all the others on
+# the other two
 test: setup sysdeps
 	$(MAKE) horovod
-	$(VENV)/bin/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -n 3 --dist loadfile $(PYTEST_ARGS)
 
 # The same tests on a machine whose cores are all busy with other work: one busy loop per
 # core runs beside them until they end. Timing-dependent tests fail here.

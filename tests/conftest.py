@@ -29,29 +29,6 @@ needs_fashion = pytest.mark.skipif(
     reason="Debian's dataset-fashion-mnist is missing (make sysdeps)")
 
 
-def pytest_collection_modifyitems(config, items):
-    """Longest files first. `make test` runs pytest-xdist with --dist loadfile and
-    --no-loadscope-reorder: each worker takes the next whole file in collection order, so
-    the SLURM tests (mostly waiting for the scheduler) start at once, then the demo and
-    the other local workflows, and the short unit files fill the gaps at the end instead
-    of a long file starting last and running alone on one core. Each file keeps its
-    own order."""
-    def rank(item) -> int:
-        if item.get_closest_marker("cluster"):
-            return 0
-        if item.get_closest_marker("slow"):
-            return 1
-        return 2 if item.get_closest_marker("workflow") else 3
-
-    def file_of(item) -> str:
-        return item.nodeid.split("::")[0]
-
-    files: dict[str, int] = {}
-    for item in items:
-        files[file_of(item)] = min(rank(item), files.get(file_of(item), 3))
-    items.sort(key=lambda item: files[file_of(item)])
-
-
 @pytest.fixture(scope="session")
 def cifar_python(tmp_path_factory) -> Path:
     """A small archive in the official python layout (pickled batches)."""
