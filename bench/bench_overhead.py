@@ -148,7 +148,7 @@ def main(argv=None) -> int:
     print(f"machine: {platform.node()}, {os.cpu_count()} cores, {sys.executable}")
     print(f"{args.images} images at 32 px, batch {BATCH} per replica, {args.epochs} epochs "
           f"(steady: epochs 2-{args.epochs}), {args.rounds} round(s)\n")
-    rows, spans = [], {}
+    rows, spans, ratios = [], {}, []
     for model in [] if args.planning_only else args.models:
         for replicas in args.replicas:
             got = {"bare": [], "dlscale": []} | ({"synthetic": []} if args.synthetic else {})
@@ -164,6 +164,9 @@ def main(argv=None) -> int:
                             ["--synthetic"] if kind == "synthetic" else [])))
             mean = {k: {f: statistics.mean(r[f] for r in v) for f in ("wall", "fit", "steady")}
                     for k, v in got.items()}
+            pairs = [d["steady"] / b["steady"] for b, d in zip(got["bare"], got["dlscale"])]
+            low, mid, high = paired_ratio(pairs)
+            ratios.append((model, replicas, pairs, low, mid, high))
             if args.synthetic:
                 print(f"{model} x{replicas}: steady epoch on synthetic input "
                       f"{mean['synthetic']['steady']:.3f} s (bare "
@@ -177,12 +180,34 @@ def main(argv=None) -> int:
             print(f"{model} x{replicas}: bare {b}, dlscale {d}", file=sys.stderr, flush=True)
     if rows:
         print_tables(rows, spans)
+        print("\nSteady epoch ratio dlscale / bare per round (the two runs of a round ran one "
+              "after the other): geometric mean and its 95 % bootstrap interval\n")
+        print("| model | replicas | rounds | ratio per round | mean | 95 % interval |")
+        print("|---|---|---|---|---|---|")
+        for model, replicas, pairs, low, mid, high in ratios:
+            print(f"| {model} | {replicas} | {len(pairs)} | "
+                  f"{', '.join(f'{r:.3f}' for r in pairs)} | {mid:.3f} | {low:.3f} to {high:.3f} |")
     print("\nPlanning in each Snakefile parse (best of 3; the job step's since this round)\n")
     print("| config | planning process [s] | job step [s] |\n|---|---|---|")
     for label, main_s, step_s in planning(args.work):
         print(f"| {label} | {main_s:.3f} | {step_s:.3f} |")
     print(f"\n{time.time() - began:.0f} s in all")
     return 0
+
+
+def paired_ratio(ratios: list[float], resamples: int = 10_000) -> tuple[float, float, float]:
+    """(low, geometric mean, high) of per-round ratios, the bounds a 95 % percentile
+    bootstrap of the mean log ratio (a fixed seed: the same rounds give the same interval).
+    Pairing takes out what changes between rounds (this VM's speed drifts by several per
+    cent within minutes), which the means of all runs keep."""
+    import math
+    import random
+
+    logs = [math.log(r) for r in ratios]
+    draw = random.Random(0)
+    means = sorted(statistics.mean(draw.choices(logs, k=len(logs))) for _ in range(resamples))
+    return (math.exp(means[int(0.025 * resamples)]), math.exp(statistics.mean(logs)),
+            math.exp(means[int(0.975 * resamples) - 1]))
 
 
 def print_tables(rows, spans) -> None:

@@ -35,11 +35,11 @@ def test_a_failed_point_is_listed_everywhere_and_rerun_alone(tmp_path):
     assert first.returncode != 0
     assert "failed point: SimpleCNN/gpus1/rep1: failed: loss became NaN" in first.stdout
     runs = pd.read_csv(tmp_path / "results/tables/runs.csv").set_index("run")
-    assert runs.loc["MobileNet/gpus1/rep1", "counted"]
+    assert runs.loc["MLP/gpus1/rep1", "counted"]
     assert runs.loc["SimpleCNN/gpus1/rep1", "status"] == "failed"
     failed = pd.read_csv(tmp_path / "results/tables/failed.csv")
     assert list(failed["run"]) == ["SimpleCNN/gpus1/rep1"] and "NaN" in failed["problem"][0]
-    assert list(pd.read_csv(tmp_path / "results/tables/scaling.csv")["series"]) == ["MobileNet"]
+    assert list(pd.read_csv(tmp_path / "results/tables/scaling.csv")["series"]) == ["MLP"]
     for name in ("epoch_time", "speedup", "overview"):
         assert (tmp_path / f"results/plots/{name}.png").stat().st_size > 10_000
     assert not (tmp_path / "results/checks/points.txt").exists()
@@ -55,7 +55,7 @@ def test_a_failed_point_is_listed_everywhere_and_rerun_alone(tmp_path):
     assert job_counts(dry.stdout)["train"] == 1
     assert "point SimpleCNN/gpus1/rep1 ended failed" in dry.stdout
 
-    done = tmp_path / "results/runs/MobileNet/gpus1/rep1/run.json"
+    done = tmp_path / "results/runs/MLP/gpus1/rep1/run.json"
     kept = done.stat().st_mtime_ns
     again = run_snakemake(tmp_path, *PROFILE, f"--configfile={FAILURES}", check=False)
     assert again.returncode != 0 and job_counts(again.stdout)["train"] == 1
