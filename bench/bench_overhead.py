@@ -164,9 +164,9 @@ def main(argv=None) -> int:
                             ["--synthetic"] if kind == "synthetic" else [])))
             mean = {k: {f: statistics.mean(r[f] for r in v) for f in ("wall", "fit", "steady")}
                     for k, v in got.items()}
-            pairs = [d["steady"] / b["steady"] for b, d in zip(got["bare"], got["dlscale"])]
-            low, mid, high = paired_ratio(pairs)
-            ratios.append((model, replicas, pairs, low, mid, high))
+            for kind in [k for k in got if k != "bare"]:
+                pairs = [d["steady"] / b["steady"] for b, d in zip(got["bare"], got[kind])]
+                ratios.append((model, replicas, kind, pairs, *paired_ratio(pairs)))
             if args.synthetic:
                 print(f"{model} x{replicas}: steady epoch on synthetic input "
                       f"{mean['synthetic']['steady']:.3f} s (bare "
@@ -182,10 +182,11 @@ def main(argv=None) -> int:
         print_tables(rows, spans)
         print("\nSteady epoch ratio dlscale / bare per round (the two runs of a round ran one "
               "after the other): geometric mean and its 95 % bootstrap interval\n")
-        print("| model | replicas | rounds | ratio per round | mean | 95 % interval |")
-        print("|---|---|---|---|---|---|")
-        for model, replicas, pairs, low, mid, high in ratios:
-            print(f"| {model} | {replicas} | {len(pairs)} | "
+        print("| model | replicas | dlscale | rounds | ratio per round | mean | 95 % interval |")
+        print("|---|---|---|---|---|---|---|")
+        for model, replicas, kind, pairs, low, mid, high in ratios:
+            input_ = "synthetic input" if kind == "synthetic" else "real input"
+            print(f"| {model} | {replicas} | {input_} | {len(pairs)} | "
                   f"{', '.join(f'{r:.3f}' for r in pairs)} | {mid:.3f} | {low:.3f} to {high:.3f} |")
     print("\nPlanning in each Snakefile parse (best of 3; the job step's since this round)\n")
     print("| config | planning process [s] | job step [s] |\n|---|---|---|")
