@@ -15,7 +15,9 @@ wall time (spawn to exit, measured here), fit's seconds (reported by each), the 
 epoch time (mean of the epochs after the first), and the fixed cost = wall - fit. For
 dlscale, run.json's phases split its fixed cost. Goals (issue 26): steady epoch ratio
 dlscale / bare <= 1.02; fixed cost <= bare's + 3 s.
-Prints Markdown tables for docs/benchmarks.md.
+Prints Markdown tables for docs/benchmarks.md: the means, and the ratio of each round's
+two runs with its geometric mean and 95 % bootstrap interval (this VM's speed drifts
+between rounds; a round's two runs are minutes apart at most).
 """
 
 from __future__ import annotations
