@@ -230,14 +230,24 @@ def flag_note(table) -> str:
                      f"node(s): {row.flags}" for row in flagged.itertuples())
 
 
-def save(fig, path_stem: Path) -> list[Path]:
-    written = []
+def save(fig, path_stem: Path, dpi: int = 120) -> list[Path]:
+    """The figure as PNG and SVG, cropped to what it draws (notes below the axes too).
+    The layout (the overview's constrained layout) and the crop are computed once, at
+    the PNG's resolution, for both files: in each savefig they cost more than the
+    drawing (docs/benchmarks.md)."""
+    import matplotlib
+
     from dlscale.files import atomic
 
+    fig.set_dpi(dpi)
+    fig.draw_without_rendering()  # runs the layout engine, if the figure has one
+    fig.set_layout_engine("none")  # keeps the positions it computed
+    crop = fig.get_tightbbox().padded(matplotlib.rcParams["savefig.pad_inches"])
+    written = []
     for ext in ("png", "svg"):
         final = path_stem.with_suffix(f".{ext}")
         with atomic(final) as tmp:
-            fig.savefig(tmp, dpi=120, bbox_inches="tight")
+            fig.savefig(tmp, dpi=dpi, bbox_inches=crop)
         written.append(final)
     return written
 
