@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -203,9 +205,6 @@ def paired_ratio(ratios: list[float], resamples: int = 10_000) -> tuple[float, f
     bootstrap of the mean log ratio (a fixed seed: the same rounds give the same interval).
     Pairing takes out what changes between rounds (this VM's speed drifts by several per
     cent within minutes), which the means of all runs keep."""
-    import math
-    import random
-
     logs = [math.log(r) for r in ratios]
     draw = random.Random(0)
     means = sorted(statistics.mean(draw.choices(logs, k=len(logs))) for _ in range(resamples))
