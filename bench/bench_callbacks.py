@@ -18,8 +18,11 @@ Sets (--sets): bare (the timer only); + TerminateOnNaN (reads the loss after eve
 hooks, and BackupAndRestore's assign a variable after every step); + the epoch
 recorder with telemetry sampling every second (train.py's defaults); train.py's whole
 set; and that set on the schedule's copy; and, on request (arrays), bare with numpy
-arrays into fit instead of the distributed dataset, as bench/bare_keras.py. Prints a
-Markdown table: median steady epoch per set, and its ratio to bare.
+arrays into fit instead of the distributed dataset, as bench/bare_keras.py. And the
+learning rate alone, the timer only in each: control (a second copy compiled like bare's,
+which shows what a copy alone changes), flat (dlscale's schedule without warm-up, the
+default: a schedule returning the constant rate) and warmup (the warm-up schedule).
+Prints a Markdown table: median steady epoch per set, and its ratio to bare.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras is tf_keras, as in train.py
 
 DEFAULT_SETS = ["bare", "nan", "backup", "nan+backup", "recorder", "train.py", "schedule"]
-ALL_SETS = DEFAULT_SETS + ["arrays"]
+ALL_SETS = DEFAULT_SETS + ["arrays", "control", "flat", "warmup"]
 
 
 def main(argv=None) -> int:
@@ -87,6 +90,9 @@ def main(argv=None) -> int:
     keras.utils.set_random_seed(0)
     constant = compiled(lr)
     scheduled = compiled(T.warmup_schedule(0.01, lr, args.steps))
+    extra = {"control": lambda: compiled(lr),  # built only when asked for
+             "flat": lambda: compiled(T.warmup_schedule(0.01, lr, 0))}
+    extra = {name: make() for name, make in extra.items() if name in args.sets}
     data = strategy.distribute_datasets_from_function(
         lambda context: T.synthetic_dataset(
             shape, classes, context.get_per_replica_batch_size(global_batch), 0))
@@ -139,9 +145,12 @@ def main(argv=None) -> int:
         "schedule": ("train.py's set, warm-up schedule", fit(scheduled, train_py)),
         "arrays": ("bare, numpy arrays into fit (bench/bare_keras.py's input)",
                    fit(constant, arrays=True)),
+        "control": ("bare on a second copy of its model", fit(extra.get("control"))),
+        "flat": ("bare on dlscale's schedule without warm-up", fit(extra.get("flat"))),
+        "warmup": ("bare on the warm-up schedule", fit(scheduled)),
     }
     sets = {name: sets[name] for name in args.sets}
-    for model in (constant, scheduled):  # trace and warm up both, untimed
+    for model in (constant, scheduled, *extra.values()):  # trace and warm up, untimed
         model.fit(data, epochs=1, steps_per_epoch=args.steps, verbose=0)
     sampler.start()
     steady = {name: [] for name in sets}
