@@ -78,18 +78,21 @@ def main(argv=None) -> int:
     (x, y), _ = load(archive)
     steps = len(x) // global_batch
 
-    def records(context):  # as dlscale.driver.inputs' train_input
+    def records(context, cache=False):  # as dlscale.driver.inputs' train_input
         return make_dataset(data, "train", context.get_per_replica_batch_size(global_batch),
                             training=True, seed=context.input_pipeline_id,
                             shuffle_buffer=SHUFFLE_BUFFER,
                             num_shards=context.num_input_pipelines,
-                            shard_index=context.input_pipeline_id)
+                            shard_index=context.input_pipeline_id, cache=cache)
 
     adapter = data_adapter.TensorLikeDataAdapter(x, y, batch_size=global_batch, shuffle=True,
                                                  epochs=args.epochs + 1, steps=None)
     inputs = {
-        "dlscale: TFRecord shards (make_dataset)":
+        "dlscale: TFRecord shards, read every epoch (make_dataset)":
             iter(strategy.distribute_datasets_from_function(records)),
+        "dlscale: TFRecord shards, decoded once and held in memory (make_dataset cache=True)":
+            iter(strategy.distribute_datasets_from_function(
+                lambda context: records(context, cache=True))),
         "bare: numpy arrays (Keras' data adapter, as fit(x, y))":
             iter(strategy.experimental_distribute_dataset(adapter.get_dataset())),
     }

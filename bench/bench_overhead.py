@@ -4,12 +4,16 @@ script (bench/bare_keras.py), side by side in one run.
 
   python bench/bench_overhead.py [--work /tmp/dlscale-bench-overhead] [--rounds 2]
       [--models SimpleCNN MobileNetV2] [--replicas 1 2] [--images 2048] [--epochs 4]
+      [--synthetic] [--files]
 
 The same generated CIFAR-10 archive (32 px), model, batch per replica (64), replicas
 (logical CPU devices) and epochs are trained by
   (a) bare: bench/bare_keras.py, numpy arrays into model.fit, a timer per epoch;
   (b) dlscale: launch.py + train.py as the train rule runs them, with train.py's default
-      instrumentation (telemetry every second, epoch records, backup, evaluation, record).
+      instrumentation (telemetry every second, epoch records, backup, evaluation, record)
+      and input (these images are held in memory after the first epoch: data.cache_mb);
+  --synthetic and --files add train.py on synthetic input and train.py reading the
+  shards every epoch (--cache-mb 0, the input before data.cache_mb), in the same rounds.
 Each run is its own process; the pairs alternate which goes first. Per run: the process
 wall time (spawn to exit, measured here), fit's seconds (reported by each), the steady
 epoch time (mean of the epochs after the first), and the fixed cost = wall - fit. For
@@ -40,6 +44,10 @@ SCRIPTS = ROOT / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", TF_USE_LEGACY_KERAS="1")
 BATCH = 64
+# the dlscale variants: train.py's flags beyond the common ones, and how the tables name them
+VARIANTS = {"dlscale": ([], "real input"),
+            "synthetic": (["--synthetic"], "synthetic input"),
+            "files": (["--cache-mb", "0"], "real input, read from the shards every epoch")}
 # the spans of a dlscale job's fixed cost, from run.json's phases (dlscale.phases)
 SPANS = [("launch", "rule_start", "interpreter"), ("start-up", "interpreter", "imports"),
          ("model", "imports", "model"), ("data", "model", "data"),
@@ -140,6 +148,8 @@ def main(argv=None) -> int:
                         help="only the planning figures (no training)")
     parser.add_argument("--synthetic", action="store_true",
                         help="also train.py on synthetic input (the input pipeline's share)")
+    parser.add_argument("--files", action="store_true",
+                        help="also train.py reading the shards every epoch (--cache-mb 0)")
     args = parser.parse_args(argv)
     import make_synthetic_cifar
     import prepare_data
@@ -155,7 +165,8 @@ def main(argv=None) -> int:
     rows, spans, ratios = [], {}, []
     for model in [] if args.planning_only else args.models:
         for replicas in args.replicas:
-            got = {"bare": [], "dlscale": []} | ({"synthetic": []} if args.synthetic else {})
+            got = {"bare": [], "dlscale": []} | ({"synthetic": []} if args.synthetic else {}) \
+                | ({"files": []} if args.files else {})
             for round_ in range(args.rounds):
                 order = list(got) if round_ % 2 == 0 else list(reversed(got))
                 for kind in order:
@@ -164,18 +175,15 @@ def main(argv=None) -> int:
                     else:
                         out = args.work / f"run-{model}-{replicas}-{round_}-{kind}"
                         subprocess.run(["rm", "-rf", str(out)], check=True)
-                        got[kind].append(dlscale(data, out, model, replicas, args.epochs, *(
-                            ["--synthetic"] if kind == "synthetic" else [])))
+                        got[kind].append(dlscale(data, out, model, replicas, args.epochs,
+                                                 *VARIANTS[kind][0]))
             mean = {k: {f: statistics.mean(r[f] for r in v) for f in ("wall", "fit", "steady")}
                     for k, v in got.items()}
             for kind in [k for k in got if k != "bare"]:
                 pairs = [d["steady"] / b["steady"] for b, d in zip(got["bare"], got[kind])]
                 ratios.append((model, replicas, kind, pairs, *paired_ratio(pairs)))
-            if args.synthetic:
-                print(f"{model} x{replicas}: steady epoch on synthetic input "
-                      f"{mean['synthetic']['steady']:.3f} s (bare "
-                      f"{mean['bare']['steady']:.3f} s, dlscale {mean['dlscale']['steady']:.3f} s)",
-                      flush=True)
+            print(f"{model} x{replicas}: steady epoch " + ", ".join(
+                f"{kind} {m['steady']:.3f} s" for kind, m in mean.items()), flush=True)
             spans[(model, replicas)] = {
                 name: statistics.mean(r["spans"][name] for r in got["dlscale"])
                 for name, _, _ in SPANS}
@@ -189,8 +197,7 @@ def main(argv=None) -> int:
         print("| model | replicas | dlscale | rounds | ratio per round | mean | 95 % interval |")
         print("|---|---|---|---|---|---|---|")
         for model, replicas, kind, pairs, low, mid, high in ratios:
-            input_ = "synthetic input" if kind == "synthetic" else "real input"
-            print(f"| {model} | {replicas} | {input_} | {len(pairs)} | "
+            print(f"| {model} | {replicas} | {VARIANTS[kind][1]} | {len(pairs)} | "
                   f"{', '.join(f'{r:.3f}' for r in pairs)} | {mid:.3f} | {low:.3f} to {high:.3f} |")
     print("\nPlanning in each Snakefile parse (best of 3; the job step's since this round)\n")
     print("| config | planning process [s] | job step [s] |\n|---|---|---|")

@@ -307,7 +307,9 @@ def inputs(settings, manifest: dict, plan):
         return make_dataset(settings.data_dir, "train", batch, training=True, seed=seed,
                             shuffle_buffer=settings.shuffle_buffer,
                             num_shards=context.num_input_pipelines,
-                            shard_index=context.input_pipeline_id)
+                            shard_index=context.input_pipeline_id,
+                            cache=in_memory(settings, manifest, context.num_input_pipelines,
+                                            context.input_pipeline_id))
 
     def test_input(batch, shards, index):
         return make_dataset(settings.data_dir, "test", batch, training=False, num_shards=shards,
@@ -316,13 +318,22 @@ def inputs(settings, manifest: dict, plan):
     return train_input, test_input
 
 
+def in_memory(settings, manifest: dict, pipelines: int, index: int) -> bool:
+    """Whether input pipeline `index` of `pipelines` holds its decoded training images in
+    memory (they take at most --cache-mb) instead of reading the shards every epoch."""
+    from dlscale.tfrecords import split_bytes
+
+    return split_bytes(manifest, "train", pipelines, index) <= settings.cache_mb * 2**20
+
+
 def summary(settings, backend, plan, manifest: dict, precision: str) -> str:
-    facts = input_facts(settings, manifest)
+    facts = input_facts(settings, backend, manifest)
     return (f"{settings.model} on {backend.replicas} replica(s) [{backend.kind}, {settings.loop}: "
             f"{', '.join(backend.devices)} x {backend.size} worker(s)], global batch "
             f"{plan.global_batch}, lr {plan.lr:g}, {plan.steps} steps/epoch of "
             f"{manifest['splits']['train']['count']} images "
-            f"({facts['resize']} resize to {facts['image_size']} px), "
+            f"({facts['resize']} resize to {facts['image_size']} px, read from "
+            f"{facts['train_input']}), "
             f"{precision}, "
             f"xla {'on' if plan.xla else 'off'}{', synthetic input' if settings.synthetic else ''}")
 
@@ -402,21 +413,26 @@ def record(settings, backend, plan, manifest: dict, precision: str, started: dat
         dataset={"dir": str(settings.data_dir), "name": manifest["dataset"],
                  "image_shape": manifest["image_shape"],
                  "native_shape": manifest.get("native_shape")},
-        **input_facts(settings, manifest),
+        **input_facts(settings, backend, manifest),
         **T.environment_facts(), versions=(versions := T.versions()),
         system=describe_system(versions), state_note=note, notes=notes,
         started=started.isoformat(timespec="seconds"),
         command=[Path(sys.argv[0]).name, *sys.argv[1:]])
 
 
-def input_facts(settings, manifest: dict) -> dict:
+def input_facts(settings, backend, manifest: dict) -> dict:
     """Where the images were brought to the model's size: prepare (shards at that size),
-    on_device (the model's first layer), or none (the dataset's own size)."""
+    on_device (the model's first layer), or none (the dataset's own size); and where
+    this process's training input came from after the first epoch: memory, files (the
+    shards) or synthetic (one repeated batch)."""
     size, shards = settings.model_size(manifest), manifest["image_shape"]
     native = manifest.get("native_shape", shards)
     resize = ("on_device" if shards[:2] != [size, size]
               else "prepare" if native[:2] != shards[:2] else "none")
-    return {"resize": resize, "image_size": size}
+    source = ("synthetic" if settings.synthetic
+              else "memory" if in_memory(settings, manifest, backend.size, backend.rank)
+              else "files")
+    return {"resize": resize, "image_size": size, "train_input": source}
 
 
 def resolve_strategy(settings: Settings) -> str:

@@ -245,6 +245,7 @@ class Study:
                  "warmup-epochs": p.warmup_epochs, "momentum": p.momentum,
                  "precision": p.precision, "device": p.device, "seed": p.seed,
                  "shuffle-buffer": self.data["shuffle_buffer"],
+                 "cache-mb": self.data["cache_mb"],
                  "image-size": self.data["image_size"],
                  "communication": p.communication,
                  "telemetry-interval": self.config["training"]["telemetry_interval_s"]}

@@ -30,7 +30,8 @@ RECORD_COLUMNS = {"model": "model", "gpus": "replicas", "gpus_asked": "gpus_aske
                   "global_batch": "global_batch", "images_per_epoch": "images_per_epoch",
                   "epochs_expected": "epochs", "status": "status", "failure": "failure",
                   "test_accuracy": "test_accuracy", "host": "host", "image_size": "image_size",
-                  "resize": "resize", "synthetic_images_per_s": "synthetic_images_per_s",
+                  "resize": "resize", "train_input": "train_input",
+                  "synthetic_images_per_s": "synthetic_images_per_s",
                   # a sweep.commands point's output, as read (dlscale.command)
                   "streams": "streams", "logged_images_per_s": "logged_images_per_s",
                   # the job's cost beyond its training (dlscale.phases)

@@ -53,6 +53,7 @@ class Settings:
     steps_per_epoch: int | None
     image_size: int | None
     shuffle_buffer: int
+    cache_mb: int
     communication: str
     save_model: bool
     tensorboard: bool
@@ -167,6 +168,10 @@ def build_parser(description: str = DESCRIPTION) -> argparse.ArgumentParser:
              "on_device) the model's first layer resizes them (default: the shards' size)")
     add("--shuffle-buffer", type=int, default=data["shuffle_buffer"],
         help="training reader's shuffle buffer, in records (default: %(default)s)")
+    add("--cache-mb", type=int, default=data["cache_mb"], metavar="MB",
+        help="hold the decoded training images in memory after the first epoch when they "
+             "take at most MB (2^20 bytes) per input pipeline; 0: always read the shards "
+             "(default: %(default)s)")
     add("--communication", choices=COMMUNICATIONS, default=train["communication"],
         help="multiworker collectives: auto (NCCL on GPUs, ring on CPUs), nccl or ring")
     add("--save-model", action=argparse.BooleanOptionalAction, default=False,
@@ -205,6 +210,8 @@ def parse(argv=None, description: str = DESCRIPTION) -> Settings:
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    if args.cache_mb < 0:
+        parser.error(f"--cache-mb must be at least 0, got {args.cache_mb}")
     if args.base_lr <= 0 or args.warmup_epochs < 0 or not 0 <= args.momentum < 1:
         parser.error("--base-lr must be > 0, --warmup-epochs >= 0 and 0 <= --momentum < 1")
     args.modules = tuple(args.modules)

@@ -20,6 +20,9 @@ import numpy as np
 from dlscale.vocabulary import SHUFFLE_BUFFER
 
 MANIFEST = "manifest.json"
+# records parsed at once when a split is read into memory: its bytes are what that costs
+# beyond the images' own
+PARSE_BATCH = 1024
 
 
 def _varint(value: int) -> bytes:
@@ -137,9 +140,16 @@ def shard_records(manifest: dict, split: str, num_shards: int = 1, shard_index: 
     return len(range(shard_index, total, num_shards))
 
 
+def split_bytes(manifest: dict, split: str, num_shards: int = 1, shard_index: int = 0) -> int:
+    """Bytes of the decoded images that input pipeline `shard_index` of `num_shards`
+    reads in one pass over `split`: what holding them in memory costs."""
+    height, width, channels = manifest["image_shape"]
+    return shard_records(manifest, split, num_shards, shard_index) * height * width * channels
+
+
 def make_dataset(data_dir: str | Path, split: str, batch_size: int, *, training: bool,
                  seed: int = 0, shuffle_buffer: int = SHUFFLE_BUFFER, num_shards: int = 1,
-                 shard_index: int = 0, repeat: bool | None = None):
+                 shard_index: int = 0, repeat: bool | None = None, cache: bool = False):
     """Batched (uint8 image, int64 label) dataset, in the tf.data guide's order:
     list shards, interleave readers, shuffle, batch, vectorised parse, prefetch.
 
@@ -149,6 +159,11 @@ def make_dataset(data_dir: str | Path, split: str, batch_size: int, *, training:
     file when there are at least as many files as pipelines, otherwise by record (each
     pipeline reads every file and keeps every num_shards-th record), so any number of
     workers can read any number of shards.
+
+    cache=True reads and decodes the records once, in the first pass, and keeps the
+    decoded images in memory (split_bytes() of them); every later pass shuffles all of
+    them (a full shuffle, as Keras does with arrays, instead of shuffle_buffer) and
+    batches them without touching the files.
     """
     import tensorflow as tf
 
@@ -163,18 +178,13 @@ def make_dataset(data_dir: str | Path, split: str, batch_size: int, *, training:
     repeat = training if repeat is None else repeat
 
     ds = tf.data.Dataset.from_tensor_slices(files)
-    if training:
+    if training and not cache:
         ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
     ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(len(files), 4),
                        block_length=16, num_parallel_calls=tf.data.AUTOTUNE,
                        deterministic=True)
     if by_record:
         ds = ds.shard(num_shards, shard_index)
-    if repeat:
-        ds = ds.repeat()
-    if training:
-        ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    ds = ds.batch(batch_size, drop_remainder=training)
 
     spec = {"image": tf.io.FixedLenFeature([], tf.string),
             "label": tf.io.FixedLenFeature([], tf.int64)}
@@ -184,5 +194,28 @@ def make_dataset(data_dir: str | Path, split: str, batch_size: int, *, training:
         images = tf.io.decode_raw(parsed["image"], tf.uint8)
         return tf.reshape(images, (-1, height, width, channels)), parsed["label"]
 
-    ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+    if cache:  # the whole split as one element, parsed in parts; batches gathered from it
+        records = shard_records(manifest, split, num_shards, shard_index)
+        ds = ds.batch(PARSE_BATCH).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+        ds = ds.unbatch().batch(max(records, 1)).cache()
+        if repeat:
+            ds = ds.repeat()
+
+        def batches(epoch, images, labels):
+            order = tf.range(tf.shape(labels)[0], dtype=tf.int64)
+            if training:  # a new permutation of all the records in every pass
+                order = tf.random.experimental.stateless_shuffle(
+                    order, seed=tf.stack([tf.constant(seed, tf.int64), epoch]))
+            picks = tf.data.Dataset.from_tensor_slices(order)
+            picks = picks.batch(batch_size, drop_remainder=training)
+            return picks.map(lambda i: (tf.gather(images, i), tf.gather(labels, i)))
+
+        ds = ds.enumerate().flat_map(lambda epoch, pair: batches(epoch, *pair))
+    else:
+        if repeat:
+            ds = ds.repeat()
+        if training:
+            ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+        ds = ds.batch(batch_size, drop_remainder=training)
+        ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
     return ds.prefetch(tf.data.AUTOTUNE)

@@ -32,6 +32,7 @@ def test_replicas_global_batch_and_learning_rate(small_data, tmp_path, gpus):
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = json.loads((tmp_path / "run.json").read_text())
     assert run["status"] == "completed"
+    assert run["train_input"] == "memory"  # 400 images of 32 px: far below --cache-mb
     assert run["replicas"] == gpus and len(run["devices"]) == gpus
     assert run["global_batch"] == 8 * gpus
     assert run["lr"] == pytest.approx(0.01 * gpus)
@@ -53,8 +54,11 @@ def test_warmup_ramps_to_the_scaled_rate_and_no_scaling_keeps_base(small_data, t
     lrs = [e["lr"] for e in records(tmp_path / "w" / "epochs.jsonl")]
     assert lrs == pytest.approx([0.015, 0.02, 0.02])
     proc = train(small_data, tmp_path / "n", "--gpus", "2", "--epochs", "1",
-                 "--lr-scaling", "none")
-    assert json.loads((tmp_path / "n" / "run.json").read_text())["lr"] == pytest.approx(0.01)
+                 "--lr-scaling", "none", "--cache-mb", "0")
+    run = json.loads((tmp_path / "n" / "run.json").read_text())
+    assert run["lr"] == pytest.approx(0.01)
+    assert run["train_input"] == "files"  # --cache-mb 0: the shards are read every epoch
+    assert "read from files" in (tmp_path / "n" / "train.log").read_text()
 
 
 def test_two_multiworker_processes_train_together(small_data, tmp_path):

@@ -133,3 +133,42 @@ def test_each_readers_share_is_known_from_the_manifest(prepared, num_shards):
         read = sum(len(y) for _, y in make_dataset(prepared, "test", 7, training=False,
                                                   num_shards=num_shards, shard_index=index))
         assert shard_records(manifest, "test", num_shards, index) == read
+
+
+def pairs(batches):
+    """(label, image digest) of every image in (images, labels) batches."""
+    return [(int(y), hashlib.md5(x.tobytes()).hexdigest())
+            for images, labels in batches for x, y in zip(images.numpy(), labels.numpy())]
+
+
+def test_a_split_held_in_memory_gives_every_image_once_per_pass_in_a_new_order(prepared):
+    files = sorted(pairs(make_dataset(prepared, "train", 1000, training=False)))
+    ds = make_dataset(prepared, "train", 25, training=True, seed=3, cache=True)
+    read = pairs(ds.take(12))  # 100 images: 3 passes of 4 batches of 25
+    passes = [read[i:i + 100] for i in (0, 100, 200)]
+    assert all(sorted(p) == files for p in passes)  # each image with its own label
+    assert passes[0] != passes[1] != passes[2] and passes[0] != files
+    assert pairs(make_dataset(prepared, "train", 25, training=True, seed=3,
+                              cache=True).take(12)) == read  # seeded
+    assert pairs(make_dataset(prepared, "train", 25, training=True, seed=4,
+                              cache=True).take(4)) != read[:100]
+
+
+def test_held_in_memory_the_pipelines_still_share_the_records(prepared):
+    from dlscale.tfrecords import load_manifest, split_bytes
+
+    whole = sorted(pairs(make_dataset(prepared, "train", 1000, training=False)))
+    for num_shards in (2, 8):  # by file, by record
+        parts = [pairs(make_dataset(prepared, "train", 1000, training=False, cache=True,
+                                    num_shards=num_shards, shard_index=i))
+                 for i in range(num_shards)]
+        assert sorted(sum(parts, [])) == whole
+        manifest = load_manifest(prepared)
+        assert [split_bytes(manifest, "train", num_shards, i) for i in range(num_shards)] == \
+            [len(p) * 40 * 40 * 3 for p in parts]
+
+
+def test_held_in_memory_a_training_pass_drops_the_last_partial_batch(prepared):
+    batches = [len(y) for _, y in make_dataset(prepared, "train", 30, training=True,
+                                                cache=True).take(6)]
+    assert batches == [30] * 6  # 3 full batches of 100 images per pass
