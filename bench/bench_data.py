@@ -11,7 +11,9 @@ Measured, each in its own process (so its peak RSS, VmHWM, is its own):
   - preparation in both modes, and the same preparation by the code of --baseline (the
     commit before issue 16, extracted with `git archive`), so old and new are compared
     in the same run;
-  - the TFRecord reader in both modes, images/s in epochs 1 and 2, and peak RSS;
+  - the TFRecord reader in both modes, images/s in epochs 1 and 2, and peak RSS; and
+    the on_device reader holding the decoded images in memory after its first epoch
+    (what train.py does when they fit in data.cache_mb);
   - the reader feeding --replicas logical CPU devices through MirroredStrategy's
     distribute_datasets_from_function, as training does;
   - the on_device reader with the model's resize layer run on the host CPU (what a
@@ -87,15 +89,16 @@ def resized(batches, resize):
         yield resize(images)
 
 
-def stage_read(data: Path, resize_to: int = 0) -> dict:
+def stage_read(data: Path, resize_to: int = 0, cache: bool = False) -> dict:
     """The training reader (make_dataset) alone; with resize_to, each batch also goes
-    through the model's resize layer on this CPU."""
+    through the model's resize layer on this CPU; with cache, the images are held in
+    memory after the first epoch."""
     import tensorflow as tf
 
     from dlscale.tfrecords import load_manifest, make_dataset
 
     steps = load_manifest(data)["splits"]["train"]["count"] // BATCH
-    batches = iter(make_dataset(data, "train", BATCH, training=True, seed=1))
+    batches = iter(make_dataset(data, "train", BATCH, training=True, seed=1, cache=cache))
     if resize_to:
         from dlscale import cli as K
 
@@ -171,7 +174,7 @@ def run_stage(argv: list[str]) -> dict:
     if stage == "prepare":
         return stage_prepare(Path(rest[0]), int(rest[1]), rest[2])
     if stage == "read":
-        return stage_read(Path(rest[0]), int(rest[1]))
+        return stage_read(Path(rest[0]), int(rest[1]), rest[2:] == ["cache"])
     if stage == "replicas":
         return stage_replicas(Path(rest[0]), int(rest[1]))
     if stage == "reference":
@@ -210,6 +213,8 @@ def main(argv=None) -> int:
     reads = {
         "reader, prepare (128 px shards)": child("read", data["prepare"], "0"),
         "reader, on_device (32 px shards)": child("read", data["on_device"], "0"),
+        "reader, on_device, held in memory after epoch 1": child("read", data["on_device"],
+                                                                 "0", "cache"),
         f"reader -> {n} replicas, prepare": child("replicas", data["prepare"], n),
         f"reader -> {n} replicas, on_device": child("replicas", data["on_device"], n),
         "reader, on_device, + resize layer on the CPU": child("read", data["on_device"], size),
