@@ -18,7 +18,7 @@ PROFILE = ["--profile", str(ROOT / "profiles" / "local")]
 def config(cifar_python, tmp_path_factory):
     path = tmp_path_factory.mktemp("cfg") / "config.yaml"
     return write_config(path, f"""
-data: {{source: {cifar_python}, image_size: 48, shards: 2}}
+data: {{source: {cifar_python}, image_size: 48, shards: 2, cache_mb: 0}}
 sweep: {{models: [SimpleCNN], gpus: [1, 2], repeats: 1, strategy: [mirrored, multiworker]}}
 training: {{epochs: 2, batch_per_gpu: 8, device: cpu}}
 resources: {{cpus_per_gpu: 1, mem_mb_per_gpu: 1000, runtime_min: 10}}
@@ -35,6 +35,7 @@ def test_one_point_trains_with_two_replicas_and_records_say_so(tmp_path, config)
     # data.resize: on_device (the default): 32 px shards, the model resizes to 48 px
     assert (run["resize"], run["image_size"]) == ("on_device", 48)
     assert run["dataset"]["dir"] == "results/data/cifar10-32px"
+    assert run["train_input"] == "files"  # data.cache_mb: 0 reached train.py
     # only that point ran: no other run folder exists (completed/: its kept copy)
     assert sorted(p.parent.relative_to(tmp_path / "results/runs").as_posix()
                   for p in (tmp_path / "results/runs").rglob("run.json")
