@@ -165,8 +165,8 @@ def main(argv=None) -> int:
     rows, spans, ratios = [], {}, []
     for model in [] if args.planning_only else args.models:
         for replicas in args.replicas:
-            got = {"bare": [], "dlscale": []} | ({"synthetic": []} if args.synthetic else {}) \
-                | ({"files": []} if args.files else {})
+            got = {"bare": []} | {kind: [] for kind in VARIANTS
+                                  if kind == "dlscale" or getattr(args, kind)}
             for round_ in range(args.rounds):
                 order = list(got) if round_ % 2 == 0 else list(reversed(got))
                 for kind in order:
