@@ -50,15 +50,20 @@ def build(name, classes):
 
 
 class EpochTimer(keras.callbacks.Callback):
+    """Each epoch's seconds, and its (begin, end) in perf_counter's seconds (on Linux
+    CLOCK_MONOTONIC, the clock bench/profile_overhead.py has perf stamp samples with)."""
+
     def __init__(self):
         super().__init__()
-        self.seconds = []
+        self.seconds, self.windows = [], []
 
     def on_epoch_begin(self, epoch, logs=None):
         self.t0 = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):
-        self.seconds.append(time.perf_counter() - self.t0)
+        end = time.perf_counter()
+        self.seconds.append(end - self.t0)
+        self.windows.append((self.t0, end))
 
 
 def main():
@@ -91,7 +96,8 @@ def main():
     model.fit(x, y, batch_size=batch, epochs=args.epochs, verbose=2, callbacks=[timer])
     fit = time.perf_counter() - start
     loss, accuracy = model.evaluate(xt, yt, batch_size=batch, verbose=0)
-    print(json.dumps({"epochs": timer.seconds, "fit_s": fit, "test_accuracy": accuracy}))
+    print(json.dumps({"epochs": timer.seconds, "fit_s": fit, "test_accuracy": accuracy,
+                      "windows": timer.windows}))
 
 
 if __name__ == "__main__":

@@ -17,8 +17,10 @@ Sets (--sets): bare (the timer only); + TerminateOnNaN (reads the loss after eve
 + BackupAndRestore (an epoch's checkpoint); both (Keras then calls every callback's step
 hooks, and BackupAndRestore's assign a variable after every step); + the epoch
 recorder with telemetry sampling every second (train.py's defaults); train.py's whole
-set; and that set on the schedule's copy; and, on request (arrays), bare with numpy
-arrays into fit instead of the distributed dataset, as bench/bare_keras.py. And the
+set (recorder, BackupAndRestore); that set on the schedule's copy; and, on request
+(train.py+nan), the set train.py had until 2026-11-25, with TerminateOnNaN; and, on
+request (arrays), bare with numpy arrays into fit instead of the distributed dataset, as
+bench/bare_keras.py. And the
 learning rate alone, the timer only in each: control (a second copy compiled like bare's,
 which shows what a copy alone changes), flat (dlscale's schedule without warm-up, the
 default: a schedule returning the constant rate) and warmup (the warm-up schedule).
@@ -43,7 +45,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # tf.keras is tf_keras, as in train.py
 
 DEFAULT_SETS = ["bare", "nan", "backup", "nan+backup", "recorder", "train.py", "schedule"]
-ALL_SETS = DEFAULT_SETS + ["arrays", "control", "flat", "warmup"]
+ALL_SETS = DEFAULT_SETS + ["train.py+nan", "arrays", "control", "flat", "warmup"]
 
 
 def main(argv=None) -> int:
@@ -130,6 +132,9 @@ def main(argv=None) -> int:
         return run
 
     def train_py(n, r):
+        return [recorder(n), backup(n, r)]
+
+    def train_py_before(n, r):  # until 2026-11-25
         return [recorder(n), keras.callbacks.TerminateOnNaN(), backup(n, r)]
 
     sets = {  # short name: (label, fit)
@@ -143,6 +148,8 @@ def main(argv=None) -> int:
             recorder(n)])),
         "train.py": ("train.py's set", fit(constant, train_py)),
         "schedule": ("train.py's set, warm-up schedule", fit(scheduled, train_py)),
+        "train.py+nan": ("train.py's set before 2026-11-25 (+ TerminateOnNaN)",
+                         fit(constant, train_py_before)),
         "arrays": ("bare, numpy arrays into fit (bench/bare_keras.py's input)",
                    fit(constant, arrays=True)),
         "control": ("bare on a second copy of its model", fit(extra.get("control"))),

@@ -4,7 +4,7 @@ script (bench/bare_keras.py), side by side in one run.
 
   python bench/bench_overhead.py [--work /tmp/dlscale-bench-overhead] [--rounds 2]
       [--models SimpleCNN MobileNetV2] [--replicas 1 2] [--images 2048] [--epochs 4]
-      [--synthetic] [--files]
+      [--synthetic] [--files] [--before REV]
 
 The same generated CIFAR-10 archive (32 px), model, batch per replica (64), replicas
 (logical CPU devices) and epochs are trained by
@@ -13,7 +13,8 @@ The same generated CIFAR-10 archive (32 px), model, batch per replica (64), repl
       instrumentation (telemetry every second, epoch records, backup, evaluation, record)
       and input (these images are held in memory after the first epoch: data.cache_mb);
   --synthetic and --files add train.py on synthetic input and train.py reading the
-  shards every epoch (--cache-mb 0, the input before data.cache_mb), in the same rounds.
+  shards every epoch (--cache-mb 0, the input before data.cache_mb), in the same rounds;
+  --before REV adds launch.py + train.py as they were at git commit REV (a cut's before).
 Each run is its own process; the pairs alternate which goes first. Per run: the process
 wall time (spawn to exit, measured here), fit's seconds (reported by each), the steady
 epoch time (mean of the epochs after the first), and the fixed cost = wall - fit. For
@@ -47,7 +48,8 @@ BATCH = 64
 # the dlscale variants: train.py's flags beyond the common ones, and how the tables name them
 VARIANTS = {"dlscale": ([], "real input"),
             "synthetic": (["--synthetic"], "synthetic input"),
-            "files": (["--cache-mb", "0"], "real input, read from the shards every epoch")}
+            "files": (["--cache-mb", "0"], "real input, read from the shards every epoch"),
+            "before": ([], "real input, train.py at the commit --before names")}
 # the spans of a dlscale job's fixed cost, from run.json's phases (dlscale.phases)
 SPANS = [("launch", "rule_start", "interpreter"), ("start-up", "interpreter", "imports"),
          ("model", "imports", "model"), ("data", "model", "data"),
@@ -65,22 +67,59 @@ def timed(command: list[str]) -> tuple[float, subprocess.CompletedProcess]:
     return wall, proc
 
 
+def prepared(work: Path, images: int) -> tuple[Path, Path]:
+    """The generated CIFAR-10 archive (python layout, `images` training and 256 test
+    images) and its 32 px TFRecord shards, made once in `work`."""
+    import make_synthetic_cifar
+    import prepare_data
+
+    archive, data = work / "cifar.tar.gz", work / "data32"
+    if not (data / "manifest.json").exists():
+        make_synthetic_cifar.write_archive(archive, "python", images, 256, seed=0)
+        prepare_data.prepare("cifar10", archive, data, 32, 4)
+    return archive, data
+
+
+def checkout_scripts(rev: str, work: Path) -> Path:
+    """scripts/ as it was at git commit `rev`, extracted under `work`."""
+    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", f"{rev}^{{commit}}"],
+                            capture_output=True, text=True)
+    if commit.returncode:
+        raise SystemExit(f"error: --before {rev!r}: not a commit of {ROOT}")
+    target = work / f"scripts-{commit.stdout.strip()[:12]}"
+    if not target.exists():
+        subprocess.run(["mkdir", "-p", str(target)], check=True)
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit.stdout.strip(),
+                                  "scripts"], capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(target), "--strip-components", "1"],
+                       input=archive, check=True)
+    return target
+
+
+def bare_command(archive: Path, model: str, replicas: int, epochs: int) -> list[str]:
+    return [sys.executable, str(ROOT / "bench" / "bare_keras.py"), "--archive", str(archive),
+            "--model", model, "--replicas", str(replicas), "--batch-size", str(BATCH),
+            "--epochs", str(epochs), "--cpu-replicas"]
+
+
+def train_flags(data: Path, out: Path, model: str, replicas: int, epochs: int) -> list[str]:
+    """train.py's flags for the same training as bare_command's."""
+    return ["--data-dir", str(data), "--out", str(out), "--model", model, "--gpus",
+            str(replicas), "--device", "cpu", "--batch-per-gpu", str(BATCH), "--epochs",
+            str(epochs), "--image-size", "32"]
+
+
 def bare(archive: Path, model: str, replicas: int, epochs: int) -> dict:
-    wall, proc = timed([sys.executable, str(ROOT / "bench" / "bare_keras.py"), "--archive",
-                        str(archive), "--model", model, "--replicas", str(replicas),
-                        "--batch-size", str(BATCH), "--epochs", str(epochs),
-                        "--cpu-replicas"])
+    wall, proc = timed(bare_command(archive, model, replicas, epochs))
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     return {"wall": wall, "fit": result["fit_s"], "steady": statistics.mean(result["epochs"][1:])}
 
 
 def dlscale(data: Path, out: Path, model: str, replicas: int, epochs: int,
-            *extra: str) -> dict:
-    wall, _ = timed([sys.executable, str(SCRIPTS / "launch.py"), "--record", str(out), "--",
-                     sys.executable, str(SCRIPTS / "train.py"), "--data-dir", str(data),
-                     "--out", str(out), "--model", model, "--gpus", str(replicas),
-                     "--device", "cpu", "--batch-per-gpu", str(BATCH), "--epochs",
-                     str(epochs), "--image-size", "32", *extra])
+            *extra: str, scripts: Path = SCRIPTS) -> dict:
+    wall, _ = timed([sys.executable, str(scripts / "launch.py"), "--record", str(out), "--",
+                     sys.executable, str(scripts / "train.py"),
+                     *train_flags(data, out, model, replicas, epochs), *extra])
     run = json.loads((out / "run.json").read_text())
     epochs_ = [json.loads(x) for x in (out / "epochs.jsonl").read_text().splitlines()]
     phases = run["phases"]
@@ -150,14 +189,11 @@ def main(argv=None) -> int:
                         help="also train.py on synthetic input (the input pipeline's share)")
     parser.add_argument("--files", action="store_true",
                         help="also train.py reading the shards every epoch (--cache-mb 0)")
+    parser.add_argument("--before", metavar="REV",
+                        help="also launch.py + train.py as they were at git commit REV")
     args = parser.parse_args(argv)
-    import make_synthetic_cifar
-    import prepare_data
-
-    archive, data = args.work / "cifar.tar.gz", args.work / "data32"
-    if not (data / "manifest.json").exists():
-        make_synthetic_cifar.write_archive(archive, "python", args.images, 256, seed=0)
-        prepare_data.prepare("cifar10", archive, data, 32, 4)
+    archive, data = prepared(args.work, args.images)
+    before = checkout_scripts(args.before, args.work) if args.before else None
     began = time.time()
     print(f"machine: {platform.node()}, {os.cpu_count()} cores, {sys.executable}")
     print(f"{args.images} images at 32 px, batch {BATCH} per replica, {args.epochs} epochs "
@@ -176,7 +212,8 @@ def main(argv=None) -> int:
                         out = args.work / f"run-{model}-{replicas}-{round_}-{kind}"
                         subprocess.run(["rm", "-rf", str(out)], check=True)
                         got[kind].append(dlscale(data, out, model, replicas, args.epochs,
-                                                 *VARIANTS[kind][0]))
+                                                 *VARIANTS[kind][0],
+                                                 scripts=before if kind == "before" else SCRIPTS))
             mean = {k: {f: statistics.mean(r[f] for r in v) for f in ("wall", "fit", "steady")}
                     for k, v in got.items()}
             for kind in [k for k in got if k != "bare"]:

@@ -76,13 +76,13 @@ class Backend:
         """model -> the learning rate of the step it is at (for the records)."""
         return lambda model: schedule(model.optimizer.iterations)
 
-    def callbacks(self, recorder, stop_on_nan, backup_dir: str, plan) -> list:
+    def callbacks(self, recorder, backup_dir: str, plan) -> list:
         keras = K.keras()
         # the recorder first, so an epoch is recorded before its backup is saved; the backup
         # outlives fit (RunRecord.write drops it once run.json is written), so a job killed
-        # during the evaluation or the record resumes with every epoch done
-        return [recorder, stop_on_nan,
-                keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=False)]
+        # during the evaluation or the record resumes with every epoch done. None has step
+        # hooks: Keras then calls no callback between steps
+        return [recorder, keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=False)]
 
     def datasets(self, train_input, test_input, global_batch: int):
         import tensorflow as tf
@@ -194,11 +194,12 @@ class Horovod(Backend):
         keras = K.keras()
         return lambda model: keras.backend.get_value(model.optimizer.learning_rate)
 
-    def callbacks(self, recorder, stop_on_nan, backup_dir: str, plan) -> list:
+    def callbacks(self, recorder, backup_dir: str, plan) -> list:
         hvd = self.hvd
         # weights broadcast from rank 0; metrics averaged before the recorder writes them
+        # (and decides on NaN: every rank sees the same average and stops at the same epoch)
         callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0),
-                     hvd.callbacks.MetricAverageCallback(), recorder, stop_on_nan]
+                     hvd.callbacks.MetricAverageCallback(), recorder]
         if plan.warmup_steps > 0:
             callbacks.append(hvd.callbacks.LearningRateWarmupCallback(
                 initial_lr=plan.lr, warmup_epochs=self.settings.warmup_epochs,

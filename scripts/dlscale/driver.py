@@ -221,8 +221,7 @@ def build(settings, backend, plan, manifest: dict, precision: str, state: Path, 
         model = T.build_model(settings.model, tuple(manifest["image_shape"]),
                               manifest["num_classes"], settings.image_size,
                               settings.model_from)
-        callbacks = (backend.callbacks(recorder, keras.callbacks.TerminateOnNaN(),
-                                       str(backup_dir(settings, state)), plan)
+        callbacks = (backend.callbacks(recorder, str(backup_dir(settings, state)), plan)
                      if settings.loop == "fit"
                      else [recorder]) + chief_callbacks(settings, backend)
         callbacks += slow_steps()

@@ -334,6 +334,12 @@ def epoch_recorder(path: Path, steps: int, global_batch: int, lr_of, write: bool
     """Keras callback appending one JSON object per finished epoch to `path`, with the
     epoch's telemetry summary when a `sampler` (dlscale.telemetry.Sampler) runs.
 
+    An epoch whose loss or metrics are NaN or infinite sets `saw_nan` and stops training
+    there. This is the run's stop on NaN; Keras' TerminateOnNaN would stop a step after
+    the loss goes bad, but it reads the loss after every step, which makes Keras call
+    every callback's step hooks (BackupAndRestore then assigns a variable per step): 0.5
+    ms per step here, a few per cent of a short step (docs/benchmarks.md, issue 26).
+
     On the first epoch of a (possibly resumed) fit it rewrites the file with only the
     epochs before the one starting, so a run restored from a backup has no duplicates,
     and calls `on_first(epoch index)`: only then is it known where a resume began.
@@ -367,6 +373,7 @@ def epoch_recorder(path: Path, steps: int, global_batch: int, lr_of, write: bool
                 record[key] = float(value)
             if not all(math.isfinite(v) for k, v in record.items() if k in logs):
                 self.saw_nan = True
+                self.model.stop_training = True
             if sampler:
                 record.update(sampler.summary(self._sampled, sampler.now(), record["images"]))
             if write:

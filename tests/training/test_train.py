@@ -80,6 +80,8 @@ def test_nan_loss_stops_the_run_as_failed(small_data, tmp_path):
     run = json.loads((tmp_path / "run.json").read_text())
     assert run["status"] == "failed" and "NaN" in run["failure"]
     assert run["test_accuracy"] is None
+    # stopped at the end of the epoch whose loss went bad, not after all 3
+    assert [e["epoch"] for e in records(tmp_path / "epochs.jsonl")] == [1]
 
 
 def test_more_gpus_than_visible_fails_before_building_the_model(small_data, tmp_path):

@@ -86,3 +86,28 @@ def test_the_custom_loop_with_horovod_is_refused_at_planning():
     with pytest.raises(SweepError, match="the custom training loop runs mirrored and "
                                          "multiworker points; horovod points train with fit"):
         expand(config)
+
+
+def test_trains_fit_calls_no_callback_between_steps(tmp_path):
+    """train.py's callbacks for fit have no step hooks, so Keras runs an epoch's steps
+    without calling into Python between them; NaN is caught by the epoch recorder. Keras'
+    TerminateOnNaN read the loss after every step, and with it in the list Keras called
+    every callback's step hooks (0.5 ms per step: docs/benchmarks.md, issue 26)."""
+    import time
+
+    from dlscale import driver
+    from dlscale.cli import keras
+    from dlscale.settings import parse
+
+    settings = parse(["--data-dir", str(tmp_path), "--out", str(tmp_path / "out"),
+                      "--model", "MLP", "--device", "cpu", "--gpus", "1"])
+    backend = make_backend("mirrored", settings)
+    backend.setup()
+    plan = plan_run(**{**PLAN, "replicas": 1, "device": "cpu", "devices_in_process": 1,
+                       "batch_per_gpu": 8, "train_images": 64})
+    model, recorder, callbacks = driver.build(
+        settings, backend, plan, {"image_shape": [8, 8, 3], "num_classes": 10}, "float32",
+        tmp_path / "state", deadline=time.time() + 3600)
+    assert recorder in callbacks and len(callbacks) >= 3  # recorder, backup, deadline stop
+    hooks = keras().callbacks.CallbackList(callbacks, model=model)
+    assert not hooks._should_call_train_batch_hooks  # Keras' own test of "any step hook"
