@@ -198,7 +198,7 @@ def main(argv=None) -> int:
     print(f"machine: {platform.node()}, {os.cpu_count()} cores, {sys.executable}")
     print(f"{args.images} images at 32 px, batch {BATCH} per replica, {args.epochs} epochs "
           f"(steady: epochs 2-{args.epochs}), {args.rounds} round(s)\n")
-    rows, spans, ratios = [], {}, []
+    rows, spans, ratios, against = [], {}, [], []
     for model in [] if args.planning_only else args.models:
         for replicas in args.replicas:
             got = {"bare": []} | {kind: [] for kind in VARIANTS
@@ -219,6 +219,9 @@ def main(argv=None) -> int:
             for kind in [k for k in got if k != "bare"]:
                 pairs = [d["steady"] / b["steady"] for b, d in zip(got["bare"], got[kind])]
                 ratios.append((model, replicas, kind, pairs, *paired_ratio(pairs)))
+            for kind in [k for k in got if k not in ("bare", "dlscale")]:
+                pairs = [d["steady"] / v["steady"] for v, d in zip(got[kind], got["dlscale"])]
+                against.append((model, replicas, kind, pairs, *paired_ratio(pairs)))
             print(f"{model} x{replicas}: steady epoch " + ", ".join(
                 f"{kind} {m['steady']:.3f} s" for kind, m in mean.items()), flush=True)
             spans[(model, replicas)] = {
@@ -234,6 +237,14 @@ def main(argv=None) -> int:
         print("| model | replicas | dlscale | rounds | ratio per round | mean | 95 % interval |")
         print("|---|---|---|---|---|---|---|")
         for model, replicas, kind, pairs, low, mid, high in ratios:
+            print(f"| {model} | {replicas} | {VARIANTS[kind][1]} | {len(pairs)} | "
+                  f"{', '.join(f'{r:.3f}' for r in pairs)} | {mid:.3f} | {low:.3f} to {high:.3f} |")
+    if against:
+        print("\nSteady epoch ratio dlscale / each other variant, same round: geometric mean and "
+              "its 95 % bootstrap interval\n")
+        print("| model | replicas | dlscale against | rounds | ratio per round | mean | "
+              "95 % interval |\n|---|---|---|---|---|---|---|")
+        for model, replicas, kind, pairs, low, mid, high in against:
             print(f"| {model} | {replicas} | {VARIANTS[kind][1]} | {len(pairs)} | "
                   f"{', '.join(f'{r:.3f}' for r in pairs)} | {mid:.3f} | {low:.3f} to {high:.3f} |")
     print("\nPlanning in each Snakefile parse (best of 3; the job step's since this round)\n")
