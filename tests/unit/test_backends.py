@@ -92,7 +92,7 @@ def test_trains_fit_calls_no_callback_between_steps(tmp_path):
     """train.py's callbacks for fit have no step hooks, so Keras runs an epoch's steps
     without calling into Python between them; NaN is caught by the epoch recorder. Keras'
     TerminateOnNaN read the loss after every step, and with it in the list Keras called
-    every callback's step hooks (0.5 ms per step: docs/benchmarks.md, issue 26)."""
+    every callback's step hooks (about 1 ms per step: docs/benchmarks.md, issue 26)."""
     import time
 
     from dlscale import driver
