@@ -22,8 +22,9 @@ the steps and runs the callbacks, or the others: TensorFlow's pools and, in dlsc
 telemetry sampler). Prints Markdown tables for docs/benchmarks.md: the means per part,
 the difference and the symbols whose CPU differs most.
 
-The wrapper: `profile_overhead.py train <train.py flags>` runs train.py's main with the
-recorder's epoch windows written to $DLSCALE_PROFILE_WINDOWS.
+Needs Linux perf (Debian: apt install linux-perf) and a time.perf_counter on
+CLOCK_MONOTONIC (Linux). The wrapper: `profile_overhead.py train <train.py flags>` runs
+train.py's main with the recorder's epoch windows written to $DLSCALE_PROFILE_WINDOWS.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -172,6 +174,8 @@ def main(argv=None) -> int:
     parser.add_argument("--frequency", type=int, default=499, help="samples per CPU second")
     parser.add_argument("--top", type=int, default=12, help="symbols listed")
     args = parser.parse_args(argv)
+    if not shutil.which("perf"):
+        raise SystemExit("error: perf not found: install Linux perf (Debian: linux-perf)")
     if "CLOCK_MONOTONIC" not in time.get_clock_info("perf_counter").implementation:
         raise SystemExit("error: time.perf_counter is not CLOCK_MONOTONIC here: the epochs' "
                          "windows and perf's samples would be on different clocks")
