@@ -20,10 +20,10 @@ recorder with telemetry sampling every second (train.py's defaults); train.py's 
 set (recorder, BackupAndRestore); that set on the schedule's copy; and, on request
 (train.py+nan), the set train.py had until 2026-11-25, with TerminateOnNaN; and, on
 request (arrays), bare with numpy arrays into fit instead of the distributed dataset, as
-bench/bare_keras.py. And the
-learning rate alone, the timer only in each: control (a second copy compiled like bare's,
-which shows what a copy alone changes), flat (dlscale's schedule without warm-up, the
-default: a schedule returning the constant rate) and warmup (the warm-up schedule).
+bench/bare_keras.py. And the learning rate alone, the timer only in each: control (a
+second copy compiled like bare's, which shows what a copy alone changes), flat (dlscale's
+schedule without warm-up, the default: a schedule returning the constant rate) and warmup
+(the warm-up schedule).
 Prints a Markdown table: median steady epoch per set, and its ratio to bare.
 """
 

@@ -87,12 +87,15 @@ def checkout_scripts(rev: str, work: Path) -> Path:
     if commit.returncode:
         raise SystemExit(f"error: --before {rev!r}: not a commit of {ROOT}")
     target = work / f"scripts-{commit.stdout.strip()[:12]}"
-    if not target.exists():
-        subprocess.run(["mkdir", "-p", str(target)], check=True)
+    if not target.exists():  # extracted beside it, then renamed: never half there
+        part = target.with_name(target.name + ".part")
+        subprocess.run(["rm", "-rf", str(part)], check=True)
+        part.mkdir(parents=True)
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit.stdout.strip(),
                                   "scripts"], capture_output=True, check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(target), "--strip-components", "1"],
+        subprocess.run(["tar", "-x", "-C", str(part), "--strip-components", "1"],
                        input=archive, check=True)
+        part.rename(target)
     return target
 
 

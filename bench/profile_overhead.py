@@ -97,8 +97,8 @@ def part_of(dso: str) -> str:
 
 
 def profile(command: list[str], data: Path, windows_file: Path | None,
-            frequency: int) -> tuple[list[tuple[float, float]], Path, str]:
-    """Runs `command` under perf; returns its epoch windows, the perf data and stdout."""
+            frequency: int) -> list[tuple[float, float]]:
+    """Runs `command` under perf, writing `data`; returns its epochs' (begin, end)."""
     env = dict(B.ENV, ONEDNN_JIT_PROFILE="2")  # oneDNN names its kernels in perf-PID.map
     if windows_file:
         env[WINDOWS_ENV] = str(windows_file)
@@ -112,7 +112,7 @@ def profile(command: list[str], data: Path, windows_file: Path | None,
         windows = json.loads(windows_file.read_text())
     else:
         windows = json.loads(proc.stdout.strip().splitlines()[-1])["windows"]
-    return [tuple(w) for w in windows], data, proc.stdout
+    return [tuple(w) for w in windows]
 
 
 def attribute(data: Path, windows: list[tuple[float, float]], frequency: int) -> dict:
@@ -200,7 +200,7 @@ def main(argv=None) -> int:
                         windows_file = args.work / "windows.json"
                         command = [sys.executable, str(Path(__file__).resolve()), "train",
                                    *B.train_flags(data, out, model, replicas, args.epochs)]
-                    windows, _, _ = profile(command, perf_data, windows_file, args.frequency)
+                    windows = profile(command, perf_data, windows_file, args.frequency)
                     runs[kind].append(attribute(perf_data, windows, args.frequency))
                     print(f"{model} x{replicas} round {round_ + 1} {kind}: wall "
                           f"{runs[kind][-1]['wall']:.3f} s, CPU {runs[kind][-1]['cpu']:.3f} s "
