@@ -12,7 +12,6 @@ their own that are removed, as TensorFlow's multi-worker guide does).
 
 from __future__ import annotations
 
-import math
 import shutil
 import time
 from pathlib import Path
@@ -95,8 +94,8 @@ class CustomLoop:
             self.epoch.assign(epoch + 1)
             self.manager.save()
             hooks.on_epoch_end(epoch, logs)
-            if not math.isfinite(logs["loss"]):
-                break  # the recorder saw it: the run ends as failed
+            if self.model.stop_training:
+                break  # the recorder saw a NaN or infinite loss: the run ends as failed
 
     def restore(self) -> int:
         """The epochs a previous attempt finished (0: start from the beginning)."""

@@ -74,8 +74,9 @@ def test_two_multiworker_processes_train_together(small_data, tmp_path):
     assert [e["epoch"] for e in records(tmp_path / "epochs.jsonl")] == [1, 2]
 
 
-def test_nan_loss_stops_the_run_as_failed(small_data, tmp_path):
-    proc = train(small_data, tmp_path, "--epochs", "3", "--base-lr", "1e9")
+@pytest.mark.parametrize("loop", ["fit", "custom"])
+def test_nan_loss_stops_the_run_as_failed(small_data, tmp_path, loop):
+    proc = train(small_data, tmp_path, "--epochs", "3", "--base-lr", "1e9", "--loop", loop)
     assert proc.returncode == 4
     run = json.loads((tmp_path / "run.json").read_text())
     assert run["status"] == "failed" and "NaN" in run["failure"]
