@@ -74,9 +74,10 @@ rule train:
         attempt=of_point(STUDY.attempt),
     # launch.py --record: whatever becomes of the point, run.json says so and the job
     # succeeds, so the tables are built with it; check_points fails the workflow after.
+    # --time-limit-min: the watchdog's limit where no SLURM job gives one (profiles/local).
     shell:
         "python {params.launcher:q} {params.launch} --record {params.out:q} --log {log:q} "
-        "-- "
+        "--time-limit-min {resources.runtime} -- "
         "{params.python:q} {params.script:q} {params.flags} --attempt {params.attempt} "
         "--data-dir {params.data:q} --out {params.out:q} > {log:q} 2>&1"
 
@@ -134,7 +135,8 @@ rule train_command:
         out=folder_of("run"),
         attempt=of_point(STUDY.attempt),
     shell:
-        "python {params.launcher:q} --record {params.out:q} --log {log:q} -- "
+        "python {params.launcher:q} --record {params.out:q} --log {log:q} "
+        "--time-limit-min {resources.runtime} -- "
         "python {params.script:q} {params.flags} --attempt {params.attempt} "
         "--out {params.out:q} > {log:q} 2>&1"
 

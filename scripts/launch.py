@@ -21,7 +21,10 @@ whatever happens, and the exit status is 0 once it is. train.py records its own 
 (completed, NaN, out of memory, devices, time limit, a crash it sees); when it dies
 without a record (killed by a signal, such as the out-of-memory killer's SIGKILL)
 launch.py writes run.json from the epochs that finished. Stopped itself by SIGTERM
-(scancel, or SLURM's hard time limit), it records that and exits 143.
+(scancel, or SLURM's hard time limit) or SIGINT (Ctrl-C), it records that and exits
+128 + the signal. The workers run in process groups of their own and launch.py adopts
+what they leave behind (dlscale.processes): however the point ends, no process it
+started outlives it.
 
 One writer per point: launch.py holds an exclusive lock on DIR/.lock (flock, released
 by the kernel when the process ends, however it ends) while the training runs. A second
@@ -53,6 +56,14 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+
+from dlscale.processes import (
+    adopt_orphans,
+    end_tree,
+    killed_reason,
+    spawn,
+    stopped_reason,
+)
 
 
 def free_ports(count: int) -> list[int]:
@@ -107,16 +118,13 @@ def horovod_command(tasks: int, nodes: int, command: list[str], mpi_launcher: st
     return [horovodrun, "--gloo", "-np", str(tasks), "-H", f"localhost:{tasks}"] + command
 
 
-# Seconds between SIGTERM and SIGKILL when launch.py stops its workers.
-KILL_GRACE_S = 5.0
-
-
 def supervise(procs: list[subprocess.Popen], stop_at: float | None = None,
               poll: float = 0.2) -> tuple[int, bool]:
     """Wait for the worker processes: (exit status, whether `stop_at` was reached first).
     The first failing worker stops the others; so does `stop_at` (time.time() scale).
-    Stopping is SIGTERM, then SIGKILL to those still running after KILL_GRACE_S; the
-    exit status is the first failure's (negative: the signal that ended it)."""
+    However it ends, every process the workers started ends with it (processes.end_tree:
+    SIGTERM, then SIGKILL after KILL_GRACE_S); the exit status is the first failure's
+    (negative: the signal that ended it)."""
     status, late = 0, False
     try:
         while any(p.poll() is None for p in procs):
@@ -129,21 +137,8 @@ def supervise(procs: list[subprocess.Popen], stop_at: float | None = None,
                 break
             time.sleep(poll)
     finally:
-        stop(procs)
+        end_tree(procs)
     return status or next((p.returncode for p in procs if p.returncode), 0), late
-
-
-def stop(procs: list[subprocess.Popen]) -> None:
-    running = [p for p in procs if p.poll() is None]
-    for p in running:
-        p.send_signal(signal.SIGTERM)
-    end = time.time() + KILL_GRACE_S
-    for p in running:
-        try:
-            p.wait(timeout=max(0.0, end - time.time()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
 
 
 def local_workers(tasks: int, command: list[str]) -> list[subprocess.Popen]:
@@ -153,7 +148,7 @@ def local_workers(tasks: int, command: list[str]) -> list[subprocess.Popen]:
     for index in range(tasks):
         tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
         env = dict(os.environ, TF_CONFIG=json.dumps(tf_config))
-        procs.append(subprocess.Popen(command, env=env))
+        procs.append(spawn(command, env=env))
     return procs
 
 
@@ -231,10 +226,11 @@ def planned_settings(command: list[str]) -> dict:
 
 
 def record_end(out: Path, returncode: int, log: str | None, started: datetime,
-               command: list[str], terminated: bool = False, late: bool = False,
+               command: list[str], terminated: int = 0, late: bool = False,
                notes: list[str] | None = None) -> None:
     """run.json for a training that ended without writing one (see --record); `late`:
-    the watchdog stopped it before the job's time limit."""
+    the watchdog stopped it before the job's time limit; `terminated`: the signal
+    (SIGTERM, SIGINT) that stopped launch.py itself, or 0."""
     from dlscale.contract import EPOCHS, STATE, RunRecord, Status, read_epochs
     from dlscale.training import WATCHDOG_RESERVE_S, environment_facts, slurm_time_left
 
@@ -251,6 +247,8 @@ def record_end(out: Path, returncode: int, log: str | None, started: datetime,
                   f"({where}): stopped so that the job ends in time; the epoch in progress "
                   "is lost and a rerun continues from the last finished epoch, with more "
                   "time") + see
+    elif terminated == signal.SIGINT:
+        status, reason = Status.KILLED, stopped_reason(terminated) + see
     elif terminated:
         job = os.environ.get("SLURM_JOB_ID")
         try:
@@ -262,13 +260,9 @@ def record_end(out: Path, returncode: int, log: str | None, started: datetime,
         status = Status.TIMEOUT if timeout else Status.KILLED
         reason = ("SLURM ended the job at its time limit before an epoch boundary; a rerun "
                   "continues from the last epoch" if timeout else
-                  "stopped by SIGTERM (scancel, or the end of the SLURM job)") + see
+                  stopped_reason(terminated)) + see
     elif returncode < 0:
-        name = signal.Signals(-returncode).name
-        status = Status.KILLED
-        reason = (f"the training process was killed by {name}"
-                  + (" (the kernel's or SLURM's out-of-memory killer sends it)"
-                     if name == "SIGKILL" else "") + see)
+        status, reason = Status.KILLED, killed_reason(-returncode) + see
     else:
         status = Status.FAILED
         reason = f"the training process exited with status {returncode} without a record{see}"
@@ -327,25 +321,28 @@ def main(argv=None) -> int:
         os.environ[JOB_END_ENV] = f"{end:.3f}"
     terminated = []
 
-    def on_term(signum, frame):
+    def on_term(signum, frame):  # SIGTERM (scancel) or SIGINT (Ctrl-C): stop, once
         terminated.append(signum)
-        raise KeyboardInterrupt
+        if len(terminated) == 1:
+            raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    adopt_orphans()  # what the training leaves behind is ended with it (end_tree)
     late = False
     try:
         returncode, late = start(args, command,
                                  None if end is None else end - WATCHDOG_RESERVE_S)
     except KeyboardInterrupt:
-        returncode = -signal.SIGTERM
+        returncode = -(terminated or [signal.SIGTERM])[0]
     if late:
         print(f"dlscale launch: still running {WATCHDOG_RESERVE_S:.0f} s before the job's "
               "time limit: the training was stopped", file=sys.stderr, flush=True)
     if not (args.record / RUN_JSON).exists():
         record_end(args.record, returncode, args.log, started, command,
-                   terminated=bool(terminated), late=late, notes=notes)
+                   terminated=terminated[0] if terminated else 0, late=late, notes=notes)
     lock.close()
-    return 128 + signal.SIGTERM if terminated else 0
+    return 128 + terminated[0] if terminated else 0
 
 
 def start(args: argparse.Namespace, command: list[str],
@@ -353,7 +350,7 @@ def start(args: argparse.Namespace, command: list[str],
     """Run the worker processes: (exit status, negative if killed by that signal; whether
     they were stopped at `stop_at`)."""
     if args.tasks == 1:
-        return supervise([subprocess.Popen(command)], stop_at)
+        return supervise([spawn(command)], stop_at)
     if args.horovod:
         # TensorFlow 2.15 (the Horovod environment) has Keras 2 built in; asked for
         # tf_keras, which it lacks, horovodrun's own import of TensorFlow fails
@@ -362,11 +359,11 @@ def start(args: argparse.Namespace, command: list[str],
             from dlscale.slurmenv import slurm_allocation
 
             env = slurm_allocation(env, args.nodes, args.tasks_per_node)
-        return supervise([subprocess.Popen(
+        return supervise([spawn(
             horovod_command(args.tasks, args.nodes, command, args.mpi_launcher,
                             args.tasks_per_node), env=env)], stop_at)
     if os.environ.get("SLURM_JOB_ID"):
-        return supervise([subprocess.Popen(srun_command(args.tasks, args.tasks_per_node,
+        return supervise([spawn(srun_command(args.tasks, args.tasks_per_node,
                                                         command))], stop_at)
     return supervise(local_workers(args.tasks, command), stop_at)
 

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 
-from dlscale.files import append_jsonl, atomic, read_jsonl, write_json_atomic
+from dlscale.files import append_jsonl, atomic, link_or_copy, read_jsonl, write_json_atomic
 
 # --- names -------------------------------------------------------------------------------
 RUN_JSON = "run.json"
@@ -34,9 +34,11 @@ ATTEMPTS = "attempts.jsonl"
 STATE = "state"  # the run's working state: live records, backup, settings
 SETTINGS = "settings.json"  # in STATE: what a backup was made with
 TELEMETRY = "telemetry.csv"
+COMMAND_OUT = "out"  # a sweep.commands point's {out_dir}: the command's own files
 RUN_TABLE = "epochs.csv"  # a run's (or an external log's) per-epoch table
-# a copy of the last completed record (run.json, epochs.jsonl, train.log), kept until the
-# next completed one replaces it: Snakemake deletes a job's outputs before it reruns it
+# the last completed record (run.json, epochs.jsonl, train.log; hard links, not copies),
+# kept until the next completed one replaces it: Snakemake deletes a job's outputs
+# before it reruns it
 KEPT = "completed"
 
 # --- layout (relative to the working directory; the rules use these too) -----------------
@@ -162,10 +164,10 @@ class RunRecord(dict):
         out.mkdir(parents=True, exist_ok=True)  # a run that failed before it made its folder
         state = out / STATE
         sys.stdout.flush()
-        for name in (EPOCHS, TRAIN_LOG):
+        for name in (EPOCHS, TRAIN_LOG):  # stored once: a second name, not a copy
             with atomic(out / name) as tmp:
                 if (state / name).exists():
-                    shutil.copyfile(state / name, tmp)
+                    link_or_copy(state / name, tmp)
                 else:  # the run ended before its first epoch began
                     tmp.write_text("")
         write_json_atomic(out / RUN_JSON, dict(self))
@@ -182,7 +184,7 @@ def keep_completed(out: Path) -> None:
     shutil.rmtree(fresh, ignore_errors=True)
     fresh.mkdir()
     for name in (RUN_JSON, EPOCHS, TRAIN_LOG):
-        shutil.copyfile(out / name, fresh / name)
+        link_or_copy(out / name, fresh / name)
     shutil.rmtree(old, ignore_errors=True)
     if (out / KEPT).exists():
         (out / KEPT).rename(old)

@@ -31,6 +31,7 @@ from dlscale.contract import (
     Status,
     read_epochs,
 )
+from dlscale.files import unshare
 from dlscale.settings import Settings, resume_key
 from dlscale.telemetry import describe_system
 from dlscale.training import RunError
@@ -285,8 +286,10 @@ def open_state(settings, backend, manifest: dict, stack: ExitStack):
         key = resume_key(settings, backend.kind, manifest, settings.data_dir / MANIFEST)
         note = prepare_state(state, key, settings.epochs, backup)
         resuming = resuming and backup.is_dir()
-        if not resuming:  # from epoch 1: an earlier attempt's lines do not belong here
-            for name in (TRAIN_LOG, EPOCHS):
+        for name in (TRAIN_LOG, EPOCHS):
+            if resuming:  # appended to: the last record's names for them keep their lines
+                unshare(state / name)
+            else:  # from epoch 1: an earlier attempt's lines do not belong here
                 (state / name).unlink(missing_ok=True)
         stack.enter_context(tee_stdout(state / TRAIN_LOG))
     return state, note, resuming

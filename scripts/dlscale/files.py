@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -25,6 +26,29 @@ def atomic(path: str | Path):
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def link_or_copy(source: str | Path, target: str | Path) -> None:
+    """`target` as a second name of `source` (a hard link: one copy on disk, however large),
+    or a copy where the file system has no hard links. Neither file may then be written
+    in place: replaced whole (atomic), removed, or first made its own (`unshare`)."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+
+
+def unshare(path: str | Path) -> None:
+    """Make `path` a file of its own before it is appended to, if it has other names
+    (link_or_copy): the others keep what they held."""
+    path = Path(path)
+    try:
+        if path.stat().st_nlink < 2:
+            return
+    except FileNotFoundError:
+        return
+    with atomic(path) as tmp:
+        shutil.copyfile(path, tmp)
 
 
 def write_json_atomic(path: str | Path, data) -> None:

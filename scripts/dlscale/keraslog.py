@@ -397,8 +397,7 @@ def combine(streams: dict[str, list[ParsedLog]]) -> list[ParsedLog]:
     """One list of runs from the runs of several streams (tasks): run i of the job is run
     i of every stream; an epoch's time is the slowest stream's, its other values the first
     stream's (rank 0, the chief). Streams without epochs only state settings."""
-    order = sorted(streams, key=lambda name: (name != "", int(name.split()[-1] or 0)
-                                              if name else 0))
+    order = sorted(streams, key=stream_order)
     with_epochs = [streams[name] for name in order if streams[name]]
     if len(with_epochs) <= 1:
         return with_epochs[0] if with_epochs else []
@@ -444,12 +443,122 @@ def lines_of(text: str):
     yield lines[-1], False
 
 
-def lines_in(path):
-    """(line, ended) pairs of a file, read one line at a time (bounded memory)."""
+# A line longer than this is compacted as it is read (lines_in): progress bars that
+# rewrite themselves with \r or \b make one "line" of a whole epoch's updates, and
+# only its first segment (a launcher's prefix) and its last one are ever read.
+LONG_LINE = 1 << 16
+
+
+def compact(line: bytes) -> bytes:
+    """A line's first segment and its last non-blank one (see LONG_LINE)."""
+    cut = re.split(rb"[\r\x08]+", line)
+    last = next((seg for seg in reversed(cut[1:]) if seg.strip()), b"")
+    return cut[0] + b"\r" + last if len(cut) > 1 else line
+
+
+def lines_in(path, size: int = 1 << 20):
+    """(line, ended) pairs of a file, read a chunk at a time: memory bounded by the
+    longest line after compaction (LONG_LINE), not by the file."""
+    lines = Lines()
     with open(path, "rb") as handle:
-        for raw in handle:
-            ended = raw.endswith(b"\n")
-            yield raw[:-1 if ended else None].decode("utf-8", errors="replace"), ended
+        for chunk in iter(lambda: handle.read(size), b""):
+            for line in lines.add(chunk):
+                yield line, True
+    yield lines.rest(), False
+
+
+class Lines:
+    """Byte chunks (a file's, or a pipe's as they come) as finished lines of text."""
+
+    def __init__(self):
+        self.pending = b""
+
+    def add(self, chunk: bytes) -> list[str]:
+        """The lines that `chunk` finished."""
+        *lines, self.pending = (self.pending + chunk).split(b"\n")
+        if len(self.pending) > LONG_LINE:
+            self.pending = compact(self.pending)
+        return [decode(compact(raw) if len(raw) > LONG_LINE else raw) for raw in lines]
+
+    def rest(self) -> str:
+        """The text after the last newline."""
+        return decode(self.pending)
+
+
+def decode(raw: bytes) -> str:
+    return raw.decode("utf-8", errors="replace")
+
+
+class LogReader:
+    """A log read one line at a time, as parse_lines reads a file or dlscale.command
+    reads a command's output while it runs. Lines a launcher prefixed (srun --label,
+    mpirun --tag-output) go to the parser of their task."""
+
+    def __init__(self, path: str = "<log>", patterns: dict[str, re.Pattern] | None = None):
+        self.path, self.patterns = path, patterns
+        self.parsers: dict[str, StreamParser] = {}
+        self.tail: deque[str] = deque(maxlen=3)  # the last lines, for a log without epochs
+        self.number = 0
+        self.binary = False  # NUL bytes: not a text log
+
+    def feed(self, line: str, ended: bool = True) -> None:
+        """The next line; `ended` False for text after the last newline of a log that
+        was cut (a line that is not finished)."""
+        self.number += 1
+        if "\x00" in line:
+            self.binary = True
+        if "\x1b" in line:
+            line = ANSI.sub("", line)
+        if line.strip():
+            self.tail.append(line.strip())
+        stream, text = split_stream(line)
+        parser = self.parsers.get(stream)
+        if parser is None:
+            parser = self.parsers[stream] = StreamParser(self.path, self.patterns)
+        if ended:
+            parser.feed(self.number, text)
+        else:
+            parser.cut(text)
+
+    def current(self) -> ParsedLog | None:
+        """The run being read in the first task that has finished epochs (rank 0's, or
+        the log's without prefixes), as it stands: for a live view, nothing changed."""
+        for name in sorted(self.parsers, key=stream_order):
+            run = self.parsers[name].runs[-1]
+            if run.epochs:
+                return run
+        return None
+
+    def runs(self) -> list[ParsedLog]:
+        """Every run read (see parse_lines); once, at the end."""
+        runs = combine({name: parser.finish() for name, parser in self.parsers.items()})
+        if not any(r.epochs or r.images_per_s is not None for r in runs):
+            if self.binary:
+                raise LogError(f"{self.path} is binary (it holds NUL bytes): expected a "
+                               "text log")
+            last = " | ".join(t if len(t) <= 120 else t[:117] + "..." for t in self.tail)
+            stated = {k: v for p in self.parsers.values() for r in p.runs
+                      for k, v in r.settings.items()}
+            raise LogError(f"{self.path}: no finished epoch found (expected Keras lines such "
+                           "as '196/196 - 45s - loss: 1.76 - accuracy: 0.35', or a "
+                           "benchmark's total images/s)"
+                           + (f"; its last lines: {printable(last)}" if last
+                              else "; it is empty"), stated)
+        return runs
+
+
+def stream_order(name: str) -> tuple:
+    """Unprefixed first, then tasks and ranks by number."""
+    return (name != "", int(name.split()[-1] or 0) if name else 0)
+
+
+def printable(text: str) -> str:
+    """Text from a log made safe to quote in a message or table: control characters
+    (an escape sequence, a bell) written as Python escapes (\x1b), tabs as spaces."""
+    text = text.replace("\t", " ")
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def parse_lines(lines, path: str = "<log>",
@@ -458,30 +567,10 @@ def parse_lines(lines, path: str = "<log>",
     has a finished epoch. Lines a launcher prefixed (srun --label, mpirun --tag-output)
     are parsed per task and the tasks' runs combined (`combine`); the same line printed
     by every worker of an unprefixed log counts once (`streams` says how many)."""
-    parsers: dict[str, StreamParser] = {}
-    tail: deque[str] = deque(maxlen=3)  # the last lines, for a log without epochs
-    for number, (line, ended) in enumerate(lines, 1):
-        if "\x1b" in line:
-            line = ANSI.sub("", line)
-        if line.strip():
-            tail.append(line.strip())
-        stream, text = split_stream(line)
-        parser = parsers.get(stream)
-        if parser is None:
-            parser = parsers[stream] = StreamParser(path, patterns)
-        if ended:
-            parser.feed(number, text)
-        else:
-            parser.cut(text)
-    runs = combine({name: parser.finish() for name, parser in parsers.items()})
-    if not any(r.epochs or r.images_per_s is not None for r in runs):
-        last = " | ".join(t if len(t) <= 120 else t[:117] + "..." for t in tail)
-        stated = {k: v for p in parsers.values() for r in p.runs for k, v in r.settings.items()}
-        raise LogError(f"{path}: no finished epoch found (expected Keras lines such as "
-                       "'196/196 - 45s - loss: 1.76 - accuracy: 0.35', or a benchmark's "
-                       "total images/s)"
-                       + (f"; its last lines: {last}" if last else "; it is empty"), stated)
-    return runs
+    reader = LogReader(path, patterns)
+    for line, ended in lines:
+        reader.feed(line, ended)
+    return reader.runs()
 
 
 def parse_runs(text: str, path: str = "<log>",

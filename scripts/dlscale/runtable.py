@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dlscale.command import STRATEGY as COMMAND
 from dlscale.contract import (
     EPOCHS,
     RUN_JSON,
@@ -71,10 +72,10 @@ def check_epochs(epochs: list[dict], path) -> list[dict]:
 
 def cross_check(log: Path, epochs: list[dict], expect_epochs: bool) -> str:
     """`ok`, or what train.log says differently from the records."""
-    from dlscale.keraslog import LogError, parse_runs, read_text
+    from dlscale.keraslog import LogError, parse_file_runs
 
     try:  # a resumed run's log holds each attempt: an epoch's last line is the one kept
-        runs = parse_runs(read_text(log), str(log))
+        runs = parse_file_runs(str(log))
     except (LogError, OSError) as exc:
         return OK if not epochs and not expect_epochs else f"log not readable: {exc}"
     lines = {number: line for run in runs for number, line in run.epochs.items()}
@@ -109,8 +110,9 @@ def run_rows(run_dir: Path, meta: dict) -> tuple[list[dict], str]:
                "file": str(run_dir / TRAIN_LOG)}
     if columns["images_per_epoch"] is None and epochs:  # a record written after a kill
         columns["images_per_epoch"] = epochs[0].get("images")
-    check = cross_check(run_dir / TRAIN_LOG, epochs,
-                        expect_epochs=record.status is Status.COMPLETED)
+    # a command's records were read from its log (dlscale.command): nothing to cross-check
+    check = OK if record.get("strategy") == COMMAND else cross_check(
+        run_dir / TRAIN_LOG, epochs, expect_epochs=record.status is Status.COMPLETED)
     columns["log_check"] = check
     if not epochs:
         return [columns], check
