@@ -232,6 +232,7 @@ def record_end(out: Path, returncode: int, log: str | None, started: datetime,
     the watchdog stopped it before the job's time limit; `terminated`: the signal
     (SIGTERM, SIGINT) that stopped launch.py itself, or 0."""
     from dlscale.contract import EPOCHS, STATE, RunRecord, Status, read_epochs
+    from dlscale.telemetry import describe_system
     from dlscale.training import WATCHDOG_RESERVE_S, environment_facts, slurm_time_left
 
     see = f"; see {log}" if log else ""
@@ -267,7 +268,8 @@ def record_end(out: Path, returncode: int, log: str | None, started: datetime,
         status = Status.FAILED
         reason = f"the training process exited with status {returncode} without a record{see}"
     RunRecord.ending(status, reason, planned, environment_facts(), epochs_completed=finished,
-                     notes=notes, started=started.isoformat(timespec="seconds")).write(out)
+                     notes=notes, system=describe_system(),
+                     started=started.isoformat(timespec="seconds")).write(out)
 
 
 def main(argv=None) -> int:

@@ -132,7 +132,9 @@ def epoch_record(row: dict, args) -> dict:
               or row.get("samples"))
     return {"epoch": row["epoch"], "seconds": row["seconds"], "steps": steps,
             "images": images,
-            **{k: row[k] for k in ("loss", "accuracy") if row.get(k) is not None}}
+            **{k: row[k] for k in ("loss", "accuracy") if row.get(k) is not None},
+            # an epoch_time pattern without a loss: not logged, which is not NaN
+            **({"loss_unknown": True} if row.get("loss_unknown") else {})}
 
 
 def read_output(reader, args) -> tuple[list[dict], dict, str | None, dict[int, int]]:

@@ -121,5 +121,7 @@ def run_rows(run_dir: Path, meta: dict) -> tuple[list[dict], str]:
         row = {**columns, "epochs_total": record["epochs"], "cut": False}
         row.update({column: epoch.get(key) for key, column in EPOCH_KEYS.items()})
         row.update({k: epoch[k] for k in TELEMETRY_FIELDS if k in epoch})
+        if epoch.get("loss_unknown"):  # a command's output without a loss (dlscale.command)
+            row["loss_unknown"] = True
         rows.append(row)
     return rows, check
