@@ -374,3 +374,36 @@ def test_your_own_script_runs_one_task_per_gpu_through_slurm(tmp_path):
     log = (tmp_path / "results/runs/my_train/gpus2/rep1/train.log").read_text()
     assert "\n0: Epoch 2/2" in log and "\n1: Epoch 2/2" in log
     assert (tmp_path / "results/plots/speedup.png").exists()
+
+
+def test_a_command_that_leaves_children_or_never_ends_ends_whole_through_slurm(tmp_path):
+    """Through the SLURM profile: a command whose background child holds its output open
+    ends when the command exits (the child with it), and one that hangs deaf to SIGTERM
+    is stopped by the watchdog before the job's limit, as a `timeout` row with its
+    finished epoch; no process of either is left on the nodes."""
+    config = write_config(tmp_path / "c.yaml", """
+sweep:
+  models: []
+  gpus: [1]
+  commands:
+    lingering: >-
+      (sleep 3144 &); echo 'Epoch 1/{epochs}'; echo '1/1 - 1s - loss: 0.5 - accuracy: 0.5';
+      echo 'Epoch 2/{epochs}'; echo '1/1 - 1s - loss: 0.4 - accuracy: 0.6'
+    stubborn: >-
+      echo 'Epoch 1/{epochs}'; echo '1/1 - 1s - loss: 0.5 - accuracy: 0.5';
+      echo 'Epoch 2/{epochs}'; trap '' TERM; sleep 3145
+training: {epochs: 2, batch_per_gpu: 4, device: cpu}
+resources: {cpus_per_gpu: 1, mem_mb_per_gpu: 500, runtime_min: 1}
+""")
+    proc = run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", check=False)
+    assert proc.returncode != 0  # check_points: stubborn timed out
+    runs = pd.read_csv(tmp_path / "results/tables/runs.csv").set_index("series")
+    assert runs["status"].to_dict() == {"lingering": "completed", "stubborn": "timeout"}
+    assert runs.loc["stubborn", "epochs_done"] == 1
+    lingering = json.loads((tmp_path / "results/runs/lingering/gpus1/rep1/run.json")
+                           .read_text())
+    assert lingering["env"]["SLURM_JOB_ID"] and lingering["job_s"] < 30
+    left = subprocess.run(["pgrep", "-f", "sleep 314[45]"], capture_output=True, text=True)
+    assert left.stdout == "", left.stdout
+    assert "Traceback" not in "".join(p.read_text(errors="replace")
+                                      for p in (tmp_path / "logs").rglob("*.log"))
