@@ -450,10 +450,19 @@ LONG_LINE = 1 << 16
 
 
 def compact(line: bytes) -> bytes:
-    """A line's first segment and its last non-blank one (see LONG_LINE)."""
-    cut = re.split(rb"[\r\x08]+", line)
-    last = next((seg for seg in reversed(cut[1:]) if seg.strip()), b"")
-    return cut[0] + b"\r" + last if len(cut) > 1 else line
+    """A line's first segment and its last non-blank one (see LONG_LINE), found from
+    the ends: no list of its segments is made."""
+    cuts = [i for i in (line.find(b"\r"), line.find(b"\x08")) if i >= 0]
+    if not cuts:
+        return line
+    head = min(cuts)
+    end = len(line)
+    while end > head:
+        start = max(line.rfind(b"\r", head, end), line.rfind(b"\x08", head, end))
+        if line[start + 1:end].strip():
+            return line[:head] + b"\r" + line[start + 1:end]
+        end = start
+    return line[:head] + b"\r"
 
 
 def lines_in(path, size: int = 1 << 20):

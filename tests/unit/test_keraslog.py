@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from conftest import ROOT
 
@@ -11,6 +13,7 @@ from dlscale.keraslog import (
     parse_file_runs,
     parse_runs,
     parse_text,
+    printable,
     read_text,
     settings_sequence,
 )
@@ -303,3 +306,37 @@ def test_a_custom_loops_epoch_lines_are_read_with_user_patterns():
     bench = compile_patterns({"images_per_s": r"throughput ([0-9.]+) img/s"})
     assert [r.images_per_s for r in parse_runs("throughput 812.5 img/s\n", patterns=bench)] == [
         812.5]
+
+
+def test_a_progress_bar_of_many_megabytes_is_read_in_bounded_memory(tmp_path):
+    """verbose=1 rewrites its bar with \\r: an epoch of updates is one "line" of the file.
+    It is read a chunk at a time and compacted (first and last segment), so parsing holds
+    far less than the file."""
+    import tracemalloc
+
+    updates = "".join(f"\r{i}/200000 [=====>....] - ETA: 1s - loss: 0.5000" for i in
+                      range(1, 200000))
+    epoch = (f"Epoch {{n}}/2\n{updates}\r200000/200000 [==============================] - "
+             "12s 240us/step - loss: 0.4000 - accuracy: 0.9000\n")
+    log = tmp_path / "bar.log"
+    log.write_text(epoch.format(n=1) + epoch.format(n=2))
+    assert log.stat().st_size > 20_000_000
+    tracemalloc.start()
+    runs = parse_file_runs(str(log))
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert [(r["epoch"], r["seconds"], r["steps"]) for r in runs[0].rows()] == [
+        (1, 12.0, 200000), (2, 12.0, 200000)]
+    assert peak < log.stat().st_size / 4, peak  # a few chunks of 1 MB, not the file
+
+
+def test_text_quoted_from_a_log_has_its_control_characters_escaped(tmp_path):
+    assert printable("\x1b]0;pwned\x07ok\tthen") == "\\x1b]0;pwned\\x07ok then"
+    log = tmp_path / "x.out"
+    log.write_bytes(b"\x1b]0;title\x07no epochs here\n")
+    with pytest.raises(LogError, match=re.escape("its last lines: \\x1b]0;title\\x07no epochs here")):
+        parse_file_runs(str(log))
+    log.write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\n\x00\x00")  # a program, not a log
+    with pytest.raises(LogError, match=r"x\.out is binary \(it holds NUL bytes\): expected a "
+                                       r"text log$"):
+        parse_file_runs(str(log))

@@ -186,6 +186,22 @@ def test_a_commands_placeholders_are_checked_at_planning(tmp_path, run, words):
     assert str(info.value).startswith(words) and "\n" not in str(info.value)
 
 
+@pytest.mark.parametrize("run", ["srun -n ${SLURM_NTASKS} python t.py",
+                                 "python t.py | awk '{print $1}'"])
+def test_a_shell_brace_in_a_command_is_refused_with_how_to_write_it(tmp_path, run):
+    with pytest.raises(PlanError) as info:
+        study(tmp_path, sweep={"models": [], "commands": {"mine": run}})
+    assert str(info.value).endswith("; a literal brace is written twice, as in "
+                                    "${{SLURM_NTASKS}} or awk '{{print $1}}'")
+    # written so, the command plans, and the shell gets single braces
+    fixed = run.replace("{", "{{").replace("}", "}}")
+    point = study(tmp_path, sweep={"models": [], "commands": {"mine": fixed}}).points[
+        "mine/gpus1/rep1"]
+    from dlscale.command import render
+
+    assert render(point.command, {}) == run
+
+
 def test_a_commands_values_reach_the_shell_quoted(tmp_path):
     from dlscale.command import render
 
