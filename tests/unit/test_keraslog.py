@@ -334,7 +334,8 @@ def test_text_quoted_from_a_log_has_its_control_characters_escaped(tmp_path):
     assert printable("\x1b]0;pwned\x07ok\tthen") == "\\x1b]0;pwned\\x07ok then"
     log = tmp_path / "x.out"
     log.write_bytes(b"\x1b]0;title\x07no epochs here\n")
-    with pytest.raises(LogError, match=re.escape("its last lines: \\x1b]0;title\\x07no epochs here")):
+    quoted = "its last lines: \\x1b]0;title\\x07no epochs here"
+    with pytest.raises(LogError, match=re.escape(quoted)):
         parse_file_runs(str(log))
     log.write_bytes(b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\n\x00\x00")  # a program, not a log
     with pytest.raises(LogError, match=r"x\.out is binary \(it holds NUL bytes\): expected a "
