@@ -187,7 +187,7 @@ class Output:
         self.lines = Lines()
         self.reader = LogReader(str(log), compile_patterns(args.patterns, "patterns"))
         self.arrived = array("d")  # when each line ended, in the sampler's seconds
-        self.run, self.shown = None, set()  # the run shown live, its epochs appended
+        self.run, self.shown = None, 0  # the run shown live, how many of its epochs
         self.error: BaseException | None = None
 
     def clock(self) -> float:
@@ -212,23 +212,22 @@ class Output:
         for line in lines:
             self.reader.feed(line)
             self.arrived.append(now)
-        self.show(now)
+        self.show()
 
-    def show(self, now: float) -> None:
-        from dlscale.files import append_jsonl
-
+    def show(self) -> None:
+        """Append the epochs finished since the last call to the live epochs.jsonl, in one
+        write (no telemetry: the record at the end has it)."""
         run = self.reader.current()
         if run is None:
             return
         if run is not self.run:  # the command began another run: it is the point's
-            self.run, self.shown = run, set()
+            self.run, self.shown = run, 0
             self.epochs.write_text("")
-        for number in sorted(set(run.epochs) - self.shown):
-            record = epoch_record(run.epochs[number], self.args)
-            if self.sampler:
-                summarize_epoch(record, self.sampler, now)
-            append_jsonl(self.epochs, record)
-            self.shown.add(number)
+        if len(run.order) > self.shown:
+            with open(self.epochs, "a") as handle:
+                handle.write("".join(json.dumps(epoch_record(run.epochs[n], self.args)) + "\n"
+                                     for n in run.order[self.shown:]))
+            self.shown = len(run.order)
 
     def finish(self, whole: bool) -> None:
         """The text after the last newline: a whole line when the command exited by

@@ -173,12 +173,15 @@ class ParsedLog:
     _copies: int = 1             # how many times the open epoch's header came
     _pending: int = 0            # result lines still expected for the last epoch
     _copies_seen: int = 1        # result lines seen for the last epoch
+    order: list[int] = field(default_factory=list)  # the epochs, as they first finished
 
     def rows(self) -> list[dict]:
         return [self.epochs[k] for k in sorted(self.epochs)]
 
     def result(self, record: dict, number: int) -> None:
         epoch = self._open if self._open is not None else self.last + 1
+        if epoch not in self.epochs:
+            self.order.append(epoch)
         self.epochs[epoch] = {"epoch": epoch, "epochs_total": self.epochs_total, **record}
         self.ended[epoch] = number
         self.last = max(self.last, epoch)
