@@ -269,9 +269,9 @@ def ending(returncode: int, epochs: list[dict], facts: dict, problem: str | None
 
 
 def last_lines(path: Path, count: int) -> list[str]:
-    """The last `count` non-empty lines of a file (its last 64 kB), each cut at 120, with
-    control characters escaped (keraslog.printable); binary output is called so."""
-    from dlscale.keraslog import printable
+    """The last `count` non-empty lines of a file (its last 64 kB), as messages quote them
+    (keraslog.quoted); binary output is called so."""
+    from dlscale.keraslog import quoted
 
     size = path.stat().st_size
     with open(path, "rb") as handle:
@@ -280,8 +280,7 @@ def last_lines(path: Path, count: int) -> list[str]:
     if b"\0" in data:
         return [f"(binary output, {size} bytes)"]
     text = data.decode("utf-8", "replace")
-    lines = [printable(x.strip()) for x in SPLIT.split(text) if x.strip()][-count:]
-    return [x if len(x) <= 120 else x[:117] + "..." for x in lines]
+    return [quoted(x.strip()) for x in SPLIT.split(text) if x.strip()][-count:]
 
 
 SPLIT = re.compile(r"[\r\n\x08]+")  # lines, and the updates of a progress bar

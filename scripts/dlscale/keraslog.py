@@ -548,14 +548,14 @@ class LogReader:
             if self.binary:
                 raise LogError(f"{self.path} is binary (it holds NUL bytes): expected a "
                                "text log")
-            last = " | ".join(t if len(t) <= 120 else t[:117] + "..." for t in self.tail)
+            last = " | ".join(quoted(t) for t in self.tail)
             stated = {k: v for p in self.parsers.values() for r in p.runs
                       for k, v in r.settings.items()}
             raise LogError(f"{self.path}: no finished epoch found (expected Keras lines such "
                            "as '196/196 - 45s - loss: 1.76 - accuracy: 0.35', or a "
                            "benchmark's total images/s)"
-                           + (f"; its last lines: {printable(last)}" if last
-                              else "; it is empty"), stated)
+                           + (f"; its last lines: {last}" if last else "; it is empty"),
+                           stated)
         return runs
 
 
@@ -571,6 +571,12 @@ def printable(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def quoted(line: str, width: int = 120) -> str:
+    """A line of a log as a message quotes it: printable, cut to `width` characters."""
+    line = printable(line)
+    return line if len(line) <= width else line[:width - 3] + "..."
 
 
 def parse_lines(lines, path: str = "<log>",

@@ -62,32 +62,32 @@ def alive(process) -> bool:
         return False
 
 
-def send(processes, signum: int) -> None:
+def send(pids, signum: int) -> None:
     """`signum` to each process and to each one's process group (not this process's)."""
     own = os.getpgid(0)
     groups = set()
-    for process in processes:
+    for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            group = os.getpgid(process.pid)
+            group = os.getpgid(pid)
             if group != own:
                 groups.add(group)
     for group in groups:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(group, signum)
-    for process in processes:
+    for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(process.pid, signum)
+            os.kill(pid, signum)
 
 
-def reap() -> None:
+def reap(exclude: set[int] = frozenset()) -> None:
     """Collect the exit status of this process's ended children that nobody waits for
-    (orphans it adopted): zombies otherwise. Children started with subprocess are
-    waited for by their Popen object, never here (see end_tree)."""
+    (orphans it adopted): zombies otherwise. `exclude`: children started with
+    subprocess, whose Popen object waits for them (reaped here, it would read status 0)."""
     import psutil
 
     for child in psutil.Process().children():
         with contextlib.suppress(psutil.Error, ChildProcessError):
-            if child.status() == psutil.STATUS_ZOMBIE:
+            if child.pid not in exclude and child.status() == psutil.STATUS_ZOMBIE:
                 os.waitpid(child.pid, os.WNOHANG)
 
 
@@ -99,24 +99,21 @@ def end_tree(popens: list[subprocess.Popen] = (), grace: float = KILL_GRACE_S,
     sees them end first. Returns how many processes there were beside the popens."""
     mine = {p.pid for p in popens}
     others = descendants(exclude=mine)
-    running = [p for p in popens if p.poll() is None]
+    running = [p.pid for p in popens if p.poll() is None]
     if not others and not running:
         return 0
-    import psutil
 
-    handles = [psutil.Process(p.pid) for p in running if alive_pid(p.pid)]
-    send(handles + others, first)
-    end = time.monotonic() + grace
-    while time.monotonic() < end and (descendants(exclude=mine)
-                                      or any(p.poll() is None for p in popens)):
-        reap()
-        time.sleep(0.05)
-    left = descendants(exclude=mine)
-    if left:
-        send(left, signal.SIGKILL)
-    end = time.monotonic() + 1.0
-    while time.monotonic() < end and any(p.poll() is None for p in popens):
-        time.sleep(0.05)
+    def waiting(busy, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and busy():
+            reap(exclude=mine)
+            time.sleep(0.05)
+
+    send(running + [p.pid for p in others], first)
+    waiting(lambda: descendants(exclude=mine) or any(p.poll() is None for p in popens),
+            grace)
+    send([p.pid for p in descendants(exclude=mine)], signal.SIGKILL)
+    waiting(lambda: any(p.poll() is None for p in popens), 1.0)
     for p in popens:
         if p.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -124,25 +121,10 @@ def end_tree(popens: list[subprocess.Popen] = (), grace: float = KILL_GRACE_S,
             p.kill()
             p.wait()
     # what the popens' own children left at the very end
-    left = descendants(exclude=mine)
-    if left:
-        send(left, signal.SIGKILL)
-    end = time.monotonic() + 2.0
-    while time.monotonic() < end and descendants(exclude=mine):
-        reap()
-        time.sleep(0.02)
-    reap()
+    send([p.pid for p in descendants(exclude=mine)], signal.SIGKILL)
+    waiting(lambda: descendants(exclude=mine), 2.0)
+    reap(exclude=mine)
     return len(others)
-
-
-def alive_pid(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def signal_name(signum: int) -> str:
