@@ -13,7 +13,7 @@ sys.path.insert(0, str(SCRIPTS))  # for a snakemake that runs outside the projec
 from dlscale import schema, sweep, vocabulary  # noqa: E402
 from dlscale import contract as C  # noqa: E402
 from dlscale.plan import PlanError, Study, batch_file, check_raw_config  # noqa: E402
-from dlscale.sources import DATASETS  # noqa: E402
+from dlscale.sources import DATASETS, FOLDER  # noqa: E402
 from dlscale.tfrecords import MANIFEST  # noqa: E402
 
 try:
@@ -25,6 +25,12 @@ except PlanError as exc:
     raise WorkflowError(str(exc))
 for _note in STUDY.notes():
     print(f"dlscale: {_note}", file=sys.stderr)
+if workflow.is_main_process:
+    try:  # an image folder's content, as the input that prepares it again when it changes
+        if _note := STUDY.record_listing():
+            print(f"dlscale: {_note}", file=sys.stderr)
+    except OSError as exc:
+        raise WorkflowError(f"cannot write the image folder's listing: {exc}")
 POINTS, EXTERNAL, DATA_DIR = STUDY.points, STUDY.external, STUDY.data_dir
 PLOT_NAMES = vocabulary.PLOT_NAMES
 # the site's software stack for the rules that run TensorFlow (prepare, batch search,
@@ -74,6 +80,8 @@ def download_md5_flag(wildcards):
 
 
 def prepare_input(wildcards):
+    if wildcards.dataset == FOLDER:  # what the folder holds, not its top folder's mtime
+        return [STUDY.listing_file(wildcards.size)]
     source = planned(STUDY.source)(wildcards.dataset)
     return list(source.downloads) or [source.path]
 

@@ -4,22 +4,31 @@ The layout of Keras' `image_dataset_from_directory`:
 
     source/cat/0001.jpg  source/dog/0002.png ...             (split by data.test_fraction)
     source/train/cat/...  source/test/cat/...                 (split as given)
+    source/train/cat/...  source/val/cat/...                  (ImageNet's layout: val/ or
+                                                               validation/ is the test split)
 
 Images are JPEG, PNG, BMP or GIF (by suffix, any case; the first frame of a GIF); other
 files are passed over. Classes are the sub-folders' names in sorted order, label = index.
 Without train/ and test/, each class keeps its first files in a seeded shuffle for the
 test split (round(count x test_fraction), at least one), so the split is the same on
-every machine. `scan` only lists files (planning uses it to count images); `read`
-decodes them with TensorFlow and resizes each to image_size (bilinear, rounded to
-uint8), since the files' sizes differ. A file that does not decode is named in the
-error, and nothing is written (prepare_data.py writes its output only when whole).
+every machine. data.limit_train and limit_test take a seeded subset balanced over the
+classes (every class keeps at least one image of each split, or planning says which
+does not). The training files are listed in a seeded shuffle, so that every shard holds
+every class; the test files in class order.
+
+`scan` only lists files (planning uses it to count images and to see whether the folder
+changed since it was prepared: `Listing.digest`); `read` decodes them with TensorFlow and
+resizes each to image_size (bilinear, rounded to uint8), since the files' sizes differ. A
+file that does not decode is named in the error, and nothing is written (prepare_data.py
+writes its output only when whole).
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -28,72 +37,185 @@ from dlscale.sources import DatasetError, Splits
 
 SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
 SPLIT_SEED = 20261123  # the test split of a folder without train/ and test/
+SUBSET_SEED = 20261125  # data.limit_*: which images a balanced subset keeps
+TEST_FOLDERS = ("test", "val", "validation")  # beside train/: the test split, first found
 
 
 @dataclass
 class Listing:
     classes: tuple[str, ...]
-    files: dict[str, list[tuple[Path, int]]]  # split -> (file, label)
+    files: dict[str, list[tuple[str, int]]]  # split -> (file path, label), limits applied
+    available: dict[str, int]  # split -> images before data.limit_*
+    digest: str  # of every image's path, size and modification time: changes with an edit
+    notes: list[str] = field(default_factory=list)  # one line each, for planning to show
 
 
-def _class_files(folder: Path) -> dict[str, list[Path]]:
-    classes = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("."))
-    return {c.name: sorted(f for f in c.rglob("*")
-                           if f.is_file() and f.suffix.lower() in SUFFIXES) for c in classes}
+def _images(folder: Path) -> list[tuple[str, int, int]]:
+    """(path below `folder`, size, mtime_ns) of every image at any depth, sorted; hidden
+    files and folders are passed over. One stat per file (os.scandir)."""
+    found, pending = [], [(folder, "")]
+    while pending:
+        path, prefix = pending.pop()
+        with os.scandir(path) as entries:
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                if entry.is_dir():
+                    pending.append((Path(entry.path), f"{prefix}{entry.name}/"))
+                elif os.path.splitext(entry.name)[1].lower() in SUFFIXES and entry.is_file():
+                    stat = entry.stat()
+                    found.append((prefix + entry.name, stat.st_size, stat.st_mtime_ns))
+    return sorted(found)
 
 
-def scan(source: str | Path, test_fraction: float) -> Listing:
-    """The classes and the files of each split; DatasetError naming the folder when the
-    layout is not one sub-folder per class with images in each."""
+def _folders(path: Path) -> list[str]:
+    return sorted(p.name for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def _classes(root: Path, where: str) -> dict[str, list[tuple[str, int, int]]]:
+    """Class name -> its images (paths below `root`), refusing a level of split or group
+    folders where the classes are expected."""
+    per_class = {}
+    for name in _folders(root):
+        per_class[name] = [(f"{name}/{rel}", size, mtime)
+                           for rel, size, mtime in _images(root / name)]
+    depth = {name: [rel.count("/") for rel, _, _ in files] for name, files in per_class.items()}
+    nested = {name: {rel.split("/")[1] for (rel, _, _), d in zip(files, depth[name]) if d > 1}
+              for name, files in per_class.items()}
+    direct = {name for name in per_class if 1 in depth[name]}
+    inner = [sub for sub in nested.values() if sub]
+    if len(per_class) > 1 and not direct and len(inner) == len(per_class) and all(
+            len(sub) > 1 and sub == inner[0] for sub in inner):
+        names = sorted(inner[0])
+        raise DatasetError(
+            f"{where}: the class folders {', '.join(sorted(per_class))} each hold the same "
+            f"folders ({', '.join(names[:5])}{', ...' if len(names) > 5 else ''}) rather "
+            "than images: expected one sub-folder per class; point data.source at the folder "
+            "whose sub-folders are the classes")
+    return per_class
+
+
+def _split_folders(source: Path) -> tuple[str, str] | None:
+    """(train folder, test folder) names when `source` holds the split as folders."""
+    top = set(_folders(source))
+    test = next((name for name in TEST_FOLDERS if name in top), None)
+    if "train" in top and test:
+        return "train", test
+    if "train" in top or test:
+        given = "train" if "train" in top else test
+        raise DatasetError(
+            f"{source} holds {given}/ but no "
+            f"{'test/, val/ or validation/' if given == 'train' else 'train/'} beside it: "
+            f"add it, or point data.source at {source / given} (its test images are then "
+            "taken from each class by data.test_fraction)")
+    return None
+
+
+def _subset(files: list[tuple[str, int]], n: int, classes: tuple[str, ...], role: str,
+            ) -> list[tuple[str, int]]:
+    """`n` of `files`, as many of each class as it can give (a seeded choice)."""
+    rng = random.Random(SUBSET_SEED)
+    pools = [[f for f in files if f[1] == label] for label in range(len(classes))]
+    for pool in pools:
+        rng.shuffle(pool)
+    if n < len(classes):
+        raise DatasetError(f"data.limit_{role} is {n}, which leaves class '{classes[n]}' "
+                           f"without a {'training' if role == 'train' else 'test'} image: "
+                           f"expected at least {len(classes)} (one per class)")
+    chosen, depth = [], 0
+    while len(chosen) < n:
+        for pool in pools:
+            if depth < len(pool) and len(chosen) < n:
+                chosen.append(pool[depth])
+        depth += 1
+    return sorted(chosen, key=lambda f: (f[1], f[0]))
+
+
+def _enough(classes: tuple[str, ...], source: Path) -> tuple[str, ...]:
+    if len(classes) < 2:
+        raise DatasetError(f"{source}: found {len(classes)} class folder(s) "
+                           f"{list(classes)}: expected one sub-folder per class, at least two")
+    return classes
+
+
+def scan(source: str | Path, test_fraction: float,
+         limits: dict[str, int | None] | None = None) -> Listing:
+    """The classes and the files of each split; DatasetError naming the folder (or the
+    class, or the limit) when the layout is not one sub-folder per class with images of
+    both splits in each."""
     source = Path(source)
     if not source.is_dir():
         raise DatasetError(f"{source} is not a folder: dataset folder expects a folder of "
                            "one sub-folder per class")
-    if (source / "train").is_dir() and (source / "test").is_dir():
-        split = {name: _class_files(source / name) for name in ("train", "test")}
-        if sorted(split["train"]) != sorted(split["test"]):
-            raise DatasetError(f"{source}: train/ has classes {sorted(split['train'])} but "
-                               f"test/ has {sorted(split['test'])}: expected the same")
-        classes = tuple(split["train"])
-        files = {name: [(f, i) for i, c in enumerate(classes) for f in split[name][c]]
-                 for name in ("train", "test")}
+    notes, digest = [], hashlib.sha256()
+    split_folders = _split_folders(source)
+    if split_folders:
+        train, test = split_folders
+        split = {name: _classes(source / name, f"{source / name}") for name in split_folders}
+        if sorted(split[train]) != sorted(split[test]):
+            raise DatasetError(f"{source}: {train}/ has classes {sorted(split[train])} but "
+                               f"{test}/ has {sorted(split[test])}: expected the same")
+        if test != "test":
+            notes.append(f"data.source {source}: {train}/ is the training split and {test}/ "
+                         "the test split")
+        classes = _enough(tuple(split[train]), source)
+        files = {"train": [], "test": []}
+        for role, name in (("train", train), ("test", test)):
+            for label, c in enumerate(classes):
+                for rel, size, mtime in split[name][c]:
+                    files[role].append((f"{name}/{rel}", label))
+                    digest.update(f"{name}/{rel}\t{size}\t{mtime}\n".encode())
     else:
-        per_class = _class_files(source)
-        classes = tuple(per_class)
+        per_class = _classes(source, str(source))
+        classes = _enough(tuple(per_class), source)
         files = {"train": [], "test": []}
         rng = random.Random(SPLIT_SEED)
         for label, name in enumerate(classes):
-            chosen = list(per_class[name])
+            for rel, size, mtime in per_class[name]:
+                digest.update(f"{rel}\t{size}\t{mtime}\n".encode())
+            chosen = [rel for rel, _, _ in per_class[name]]
+            if len(chosen) == 1:
+                raise DatasetError(f"{source}: class folder '{name}' holds 1 image: expected "
+                                   "at least 2, one to train on and one to test on")
             rng.shuffle(chosen)
             held = max(1, round(len(chosen) * test_fraction)) if len(chosen) > 1 else 0
             files["test"] += [(f, label) for f in sorted(chosen[:held])]
             files["train"] += [(f, label) for f in sorted(chosen[held:])]
-    if len(classes) < 2:
-        raise DatasetError(f"{source}: found {len(classes)} class folder(s) "
-                           f"{list(classes)}: expected one sub-folder per class, at least two")
-    empty = [c for i, c in enumerate(classes)
-             if not any(label == i for _, label in files["train"])]
-    if empty:
-        raise DatasetError(f"{source}: class folder '{empty[0]}' holds no training image "
-                           f"({', '.join(SUFFIXES)})")
-    if not files["test"]:
-        raise DatasetError(f"{source}: no test image: add a test/ folder or raise "
-                           "data.test_fraction")
-    return Listing(classes, files)
+    for role in ("train", "test"):
+        have = {label for _, label in files[role]}
+        if missing := [c for i, c in enumerate(classes) if i not in have]:
+            raise DatasetError(f"{source}: class folder '{missing[0]}' holds no "
+                               f"{'training' if role == 'train' else 'test'} image "
+                               f"({', '.join(SUFFIXES)})")
+    available = {role: len(files[role]) for role in files}
+    for role, n in (limits or {}).items():
+        if n is None:
+            continue
+        if n > available[role]:
+            raise DatasetError(f"data.limit_{role} is {n} but the folder has "
+                               f"{available[role]} {role} images")
+        files[role] = _subset(files[role], n, classes, role)
+    # the training images in a seeded shuffle: consecutive records, hence every shard,
+    # hold every class (the reader shuffles within its buffer only)
+    random.Random(SPLIT_SEED).shuffle(files["train"])
+    root = str(source)
+    listed = {role: [(os.path.join(root, rel), label) for rel, label in files[role]]
+              for role in files}
+    return Listing(classes, listed, available, digest.hexdigest(), notes)
 
 
 def read(source: str | Path, image_size: int, test_fraction: float,
          limits: dict[str, int | None] | None = None) -> Splits:
-    """Decoded and resized images of every split (the first `limits[split]` files)."""
+    """Decoded and resized images of every split (`limits` as in `scan`)."""
     import tensorflow as tf
 
     source = Path(source)
-    listing = scan(source, test_fraction)
+    listing = scan(source, test_fraction, limits)
     images, labels, digests = {}, {}, {}
     for split, files in listing.files.items():
-        files = files[:(limits or {}).get(split) or len(files)]
         out = np.empty((len(files), image_size, image_size, 3), np.uint8)
-        for i, (path, _) in enumerate(files):
+        for i, (name, _) in enumerate(files):
+            path = Path(name)
             data = path.read_bytes()
             digests[str(path.relative_to(source))] = hashlib.md5(data).hexdigest()
             try:

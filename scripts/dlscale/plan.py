@@ -22,12 +22,15 @@ from dlscale.contract import BATCH, DATA, DOWNLOADS, EXTERNAL, KEPT, RUN_JSON, R
 from dlscale.errors import PlanError
 from dlscale.external import entry_key
 from dlscale.external import resolve as resolve_external
+from dlscale.files import write_json_atomic
 from dlscale.keraslog import compile_patterns
 from dlscale.outcomes import failed_record, planned_attempt, runtime_factor
 from dlscale.sources import DATASETS, FOLDER, find_cached
-from dlscale.sweep import Point, command_spec, plan_sweep
+from dlscale.sweep import Point, command_spec, folder_listing, plan_sweep
+from dlscale.tfrecords import MANIFEST
 from dlscale.vocabulary import scaled_lr
 
+LISTING_SUFFIX = ".listing.json"  # beside results/data/folder-NNpx/: record_listing
 URL_FILE_NAME = re.compile(r"[A-Za-z0-9._+-]+")
 # steps timed on synthetic input by analysis.synthetic_check (after as many untimed ones)
 SYNTHETIC_CHECK_STEPS = 10
@@ -158,7 +161,12 @@ class Study:
         self.config, self.basedir, self.job_step = config, Path(basedir), job_step
         self.data = config["data"]
         self.data_dir = f"{DATA}/{self.data['dataset']}-{self.shard_size()}px"
-        points, self.skipped = plan_sweep(config, checked=job_step)
+        # your own images, listed once (not read): their count, and whether they changed
+        self.folder = (folder_listing(self.data)
+                       if self.data["dataset"] == FOLDER and not job_step else None)
+        points, self.skipped = plan_sweep(
+            config, checked=job_step,
+            train_images=self.folder.available["train"] if self.folder else None)
         for label, given in config["sweep"]["commands"].items():
             spec = command_spec(given)
             check_template(label, spec["run"])
@@ -194,6 +202,7 @@ class Study:
         if self.job_step:
             return []
         notes = [f"note: {n}" for n in self.skipped] + [f"warning: {w}" for w in self.warnings]
+        notes += [f"note: {n}" for n in (self.folder.notes if self.folder else [])]
         for key in self.points:
             failed = failed_record(run_dir(key))
             if failed:
@@ -227,6 +236,34 @@ class Study:
         if dataset not in self._sources:
             self._sources[dataset] = resolve_source(self.data, dataset)
         return self._sources[dataset]
+
+    def listing_file(self, size: int | str) -> str:
+        """The rule input that stands for an image folder's content (see record_listing)."""
+        return f"{DATA}/{FOLDER}-{size}px{LISTING_SUFFIX}"
+
+    def record_listing(self) -> str | None:
+        """Write what the image folder holds (a digest of every image's path, size and
+        modification time) to listing_file, only when it changed: the data is prepared
+        again when an image is added, deleted or edited, and for nothing else. Returns a
+        note when it changed after a preparation; planning within a job writes nothing."""
+        if self.folder is None:
+            return None
+        path = Path(self.listing_file(self.shard_size()))
+        listing = {"source": str(Path(self.data["source"]).expanduser().resolve()),
+                   "images": self.folder.available, "digest": self.folder.digest}
+        try:
+            before = json.loads(path.read_text())
+        except (OSError, ValueError):
+            before = None
+        if before == listing:
+            return None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, listing)
+        if before is None or not (Path(self.data_dir) / MANIFEST).exists():
+            return None
+        return (f"note: the images in {listing['source']} changed since they were listed "
+                f"({before.get('images')} -> {listing['images']} images): the data is "
+                "prepared again")
 
     def download(self, dataset: str, filename: str) -> tuple[str, str | None]:
         target = f"{DOWNLOADS}/{dataset}/{filename}"

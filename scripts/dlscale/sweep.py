@@ -87,22 +87,29 @@ def finder_resources(config: dict, model: str) -> dict:
             "mem_mb": over["mem_mb_per_gpu"], "runtime": over["runtime_min"]}
 
 
-def check_batches(points: list[Point], config: dict) -> None:
+def folder_listing(data: dict):
+    """The images of data.source (listed, not read; limits applied), or PlanError."""
+    from dlscale.imagefolder import scan
+    from dlscale.sources import DatasetError
+
+    try:
+        return scan(Path(data["source"]).expanduser(), data["test_fraction"],
+                    {"train": data["limit_train"], "test": data["limit_test"]})
+    except DatasetError as exc:  # a limit names itself, anything else is the folder's
+        raise PlanError(f"{'' if str(exc).startswith('data.') else 'data.source: '}{exc}",
+                        ) from None
+
+
+def check_batches(points: list[Point], config: dict, train_images: int | None = None) -> None:
     """What train.py would refuse, refused before any job: a global batch larger than the
-    training images (data.limit_train, or the official dataset's size), and a batch
-    search on CPUs."""
-    from dlscale.sources import DATASETS, FOLDER, DatasetError
+    training images (data.limit_train, or the dataset's size: the official one's, or
+    `train_images`, what an image folder holds), and a batch search on CPUs."""
+    from dlscale.sources import DATASETS, FOLDER
 
     data = config["data"]
     known = DATASETS[data["dataset"]].train_images
-    if data["dataset"] == FOLDER:  # the images the folder holds (listed, not read)
-        from dlscale.imagefolder import scan
-
-        try:
-            listing = scan(Path(data["source"]).expanduser(), data["test_fraction"])
-            known = len(listing.files["train"])
-        except DatasetError as exc:
-            raise PlanError(f"data.source: {exc}") from None
+    if data["dataset"] == FOLDER:
+        known = train_images or folder_listing(data).available["train"]
     if data["limit_train"] and data["limit_train"] > known:
         raise SweepError(f"data.limit_train is {data['limit_train']} but {data['dataset']} has "
                          f"{known} training images")
@@ -177,11 +184,13 @@ def check_gres(template: str | None) -> None:
                          "placeholder is {gpus} (the GPUs per node), e.g. 'gpu:v100:{gpus}'")
 
 
-def plan_sweep(config: dict, checked: bool = False) -> tuple[list[Point], list[str]]:
+def plan_sweep(config: dict, checked: bool = False, train_images: int | None = None,
+               ) -> tuple[list[Point], list[str]]:
     """All points of the sweep in a stable order, and a note per combination of GPUs,
     nodes and strategy that cannot run and was left out. Raises SweepError on a setting
     that cannot run at all, or when no point is left. `checked`: the batches were
-    checked against the data when this config was planned (see plan.Study's job_step)."""
+    checked against the data when this config was planned (see plan.Study's job_step);
+    `train_images`: an image folder's, when the caller has listed it."""
     sweep, training, res = config["sweep"], config["training"], config["resources"]
     check_gres(res["gres"])
     precisions = sweep.get("precision") or [training["precision"]]
@@ -219,7 +228,7 @@ def plan_sweep(config: dict, checked: bool = False) -> tuple[list[Point], list[s
     if (sweep["models"] or sweep["commands"]) and not points:
         raise SweepError("no point of the sweep can run: " + "; ".join(
             dict.fromkeys(skipped.values())))
-    check_points(points, config, checked)
+    check_points(points, config, checked, train_images)
     return points, notes
 
 
@@ -314,9 +323,10 @@ def expand(config: dict) -> list[Point]:
     return points
 
 
-def check_points(points: list[Point], config: dict, checked: bool = False) -> None:
+def check_points(points: list[Point], config: dict, checked: bool = False,
+                 train_images: int | None = None) -> None:
     if not checked:
-        check_batches(points, config)
+        check_batches(points, config, train_images)
     keys = [p.key for p in points]
     if len(set(keys)) != len(keys):
         raise SweepError("two sweep points map to the same run folder: " + ", ".join(

@@ -234,6 +234,14 @@ def image_tree(root, layout: dict) -> str:
      "class folder 'dog' holds no training image"),
     ({"train/cat/a.png": b"x", "train/dog/b.png": b"x", "test/cat/c.png": b"x"},
      "train/ has classes ['cat', 'dog'] but test/ has ['cat']"),
+    ({"cat/a.png": b"x", "cat/b.png": b"x", "dog/c.png": b"x"},
+     "class folder 'dog' holds 1 image: expected at least 2, one to train on and one to test"),
+    ({"train/cat/a.png": b"x", "train/dog/b.png": b"x"},  # ImageNet's train/ alone
+     "holds train/ but no test/, val/ or validation/ beside it: add it, or point "
+     "data.source at"),
+    ({f"{g}/{c}/{i}.png": b"x" for g in ("2019", "2020") for c in ("cat", "dog")
+      for i in range(3)},
+     "the class folders 2019, 2020 each hold the same folders (cat, dog) rather than images"),
     (None, "is not a folder"),
 ])
 def test_a_folder_of_images_is_checked_at_planning_without_reading_it(tmp_path, layout,

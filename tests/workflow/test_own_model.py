@@ -107,3 +107,49 @@ def test_an_image_that_does_not_decode_is_named_and_nothing_is_written(tmp_path)
     assert line.startswith(f"error: {bad}: cannot be decoded as an image (")
     assert not (tmp_path / "results/data").exists() or not any(
         (tmp_path / "results/data").rglob("*"))  # no shard, manifest or staging folder
+
+
+def planned_jobs(proc) -> dict:
+    """{rule: count} of a dry run's job stats."""
+    if "Job stats:" not in proc.stdout:
+        return {}
+    stats = proc.stdout.split("Job stats:")[1].split("total")[0]
+    return {w[0]: int(w[1]) for w in map(str.split, stats.splitlines())
+            if len(w) == 2 and w[1].isdigit()}
+
+
+def test_what_you_change_in_your_images_is_what_is_prepared(tmp_path):
+    """ImageNet's train/ + val/ layout with limits, prepared through the local profile; an
+    image edited, added or deleted in a class folder prepares it again, nothing else does."""
+    import image_folder
+
+    source = image_folder.write_folder(tmp_path / "imgs", per_class=16, split=True)
+    (source / "test").rename(source / "val")
+    config = folder_config(tmp_path / "c.yaml", source, limit_train=18)
+    manifest_path = tmp_path / "results/data/folder-32px/manifest.json"
+    target = str(manifest_path.relative_to(tmp_path))
+    first = run_snakemake(tmp_path, *PROFILE, config, target)
+    assert "train/ is the training split and val/ the test split" in first.stdout
+    manifest = json.loads(manifest_path.read_text())
+    assert manifest["classes"] == ["cat", "dog", "frog"]  # not ["train", "val"]
+    assert [manifest["splits"][s]["per_class"] for s in ("train", "test")] == [
+        [6, 6, 6], [4, 4, 4]]  # balanced, not the first class's twelve
+    assert all(name.startswith(("train/", "val/")) for name in manifest["source"]["files_md5"])
+
+    (source / "train/dog/notes.txt").write_text("not an image")  # nothing to prepare for
+    (source / "LICENSE").write_text("CC-BY")
+    assert planned_jobs(run_snakemake(tmp_path, *PROFILE, config, target, "-n")) == {}
+
+    edited = source / "val/cat/cat_0000.png"
+    edited.write_bytes((source / "train/cat/cat_0003.PNG").read_bytes())  # same name, new pixels
+    dry = run_snakemake(tmp_path, *PROFILE, config, target, "-n")
+    assert planned_jobs(dry) == {"prepare_dataset": 1}
+    assert "changed since they were listed" in dry.stdout
+    run_snakemake(tmp_path, *PROFILE, config, target)
+    assert json.loads(manifest_path.read_text())["source"]["files_md5"] != manifest[
+        "source"]["files_md5"]
+    assert planned_jobs(run_snakemake(tmp_path, *PROFILE, config, target, "-n")) == {}
+
+    (source / "train/frog/frog_0001.JPG").unlink()
+    assert planned_jobs(run_snakemake(tmp_path, *PROFILE, config, target, "-n")) == {
+        "prepare_dataset": 1}

@@ -1,0 +1,77 @@
+"""dlscale/imagefolder.py: how a folder of your own images is listed (never decoded here)."""
+
+from __future__ import annotations
+
+import collections
+import os
+import re
+
+import pytest
+
+from dlscale.imagefolder import scan
+from dlscale.sources import DatasetError
+
+
+def tree(root, names) -> str:
+    for name in names:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(name.encode())
+    return str(root)
+
+
+def per_class(files) -> dict:
+    return dict(sorted(collections.Counter(label for _, label in files).items()))
+
+
+def test_limits_keep_a_seeded_subset_of_every_class(tmp_path):
+    source = tree(tmp_path, [f"{c}/{i:03d}.png" for c in ("cat", "dog", "frog")
+                             for i in range(40)])
+    listing = scan(source, 0.25, {"train": 10, "test": 6})
+    assert per_class(listing.files["train"]) == {0: 4, 1: 3, 2: 3}  # not the first class
+    assert per_class(listing.files["test"]) == {0: 2, 1: 2, 2: 2}
+    assert listing.available == {"train": 90, "test": 30}
+    assert scan(source, 0.25, {"train": 10, "test": 6}).files == listing.files  # seeded
+    train = {f for f, _ in listing.files["train"]}
+    assert not train & {f for f, _ in listing.files["test"]}
+    assert train <= {f for f, _ in scan(source, 0.25).files["train"]}  # from the train split
+    # the training files in a seeded shuffle: every shard gets every class
+    assert len({label for _, label in scan(source, 0.25).files["train"][:15]}) == 3
+
+
+@pytest.mark.parametrize("limits, words", [
+    ({"test": 2}, "data.limit_test is 2, which leaves class 'frog' without a test image: "
+                  "expected at least 3 (one per class)"),
+    ({"train": 1}, "data.limit_train is 1, which leaves class 'dog' without a training image"),
+    ({"train": 500}, "data.limit_train is 500 but the folder has 30 train images"),
+])
+def test_a_limit_that_leaves_a_class_out_or_exceeds_the_folder_is_named(tmp_path, limits,
+                                                                         words):
+    source = tree(tmp_path, [f"{c}/{i}.png" for c in ("cat", "dog", "frog") for i in range(12)])
+    with pytest.raises(DatasetError, match=re.escape(words)):
+        scan(source, 0.2, limits)
+
+
+@pytest.mark.parametrize("test_folder", ["val", "validation"])
+def test_imagenets_train_and_val_folders_are_the_split(tmp_path, test_folder):
+    source = tree(tmp_path, [f"{split}/{c}/{i}.JPEG" for split in ("train", test_folder)
+                             for c in ("n01440764", "n01443537") for i in range(3)])
+    listing = scan(source, 0.2)
+    assert listing.classes == ("n01440764", "n01443537")  # not ("train", "val")
+    assert listing.available == {"train": 6, "test": 6}
+    assert {f.split(os.sep)[-3] for f, _ in listing.files["test"]} == {test_folder}
+    assert listing.notes == [f"data.source {source}: train/ is the training split and "
+                             f"{test_folder}/ the test split"]
+
+
+def test_the_digest_follows_every_image_and_nothing_else(tmp_path):
+    source = tree(tmp_path, [f"{c}/{i}.png" for c in ("cat", "dog") for i in range(5)])
+    first = scan(source, 0.2).digest
+    (tmp_path / "cat" / "notes.txt").write_text("not an image")
+    (tmp_path / "README.md").write_text("not an image")
+    assert scan(source, 0.2).digest == first
+    image = tmp_path / "dog" / "3.png"
+    image.write_bytes(b"edited, same name")
+    edited = scan(source, 0.2).digest
+    assert edited != first
+    image.unlink()
+    assert scan(source, 0.2).digest not in (first, edited)
