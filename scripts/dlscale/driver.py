@@ -116,7 +116,9 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     model, recorder, callbacks = build(settings, backend, plan, manifest, precision, state,
                                        deadline, sampler, announce)
     phases.mark("model")
-    train_ds, test_ds = backend.datasets(*inputs(settings, manifest, plan), plan.global_batch)
+    done = T.completed_epochs(backup) if resuming else 0  # the order goes on from there
+    train_ds, test_ds = backend.datasets(*inputs(settings, manifest, plan, done),
+                                         plan.global_batch)
     phases.mark("data")
     for line in filter(None, [summary(settings, backend, plan, manifest, precision), note,
                               *notes, plan.xla_note]):
@@ -295,21 +297,25 @@ def open_state(settings, backend, manifest: dict, stack: ExitStack):
     return state, note, resuming
 
 
-def inputs(settings, manifest: dict, plan):
-    """(train input function of an InputContext, test input of (batch, shards, index))."""
+def inputs(settings, manifest: dict, plan, epochs_done: int = 0):
+    """(train input function of an InputContext, test input of (batch, shards, index));
+    the training input begins where `epochs_done` epochs of a resumed run left it."""
     from dlscale import training as T
     from dlscale.tfrecords import make_dataset
 
     def train_input(context):
         batch = context.get_per_replica_batch_size(plan.global_batch)
         seed = settings.seed + context.input_pipeline_id
+        # each step takes a batch per replica of this pipeline's worker
+        taken = epochs_done * plan.steps * (context.num_replicas_in_sync
+                                            // context.num_input_pipelines)
         if settings.synthetic:
             return T.synthetic_dataset(tuple(manifest["image_shape"]), manifest["num_classes"],
                                        batch, seed)
         return make_dataset(settings.data_dir, "train", batch, training=True, seed=seed,
                             shuffle_buffer=settings.shuffle_buffer,
                             num_shards=context.num_input_pipelines,
-                            shard_index=context.input_pipeline_id,
+                            shard_index=context.input_pipeline_id, skip_batches=taken,
                             cache=in_memory(settings, manifest, context.num_input_pipelines,
                                             context.input_pipeline_id))
 

@@ -149,7 +149,8 @@ def split_bytes(manifest: dict, split: str, num_shards: int = 1, shard_index: in
 
 def make_dataset(data_dir: str | Path, split: str, batch_size: int, *, training: bool,
                  seed: int = 0, shuffle_buffer: int = SHUFFLE_BUFFER, num_shards: int = 1,
-                 shard_index: int = 0, repeat: bool | None = None, cache: bool = False):
+                 shard_index: int = 0, repeat: bool | None = None, cache: bool = False,
+                 skip_batches: int = 0):
     """Batched (uint8 image, int64 label) dataset, in the tf.data guide's order:
     list shards, interleave readers, shuffle, batch, vectorised parse, prefetch.
 
@@ -159,6 +160,12 @@ def make_dataset(data_dir: str | Path, split: str, batch_size: int, *, training:
     file when there are at least as many files as pipelines, otherwise by record (each
     pipeline reads every file and keeps every num_shards-th record), so any number of
     workers can read any number of shards.
+
+    The order is a function of (seed, pass over the data) only: pass p shuffles the files
+    and the records (within shuffle_buffer) with seeds made of both, so `skip_batches`
+    (the batches earlier attempts of the run took) starts the stream where they stopped,
+    reading at most one pass to get there: a resumed run sees the batches an
+    uninterrupted one sees.
 
     cache=True reads and decodes the records once, in the first pass, and keeps the
     decoded images in memory (split_bytes() of them); every later pass shuffles all of
@@ -176,15 +183,19 @@ def make_dataset(data_dir: str | Path, split: str, batch_size: int, *, training:
     if num_shards > 1 and not by_record:
         files = files[shard_index::num_shards]
     repeat = training if repeat is None else repeat
+    records = shard_records(manifest, split, num_shards, shard_index)
 
-    ds = tf.data.Dataset.from_tensor_slices(files)
-    if training and not cache:
-        ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
-    ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(len(files), 4),
-                       block_length=16, num_parallel_calls=tf.data.AUTOTUNE,
-                       deterministic=True)
-    if by_record:
-        ds = ds.shard(num_shards, shard_index)
+    def pass_seed(epoch, salt: int):  # one seed per (seed, pass, use), as a tensor
+        return tf.constant(seed, tf.int64) * 1_000_003 + epoch * 2 + salt
+
+    def records_of(epoch, shuffled: bool):
+        ds = tf.data.Dataset.from_tensor_slices(files)
+        if shuffled:
+            ds = ds.shuffle(len(files), seed=pass_seed(epoch, 0))
+        ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(len(files), 4),
+                           block_length=16, num_parallel_calls=tf.data.AUTOTUNE,
+                           deterministic=True)
+        return ds.shard(num_shards, shard_index) if by_record else ds
 
     spec = {"image": tf.io.FixedLenFeature([], tf.string),
             "label": tf.io.FixedLenFeature([], tf.int64)}
@@ -195,8 +206,10 @@ def make_dataset(data_dir: str | Path, split: str, batch_size: int, *, training:
         return tf.reshape(images, (-1, height, width, channels)), parsed["label"]
 
     if cache:  # the whole split as one element, parsed in parts; batches gathered from it
-        records = shard_records(manifest, split, num_shards, shard_index)
-        ds = ds.batch(PARSE_BATCH).map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+        per_pass = max(records // batch_size if training else -(-records // batch_size), 1)
+        first, skip = divmod(skip_batches, per_pass)
+        ds = records_of(0, False).batch(PARSE_BATCH).map(parse,
+                                                          num_parallel_calls=tf.data.AUTOTUNE)
         ds = ds.unbatch().batch(max(records, 1)).cache()
         if repeat:
             ds = ds.repeat()
@@ -208,14 +221,22 @@ def make_dataset(data_dir: str | Path, split: str, batch_size: int, *, training:
                     order, seed=tf.stack([tf.constant(seed, tf.int64), epoch]))
             picks = tf.data.Dataset.from_tensor_slices(order)
             picks = picks.batch(batch_size, drop_remainder=training)
+            picks = picks.skip(tf.where(epoch == first, tf.constant(skip, tf.int64), 0))
             return picks.map(lambda i: (tf.gather(images, i), tf.gather(labels, i)))
 
-        ds = ds.enumerate().flat_map(lambda epoch, pair: batches(epoch, *pair))
+        ds = ds.enumerate(start=first).flat_map(lambda epoch, pair: batches(epoch, *pair))
     else:
-        if repeat:
-            ds = ds.repeat()
-        if training:
-            ds = ds.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+        first, skip = divmod(skip_batches * batch_size, max(records, 1))
+        if repeat:  # pass after pass, each in an order of its own
+            ds = tf.data.Dataset.range(first, 2**62).flat_map(
+                lambda epoch: records_of(epoch, training).shuffle(
+                    shuffle_buffer, seed=pass_seed(epoch, 1)) if training
+                else records_of(epoch, False))
+            ds = ds.skip(skip)
+        else:
+            ds = records_of(tf.constant(0, tf.int64), training)
+            if training:
+                ds = ds.shuffle(shuffle_buffer, seed=pass_seed(0, 1))
         ds = ds.batch(batch_size, drop_remainder=training)
         ds = ds.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
     return ds.prefetch(tf.data.AUTOTUNE)

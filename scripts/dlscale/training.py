@@ -546,6 +546,24 @@ def describe_change(old: dict, new: dict) -> str:
     return ", ".join(f"{k} {old.get(k)!r} -> {new.get(k)!r}" for k in changed)
 
 
+def completed_epochs(backup: Path) -> int:
+    """The epochs an earlier attempt finished, as its backup holds them (0: none): Keras'
+    BackupAndRestore saves the last finished epoch's index (ckpt_saved_epoch, -1 unused),
+    the custom loop the count (epoch)."""
+    import tensorflow as tf
+
+    folder = backup / "chief" if (backup / "chief").is_dir() else backup
+    latest = tf.train.latest_checkpoint(str(folder)) if folder.is_dir() else None
+    if latest is None:
+        return 0
+    reader = tf.train.load_checkpoint(latest)
+    for name, done in (("ckpt_saved_epoch", lambda v: v + 1), ("epoch", lambda v: v)):
+        key = f"{name}/.ATTRIBUTES/VARIABLE_VALUE"
+        if reader.has_tensor(key):
+            return max(int(done(reader.get_tensor(key))), 0)
+    return 0
+
+
 def checkpoint_problem(backup: Path) -> str | None:
     """Why the newest checkpoint in a backup folder cannot be restored (every tensor is
     read once), or None; an empty or missing folder has none."""

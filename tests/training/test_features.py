@@ -106,19 +106,23 @@ def test_the_custom_loop_trains_like_fit_and_writes_the_same_records(small_data,
     # its train.log reads like any Keras run and agrees with the records
     assert cross_check(tmp_path / "custom" / "train.log", records["custom"], True) == "ok"
 
-
-def test_the_custom_loop_resumes_from_its_last_checkpoint(small_data, tmp_path):
-    # a time limit of 6 s (30 s kept for the end) stops it after epoch 1, checkpointed
-    proc = loop_run(small_data, tmp_path, "custom", "--time-limit-min", "0.1")
+    # it resumes from its last checkpoint: a time limit of 6 s (30 s kept for the end)
+    # stops it after epoch 1, checkpointed
+    proc = loop_run(small_data, tmp_path / "resumed", "custom", "--time-limit-min", "0.1")
     assert proc.returncode == 7, proc.stderr[-3000:]
-    assert run_json(tmp_path)["epochs_completed"] == 1
-    proc = loop_run(small_data, tmp_path, "custom")
+    assert run_json(tmp_path / "resumed")["epochs_completed"] == 1
+    proc = loop_run(small_data, tmp_path / "resumed", "custom")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    run = run_json(tmp_path)
+    run = run_json(tmp_path / "resumed")
     assert (run["status"], run["resumed_at_epoch"], run["epochs_completed"]) == (
         "completed", 2, 3)
-    log = (tmp_path / "train.log").read_text()
+    log = (tmp_path / "resumed" / "train.log").read_text()
     assert "resuming from the backup" in log and "Epoch 2/3" in log
+    # with the batches of the run never stopped: on CPUs the same losses
+    resumed = [json.loads(x) for x in (tmp_path / "resumed" / "epochs.jsonl").read_text()
+               .splitlines()]
+    assert [(r["loss"], r["accuracy"]) for r in resumed] == [
+        (r["loss"], r["accuracy"]) for r in records["custom"]]
 
 
 def test_a_cpu_run_records_its_system_its_telemetry_and_its_synthetic_speed(small_data,

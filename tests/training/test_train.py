@@ -339,6 +339,23 @@ def stopped_run(small_data, tmp_path_factory):
     return out
 
 
+def test_a_resumed_run_trains_on_the_order_an_uninterrupted_one_does(small_data, stopped_run,
+                                                                    tmp_path):
+    """Epoch 2 of a run stopped after epoch 1 and resumed sees the batches epoch 2 of a run
+    never stopped sees (not epoch 1's order again): on CPUs its loss is the same number."""
+    whole = train(small_data, tmp_path / "whole", "--epochs", "2")
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    shutil.copytree(stopped_run, tmp_path / "resumed")
+    resumed = train(small_data, tmp_path / "resumed", "--epochs", "2")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert json.loads((tmp_path / "resumed" / "run.json").read_text())["resumed_at_epoch"] == 2
+    def seen(run):
+        return [(e["epoch"], e["loss"], e["accuracy"])
+                for e in records(tmp_path / run / "epochs.jsonl")]
+
+    assert seen("resumed") == seen("whole")
+
+
 def damage(state, how: str) -> None:
     """A saved state broken as a crash, a bad disk or a stray write leaves it."""
     if how == "settings not UTF-8":

@@ -172,3 +172,22 @@ def test_held_in_memory_a_training_pass_drops_the_last_partial_batch(prepared):
     batches = [len(y) for _, y in make_dataset(prepared, "train", 30, training=True,
                                                 cache=True).take(6)]
     assert batches == [30] * 6  # 3 full batches of 100 images per pass
+
+
+@pytest.mark.parametrize("cache", [False, True], ids=["shard reader", "held in memory"])
+@pytest.mark.parametrize("num_shards, shard_index", [(1, 0), (8, 3)])
+def test_a_resumed_reader_goes_on_with_the_order_an_uninterrupted_one_has(
+        prepared, cache, num_shards, shard_index):
+    """After k epochs of s steps, a rerun that skips k x s batches sees what a run that was
+    never stopped sees from epoch k + 1 on (not epoch 1's order again)."""
+    def labels(skip: int, count: int) -> list:
+        return [tuple(y.numpy()) for _, y in make_dataset(
+            prepared, "train", 3, training=True, seed=5, shuffle_buffer=20, cache=cache,
+            num_shards=num_shards, shard_index=shard_index, skip_batches=skip).take(count)]
+
+    steps = 12 if num_shards == 1 else 2  # an epoch of less than one pass, or of about one
+    whole = labels(0, 12 * steps)
+    for epochs_done in (1, 4, 9):
+        assert labels(epochs_done * steps, 12 * steps - epochs_done * steps) == \
+            whole[epochs_done * steps:], epochs_done
+    assert labels(steps, steps) != whole[:steps]  # the next epoch's order is another
