@@ -125,8 +125,8 @@ def train_input(wildcards):
     inputs = {"manifest": f"{DATA_DIR}/{MANIFEST}"}
     if p.batch_per_gpu == "auto":
         inputs["batch"] = batch_file(p)
-    if p.model_from and p.model_from.split(":")[0].endswith(".py"):
-        inputs["model"] = p.model_from.split(":")[0]  # an edited model trains again
+    if p.model_from:  # an edited model trains again
+        inputs["model"] = STUDY.model_files(p)
     return inputs
 
 

@@ -179,9 +179,11 @@ class Study:
             if label not in known:
                 raise PlanError(f"models.{label}: no model of sweep.models is labelled "
                                 f"'{label}' (and it is not a model dlscale knows)")
+        self._model_files: dict[str, list[str]] = {}
         for builder in dict.fromkeys(p.model_from for p in points
                                      if p.model_from and not job_step):
-            usermodel.check(builder)  # relative to the working directory, as the jobs run
+            # relative to the working directory, as the jobs run; nothing of it is run
+            self._model_files[builder] = [str(f) for f in usermodel.check(builder)]
             if any(p.model_from == builder and p.batch_per_gpu == "auto" for p in points):
                 raise PlanError(f"sweep.models: '{builder}': batch_per_gpu auto searches "
                                 "built-in models only; set a number for this model "
@@ -214,6 +216,16 @@ class Study:
                              f"again; the last completed record is kept in {folder / KEPT}/ "
                              "(copy its files back into the run folder to use it instead)")
         return notes
+
+    def model_files(self, p: Point) -> list[str]:
+        """Your own model's files (its module and those its imports lead to): inputs of
+        its points, so that an edit trains them again."""
+        if not p.model_from:
+            return []
+        if p.model_from not in self._model_files:  # in a job: located again, not checked
+            self._model_files[p.model_from] = [
+                str(f) for f in usermodel.source_files(p.model_from)]
+        return self._model_files[p.model_from]
 
     def attempt(self, p: Point) -> int:
         """Grows when an attempt at the point fails, so the next run plans it again."""

@@ -105,12 +105,13 @@ def model_identity(builder: str | None) -> dict:
     resumed (a built-in model is identified by its name alone)."""
     if not builder:
         return {}
-    from dlscale.usermodel import source_file
+    from dlscale.usermodel import source_files
 
-    path = source_file(builder)
-    digest = (hashlib.sha256(path.read_bytes()).hexdigest() if path and path.is_file()
-              else None)
-    return {"model_from": builder, "model_sha256": digest}
+    paths = [p for p in source_files(builder) if p.is_file()]
+    digest = hashlib.sha256() if paths else None
+    for path in paths:  # the module, then the files its imports led to
+        digest.update(path.read_bytes())
+    return {"model_from": builder, "model_sha256": digest.hexdigest() if digest else None}
 
 
 def steps_range(text: str) -> tuple[int, int]:

@@ -207,7 +207,7 @@ def test_an_unknown_model_name_is_named_with_the_forms_expected():
 
 
 @pytest.mark.parametrize("entry, words", [
-    ("my model.py:build", "does not match"),
+    ("my model:build", "does not match"),  # a module name holds no space (a .py path may)
     ("my_model.py:", "does not match"),
     ({"from": "m.py:build", "label": "two words"}, "does not match"),
     ({"label": "Mine"}, "'from' is a required property"),

@@ -129,7 +129,8 @@ def _validated(**sections) -> dict:
     ("def other(input_shape, num_classes): ...\n", "nets.py:build",
      "nets.py defines no function build at its top level"),
     ("def build(input_shape, num_classes:\n", "nets.py:build", "nets.py is not valid Python"),
-    (None, "no_such_package.nets:build", "no module no_such_package.nets on the Python path"),
+    (None, "no_such_package.nets:build",
+     "no module no_such_package.nets in the working directory or on the Python path"),
 ])
 def test_your_own_models_builder_is_checked_at_planning(tmp_path, monkeypatch, text, builder,
                                                          words):
@@ -148,8 +149,8 @@ def test_your_own_model_plans_its_builder_into_the_training_command(tmp_path, mo
     (tmp_path / "nets.py").write_text("import nothing_at_planning\n\n"
                                       "def build(input_shape, num_classes):\n    pass\n")
     plan = study(tmp_path, sweep={"models": [{"from": "nets.py:build", "label": "Net"},
-                                             "json:dumps"], "gpus": [2]})
-    assert list(plan.points) == ["Net/gpus2/rep1", "dumps/gpus2/rep1"]
+                                             "operator:add"], "gpus": [2]})
+    assert list(plan.points) == ["Net/gpus2/rep1", "add/gpus2/rep1"]  # a module of the stdlib
     words = shlex.split(plan.train_flags(plan.points["Net/gpus2/rep1"]))
     assert words[words.index("--model") + 1] == "Net"
     assert words[words.index("--model-from") + 1] == "nets.py:build"

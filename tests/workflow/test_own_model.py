@@ -105,8 +105,9 @@ def test_an_image_that_does_not_decode_is_named_and_nothing_is_written(tmp_path)
     log = (tmp_path / "logs/prepare_dataset/folder-32px.log").read_text()
     [line] = [x for x in log.splitlines() if x.startswith("error:")]
     assert line.startswith(f"error: {bad}: cannot be decoded as an image (")
-    assert not (tmp_path / "results/data").exists() or not any(
-        (tmp_path / "results/data").rglob("*"))  # no shard, manifest or staging folder
+    # no shard, manifest or staging folder: only the listing planning wrote
+    assert [p.name for p in (tmp_path / "results/data").rglob("*")] == [
+        "folder-32px.listing.json"]
 
 
 def planned_jobs(proc) -> dict:
@@ -153,3 +154,50 @@ def test_what_you_change_in_your_images_is_what_is_prepared(tmp_path):
     (source / "train/frog/frog_0001.JPG").unlink()
     assert planned_jobs(run_snakemake(tmp_path, *PROFILE, config, target, "-n")) == {
         "prepare_dataset": 1}
+
+
+def test_your_package_model_is_read_not_run_at_planning_and_its_edit_trains_it_again(
+        tmp_path):
+    """A package's builder re-exported by its __init__ (which does work when imported), a
+    keras.Sequential without Input, keras.applications' parameter names, a path with a
+    space: planned without running any of it, trained, and retrained when edited."""
+    import image_folder
+
+    ran = "import pathlib\npathlib.Path(__file__).with_name('RAN').write_text('imported')\n"
+    files = {
+        "mynets/__init__.py": ran + "from .net import build\n",
+        "mynets/net.py": ("from tensorflow import keras\n\n\n"
+                          "def build(input_shape=None, classes=1000):\n"
+                          "    return keras.Sequential([keras.layers.Conv2D(8, 3),\n"
+                          "                             keras.layers.GlobalAveragePooling2D(),\n"
+                          "                             keras.layers.Dense(classes)])\n"),
+        "my nets/flat.py": ("from tensorflow import keras\n\n\n"
+                            "def build(shape, n):\n"
+                            "    return keras.Sequential([keras.layers.Flatten(),\n"
+                            "                             keras.layers.Dense(n)])\n"),
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    source = image_folder.write_folder(tmp_path / "imgs", per_class=8)
+    config = "--configfile=" + str(write_config(tmp_path / "c.yaml", f"""
+data: {{dataset: folder, source: "{source}", image_size: 32, shards: 1}}
+sweep:
+  models: [{{from: "mynets:build", label: Pkg}}, {{from: "my nets/flat.py:build", label: Flat}}]
+  gpus: [1]
+training: {{epochs: 1, batch_per_gpu: 8, device: cpu}}
+resources: {{cpus_per_gpu: 1, mem_mb_per_gpu: 1000, runtime_min: 10}}
+analysis: {{accuracy_tolerance: 1.0}}
+"""))
+    dry = run_snakemake(tmp_path, *PROFILE, config, "-n")
+    assert planned_jobs(dry)["train"] == 2
+    assert not (tmp_path / "mynets" / "RAN").exists()  # planning ran none of the package
+    run_snakemake(tmp_path, *PROFILE, config)
+    runs = pd.read_csv(tmp_path / "results/tables/runs.csv")
+    assert sorted(zip(runs["series"], runs["status"])) == [
+        ("Flat", "completed"), ("Pkg", "completed")]
+
+    net = tmp_path / "mynets/net.py"
+    net.write_text(net.read_text().replace("Conv2D(8, 3)", "Conv2D(4, 3)"))
+    dry = run_snakemake(tmp_path, *PROFILE, config, "-n")
+    assert planned_jobs(dry)["train"] == 1 and "Pkg/gpus1/rep1" in dry.stdout

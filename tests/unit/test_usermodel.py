@@ -1,0 +1,101 @@
+"""dlscale/usermodel.py: your own model found and checked at planning without running
+any of it, and called at job time as its parameters say."""
+
+from __future__ import annotations
+
+import pytest
+
+from dlscale import usermodel
+from dlscale.errors import PlanError, RunError
+
+SIDE_EFFECT = "import pathlib\npathlib.Path(__file__).with_name('RAN').write_text('x')\n"
+
+
+def write(root, files: dict) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+def test_a_package_builder_is_found_without_running_the_package(tmp_path):
+    """`from .net import build` in an __init__ that does work (imports TensorFlow, raises):
+    planning reads both files, runs neither, and takes both as the model's inputs."""
+    write(tmp_path, {
+        "mynets/__init__.py": SIDE_EFFECT + "import tensorflow\nraise RuntimeError('no GPU')\n"
+                              "from .net import build\n",
+        "mynets/net.py": SIDE_EFFECT + "def build(input_shape, classes, width=16):\n    ...\n",
+        "mynets/deep/__init__.py": "",
+        "mynets/deep/res.py": "from ..net import build as wide\n",
+    })
+    files = usermodel.check("mynets:build", tmp_path)
+    assert files == (tmp_path / "mynets/__init__.py", tmp_path / "mynets/net.py")
+    assert usermodel.check("mynets.deep.res:wide", tmp_path) == (
+        tmp_path / "mynets/deep/res.py", tmp_path / "mynets/net.py")
+    assert not (tmp_path / "mynets" / "RAN").exists()
+
+
+@pytest.mark.parametrize("signature", [
+    "input_shape, num_classes", "input_shape, classes", "shape, n_classes, width=16",
+    "h, w", "shape, n", "*args", "**kwargs", "input_shape=None, classes=1000, *, weights=None",
+])
+def test_a_builder_that_can_take_the_shape_and_the_classes_passes(tmp_path, signature):
+    write(tmp_path, {"net.py": f"def build({signature}):\n    ...\n"})
+    assert usermodel.check("net.py:build", tmp_path) == (tmp_path / "net.py",)
+
+
+@pytest.mark.parametrize("signature, words", [
+    ("width", "build(width): it takes no input shape and number of classes: name its "
+              "parameters input_shape or shape or image_shape and num_classes or classes"),
+    ("input_shape, num_classes, depth", "build(input_shape, num_classes, depth): its "
+                                        "parameter depth has no default"),
+    ("n_out, input_shape", "it takes no input shape and number of classes"),
+])
+def test_a_builder_that_cannot_take_them_is_named_at_planning(tmp_path, signature, words):
+    write(tmp_path, {"net.py": f"def build({signature}):\n    ...\n"})
+    with pytest.raises(PlanError) as info:
+        usermodel.check("net.py:build", tmp_path)
+    assert str(info.value).startswith("sweep.models: 'net.py:build': ")
+    assert words in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_path_with_a_space_is_a_builder_and_a_long_label_is_refused(tmp_path):
+    write(tmp_path, {"my nets/net.py": "def build(input_shape, num_classes):\n    ...\n"})
+    assert usermodel.check("my nets/net.py:build", tmp_path) == (tmp_path / "my nets/net.py",)
+    assert usermodel.entries(["my nets/net.py:build"]) == [("build", "my nets/net.py:build")]
+    with pytest.raises(PlanError, match="has 300 characters: expected at most 100"):
+        usermodel.entries([f"net.py:{'b' * 300}"])
+
+
+KERAS_MODELS = {
+    "Sequential without Input": (
+        "def build(input_shape, num_classes):\n"
+        "    return keras.Sequential([keras.layers.Conv2D(4, 3), keras.layers.Flatten(),\n"
+        "                             keras.layers.Dense(num_classes)])\n"),
+    "keras.applications' names": (
+        "def build(input_shape=None, classes=1000, weights=None):\n"
+        "    inputs = keras.Input(shape=input_shape)\n"
+        "    x = keras.layers.GlobalAveragePooling2D()(inputs)\n"
+        "    return keras.Model(inputs, keras.layers.Dense(classes)(x))\n"),
+    "positional": (
+        "def build(shape_hw, n):\n"
+        "    return keras.Sequential([keras.layers.Flatten(), keras.layers.Dense(n)])\n"),
+}
+
+
+@pytest.mark.parametrize("what", KERAS_MODELS)
+def test_a_builder_is_called_as_its_parameters_say_and_built_on_the_input(tmp_path, what):
+    write(tmp_path, {"net.py": "from tensorflow import keras\n\n" + KERAS_MODELS[what]})
+    model = usermodel.build(f"{tmp_path / 'net.py'}:build", (8, 8, 3), 5)
+    assert model.built and model.output_shape == (None, 5)
+
+
+def test_a_model_that_cannot_take_the_images_is_a_one_line_reason(tmp_path):
+    write(tmp_path, {"net.py": "from tensorflow import keras\n\n"
+                               "def build(input_shape, num_classes):\n"
+                               "    return keras.Sequential([keras.layers.Dense(num_classes,"
+                               " input_shape=(7,))])\n"})
+    with pytest.raises(RunError) as info:
+        usermodel.build(f"{tmp_path / 'net.py'}:build", (8, 8, 3), 5)
+    message = str(info.value)
+    assert message.startswith(f"model {tmp_path / 'net.py'}:build cannot take images of "
+                              "shape (None, 8, 8, 3): ") and "\n" not in message
