@@ -47,6 +47,14 @@ def check_raw_config(config: dict) -> None:
         raise PlanError(f"data.md5 was read as the number {md5!r}: put the checksum in quotes, "
                         'e.g. md5: "c58f30108f718f92721af3b95e74349a"')
     models = (config.get("sweep") or {}).get("models") or []
+    commands = (config.get("sweep") or {}).get("commands") or {}
+    labels = [(e.get("label"), "sweep.models") for e in models if isinstance(e, dict)] + [
+        (k, "sweep.commands") for k in (commands if isinstance(commands, dict) else [])]
+    for label, where in labels:
+        if isinstance(label, str) and len(label) > usermodel.LABEL_MAX:
+            raise PlanError(f"{where}: the label '{label[:40]}...' has {len(label)} "
+                            f"characters: expected at most {usermodel.LABEL_MAX} (it names "
+                            "the points' folders)")
     known = schema.load()["$defs"]["model"]["enum"]
     for name in models if isinstance(models, list) else []:
         if isinstance(name, str) and ":" not in name and name not in known:

@@ -56,6 +56,17 @@ def test_bad_sources_are_named(keys, words):
         resolve_source(data(**keys), "cifar10")
 
 
+@pytest.mark.parametrize("sweep", [
+    {"models": [{"from": "net.py:build", "label": "N" * 300}]},
+    {"commands": {"N" * 300: "python t.py"}},
+])
+def test_a_label_too_long_for_a_folder_is_named_before_validation(sweep):
+    with pytest.raises(PlanError) as info:
+        check_raw_config({"sweep": sweep})
+    assert f"the label '{'N' * 40}...' has 300 characters: expected at most 100" in str(
+        info.value)
+
+
 def test_an_md5_read_as_a_number_is_explained():
     with pytest.raises(PlanError, match="data.md5 was read as the number 0: put the checksum"):
         check_raw_config({"data": {"md5": 0}})
