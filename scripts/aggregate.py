@@ -50,7 +50,7 @@ def main(argv=None) -> int:
 
     from dlscale.amdahl import fit_table
     from dlscale.analysis import (
-        EPOCH_COLUMNS,
+        EPOCH_REQUIRED,
         failed_points,
         read_table,
         scaling,
@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     from dlscale.references import judge
 
     try:
-        epochs = pd.concat([read_table(t, EPOCH_COLUMNS) for t in args.tables],
+        epochs = pd.concat([read_table(t, list(EPOCH_REQUIRED)) for t in args.tables],
                            ignore_index=True)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

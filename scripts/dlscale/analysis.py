@@ -36,7 +36,8 @@ from dlscale.amdahl import karp_flatt
 from dlscale.contract import Status
 from dlscale.vocabulary import (
     COMPARED_COLUMNS,
-    EPOCH_COLUMNS,  # noqa: F401 (aggregate.py reads it here)
+    EPOCH_METRICS,
+    EPOCH_REQUIRED,  # noqa: F401 (aggregate.py reads it here)
     INPUT_BOUND_RATIO,
     SYSTEM_FIELDS,
     TELEMETRY_FIELDS,
@@ -101,7 +102,8 @@ def _defaults(epochs: pd.DataFrame) -> pd.DataFrame:
         epochs["run"] = epochs["file"].astype(str)
         if "log_run" in epochs:
             epochs["run"] += "#" + epochs["log_run"].astype(str)
-    for column in ("gpus_asked", "epochs_expected", "notes", "dataset", "device", "image_size",
+    for column in (*EPOCH_METRICS, "gpus_asked", "epochs_expected", "notes", "dataset",
+                   "device", "image_size",
                    "resize", "test_accuracy", "images_per_epoch", "streams", "gpus_logged",
                    "logged_images_per_s", "job_s", "overhead_s",
                    "failure", "synthetic_images_per_s", *TELEMETRY_FIELDS,
@@ -208,6 +210,8 @@ def flags_of(row) -> str:
     if row.gpus_logged:
         flags.append(f"the log states {', '.join(map(str, row.gpus_logged))} GPU(s), "
                      f"counted as {row.gpus}")
+    if pd.isna(row.final_accuracy):
+        flags.append("no training accuracy logged: the accuracy check is skipped")
     return "; ".join(flags)
 
 

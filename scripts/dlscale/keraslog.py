@@ -36,6 +36,14 @@ HEADER = re.compile(r"^\s*Epoch (\d+)/(\d+)\s*$")
 PROGRESS = re.compile(r"^\s*(\d+)/(\d+|Unknown)\s*(?:\[[=>.]*\]|[━─\u2501\u2500]+)?\s*-?\s*(.*)$")
 SCALE = {"h": 3600.0, "min": 60.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6}
 ALIASES = {"acc": "accuracy", "val_acc": "val_accuracy"}
+# metrics that mean the training accuracy, in the order one is taken as `accuracy` when a
+# line has no metric of that name (Keras names a metric after how it was asked for)
+ACCURACY_LIKE = ("sparse_categorical_accuracy", "categorical_accuracy", "binary_accuracy",
+                 "sparse_top_k_categorical_accuracy", "top_k_categorical_accuracy")
+# what a script prints after evaluate(): "Test accuracy: 0.87", "test loss = 0.41"
+TEST_PRINT = re.compile(r"^\s*test[ _](loss|accuracy|acc)\s*[:=]\s*"
+                        r"(-?(?:nan|inf|\d+(?:\.\d+)?(?:e[-+]?\d+)?))\s*(%?)\s*$",
+                        re.IGNORECASE)
 
 
 class LogError(ValueError):
@@ -239,8 +247,17 @@ def parse_result_line(text: str) -> dict | None:
         return None
     if seconds_from_epoch_token is not None:  # tf-keras' ms/epoch is the precise one
         record["seconds"], record["seconds_resolution"] = seconds_from_epoch_token
-    unit = record.pop("unit", "step")
     count = int(done)
+    per = record.get(f"seconds_per_{record.get('unit', 'step')}")
+    if record["seconds"] == 0 and per:  # Keras 3's "0s": the time per step x the steps
+        record["seconds"] = per * count  # (the printed 0s stays its resolution's bound)
+    for prefix in ("", "val_"):  # another accuracy's name: `accuracy` all the same
+        if f"{prefix}accuracy" not in record:
+            like = next((f"{prefix}{n}" for n in ACCURACY_LIKE if f"{prefix}{n}" in record),
+                        None)
+            if like is not None:
+                record[f"{prefix}accuracy"] = record[like]
+    unit = record.pop("unit", "step")
     record["steps"] = count if unit == "step" else None
     record["samples"] = count if unit == "sample" else None
     return record
@@ -313,6 +330,10 @@ class StreamParser:
             return
         if (record := parse_result_line(text)) is not None:
             self.result(run, record, number)
+        elif (printed := TEST_PRINT.match(text)) is not None and (run.epochs or run._open):
+            name, value = printed.group(1).lower(), float(printed.group(2))
+            run.test[f"test_{ALIASES.get(name, name)}"] = value / (100 if printed.group(3)
+                                                                   else 1)
 
     def custom(self, number: int, text: str) -> dict | float | None:
         """What the user's result patterns read from a line: an epoch's record, a run's

@@ -25,6 +25,7 @@ from pathlib import Path
 from dlscale.cli import parse_meta
 from dlscale.files import write_rows
 from dlscale.keraslog import LogError, ParsedLog, compile_patterns, parse_file_runs
+from dlscale.vocabulary import EPOCH_METRICS
 
 
 def table(parsed: ParsedLog, meta: dict) -> list[dict]:
@@ -35,7 +36,8 @@ def table(parsed: ParsedLog, meta: dict) -> list[dict]:
     logged_rows = parsed.rows() or ([dict.fromkeys(("epoch", "seconds", "loss", "accuracy"))]
                                     if extra else [])
     for logged in logged_rows:
-        row = {**meta, "file": parsed.path, **logged, "cut": parsed.cut,
+        row = {**meta, "file": parsed.path, **dict.fromkeys(EPOCH_METRICS), **logged,
+               "cut": parsed.cut,
                "streams": parsed.streams, **parsed.test, **extra}
         row.pop("seconds_resolution", None)
         rows.append(row)

@@ -29,8 +29,11 @@ CIFAR10_CLASSES = ("airplane", "automobile", "bird", "cat", "deer",
                    "dog", "frog", "horse", "ship", "truck")
 
 # every per-run table has these columns (parse_logs.py writes them; a run that failed
-# before its first epoch has one row with them empty); aggregation needs them
-EPOCH_COLUMNS = ("model", "gpus", "epoch", "seconds", "loss", "accuracy", "images_per_epoch")
+# before its first epoch has one row with them empty); aggregation needs them, but for
+# the metrics, which a log may lack (a regression model logs no accuracy): empty then
+EPOCH_METRICS = ("loss", "accuracy")
+EPOCH_COLUMNS = ("model", "gpus", "epoch", "seconds", *EPOCH_METRICS, "images_per_epoch")
+EPOCH_REQUIRED = tuple(c for c in EPOCH_COLUMNS if c not in EPOCH_METRICS)
 
 # the plots: name -> (scaling.csv column, title, axis label with its unit, error column)
 PLOTS = {

@@ -110,6 +110,25 @@ def test_keras3_logs_as_keras_writes_them_ansi_codes_and_all():
     assert not bar.cut and not line.cut
 
 
+def test_other_metric_names_a_loss_only_log_zero_second_epochs_and_printed_results():
+    """tests/data/metric-names, as captured: sparse_categorical_accuracy is the accuracy;
+    a regression's lines have none; Keras 3's `0s` takes its time from ms/step x steps;
+    `Test accuracy: 0.0781` printed after fit is the test accuracy."""
+    names = DATA / "metric-names"
+    sparse = parse_text(read_text(names / "tfkeras_sparse_metric.log"), "sparse.log")
+    assert [(r["accuracy"], r["sparse_categorical_accuracy"]) for r in sparse.rows()] == [
+        (0.0859, 0.0859), (0.0898, 0.0898), (0.1055, 0.1055)]
+    assert sparse.test == {"test_loss": 2.441, "test_accuracy": 0.0781}
+    regression = parse_text(read_text(names / "keras3_loss_only.log"), "regression.log")
+    assert [(r["seconds"], r["loss"], r.get("accuracy")) for r in regression.rows()] == [
+        (1.0, 0.2675, None), (pytest.approx(0.096), 0.2313, None),
+        (pytest.approx(0.192), 0.2231, None)]
+    assert regression.test == {"test_loss": 0.2358}
+    assert [r["seconds"] for r in parse_text(read_text(DATA / "keras3" / "fit_verbose2.log"),
+                                             "k3.log").rows()] == pytest.approx(
+        [0.4, 0.032, 0.064])  # "0s - 50ms/step", "0s - 4ms/step", "0s - 8ms/step" x 8
+
+
 def test_the_studys_job_output_holds_three_runs_kept_apart():
     runs = parse_runs(read_text(STUDY / "ResNet50_all.out"), "ResNet50_all.out")
     assert [r.line for r in runs] == [1, 11, 21]

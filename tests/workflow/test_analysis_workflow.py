@@ -35,6 +35,34 @@ def test_external_logs_alone_reproduce_the_published_study(tmp_path):
         assert (tmp_path / f"results/plots/{name}.svg").exists()
 
 
+def test_a_log_without_accuracy_or_with_another_metric_name_costs_no_other_series(tmp_path):
+    """tests/data/metric-names: a regression model's Keras 3 log (loss only, `0s` epochs)
+    and a tf-keras log with sparse_categorical_accuracy and a printed test accuracy,
+    beside the published study's 1-GPU job: every series in the tables."""
+    names = ROOT / "tests" / "data" / "metric-names"
+    config = write_config(tmp_path / "c.yaml", f"""sweep: {{models: []}}
+external_runs:
+  - {{log: {STUDY}/ResNet50_1gpu.out, model: ResNet50V2, gpus: 1, global_batch: 256,
+     train_images: 50000}}
+  - {{log: {names}/keras3_loss_only.log, model: Regression, gpus: 1, global_batch: 32,
+     train_images: 256}}
+  - {{log: {names}/tfkeras_sparse_metric.log, model: Sparse, gpus: 1, global_batch: 32,
+     train_images: 256}}
+""")
+    run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
+    table = pd.read_csv(tmp_path / "results/tables/scaling.csv").set_index("model")
+    assert sorted(table.index) == ["Regression", "ResNet50V2", "Sparse"]
+    assert table.loc["ResNet50V2", "epoch_time_s"] == 45
+    # Keras 3's "0s" epochs timed by ms/step x steps: 12 and 24 ms x 8, not 0 (inf img/s)
+    assert table.loc["Regression", "epoch_time_s"] == pytest.approx((0.096 + 0.192) / 2)
+    assert pd.isna(table.loc["Regression", "final_accuracy"])
+    assert "no training accuracy logged: the accuracy check is skipped" in table.loc[
+        "Regression", "flags"]
+    assert (table.loc["Sparse", "final_accuracy"], table.loc["Sparse", "test_accuracy"]) == (
+        0.1055, 0.0781)
+    assert (tmp_path / "results/plots/accuracy.png").exists()
+
+
 def test_job_outputs_of_every_launcher_and_a_crashed_job_end_in_tables_plots_report(
         tmp_path):
     """tests/data/job-streams (srun -l, plain srun, mpirun --tag-output: 2 workers each),
