@@ -134,6 +134,12 @@ def telemetry_of(epochs: pd.DataFrame) -> dict:
     return out
 
 
+def timed(epochs: pd.DataFrame) -> pd.Series:
+    """Whether each epoch's time is one an epoch can take (finite, above zero)."""
+    seconds = pd.to_numeric(epochs["seconds"], errors="coerce")
+    return pd.Series(np.isfinite(seconds) & (seconds > 0), index=epochs.index)
+
+
 def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
                    target_accuracy: float | None = None) -> pd.DataFrame:
     """One row per run with its checks (`counted`, `problem`) and its own means."""
@@ -160,6 +166,15 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
             problems.append(f"{int(first['gpus'])} replicas used, {int(first['gpus_asked'])} "
                             "asked for")
         used = group[group["epoch"] > skip_epochs]
+        bad = ~timed(used)
+        seconds = pd.to_numeric(used["seconds"], errors="coerce")
+        notes = first["notes"]
+        if bad.any():  # a time no epoch can take: said, and left out of the means
+            said = (f"epoch time(s) {', '.join(f'{v:g}' for v in seconds[bad])} s of epoch(s) "
+                    f"{', '.join(str(int(e)) for e in used['epoch'][bad])} left out of the "
+                    "means (zero, negative, NaN or infinite)")
+            notes = f"{notes}; {said}" if isinstance(notes, str) and notes else said
+            used = used[~bad]
         benchmark = group.empty and not pd.isna(first["logged_images_per_s"])
         if used.empty and not benchmark:
             problems.append(f"no epoch left after skipping {skip_epochs}")
@@ -181,7 +196,7 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
             "synthetic_images_per_s": first["synthetic_images_per_s"],
             **{f"system_{name}": first[f"system_{name}"] for name in SYSTEM_FIELDS},
             "host": first.get("host"), "slurm_job_id": first.get("slurm_job_id"),
-            "notes": first["notes"], "dataset": first["dataset"], "device": first["device"],
+            "notes": notes, "dataset": first["dataset"], "device": first["device"],
             "image_size": first["image_size"], "resize": first["resize"],
             "status": first["status"], "epochs_expected": expected,
             "log_check": first["log_check"], "streams": first["streams"],
@@ -220,7 +235,8 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
     """One row per (series, nodes, gpus) over the counted runs."""
     epochs = _defaults(epochs)
     counted = runs[runs["counted"]]
-    used = epochs[epochs["run"].isin(counted["run"]) & (epochs["epoch"] > skip_epochs)]
+    used = epochs[epochs["run"].isin(counted["run"]) & (epochs["epoch"] > skip_epochs)
+                  & timed(epochs)]  # as summarize_runs counted them
     rows = []
     for (series, nodes, gpus), point_runs in counted.groupby(POINT_KEYS, sort=False):
         seconds = used[used["run"].isin(point_runs["run"])]["seconds"].astype(float)

@@ -73,6 +73,20 @@ def test_runs_that_do_not_count_say_why():
     assert list(table["gpus"]) == [1]
 
 
+@pytest.mark.parametrize("bad", [0.0, -3.0, np.nan, np.inf])
+def test_an_epoch_time_no_epoch_can_take_is_said_and_left_out_of_the_means(bad):
+    epochs = study_epochs()
+    epochs["seconds"] = epochs["seconds"].astype(float)
+    epochs.loc[(epochs["run"] == "ref2") & (epochs["epoch"] == 3), "seconds"] = bad
+    runs = summarize_runs(epochs, skip_epochs=1).set_index("run")
+    assert runs.loc["ref2", "epoch_time_s"] == 24 and runs.loc["ref2", "epochs_used"] == 3
+    assert f"epoch time(s) {bad:g} s of epoch(s) 3 left out of the means" in runs.loc[
+        "ref2", "notes"]
+    table = scaling(epochs, runs.reset_index(), 1, 0.05).set_index("gpus")
+    assert table.loc[2, "epoch_time_s"] == 24 and table.loc[2, "epochs_used"] == 3
+    assert np.isfinite(table["images_per_s"]).all() and runs.loc["ref2", "counted"]
+
+
 def test_replicas_fewer_than_asked_are_not_counted():
     epochs = study_epochs()
     epochs["gpus_asked"] = epochs["gpus"]
