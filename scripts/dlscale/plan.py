@@ -8,6 +8,7 @@ raises PlanError with a one-line message naming the key and what was expected.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import re
 import shlex
@@ -375,9 +376,13 @@ class Study:
                 if item.get(name) and (problem := unreadable_file(item[name])):
                     raise PlanError(f"{where}: {name} '{item[name]}' {problem}")
             key = entry_key(item)
+            if key in runs and Path(runs[key][0]["log"]).resolve() != Path(item["log"]).resolve():
+                # another log of the same name (job.out in two folders): told apart by path
+                digest = hashlib.sha256(str(Path(item["log"]).resolve()).encode()).hexdigest()
+                key = f"{key}-{digest[:8]}"
             if key in runs:
                 raise PlanError(f"{where}: a second entry for model {item['model']} and log "
-                                f"{Path(item['log']).name} (set repeat for a repeated study)")
+                                f"{item['log']} (set repeat for a repeated study)")
             try:
                 per_run, warnings = resolve_external(item, where)
             except ValueError as exc:

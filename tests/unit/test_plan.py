@@ -294,6 +294,21 @@ def test_a_folder_of_images_under_home_is_listed_once_at_planning(tmp_path, monk
     assert len(listed) == 1
 
 
+def test_two_logs_of_the_same_name_in_two_folders_are_two_entries(tmp_path):
+    for folder in ("week1", "week2", "week2 again"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "job.out").write_text(
+            "Epoch 1/1\n10/10 - 3s - loss: 1.2 - accuracy: 0.5\n")
+    entry = {"model": "Net", "gpus": 1, "global_batch": 64, "train_images": 640}
+    plan = study(tmp_path, sweep={"models": []}, external_runs=[
+        {**entry, "log": str(tmp_path / f / "job.out")} for f in ("week1", "week2")])
+    assert len(plan.external) == 2 and "Net/job" in plan.external
+    with pytest.raises(PlanError, match=r"external_runs\[1\]: a second entry for model Net "
+                                        r"and log .*week1/job.out \(set repeat"):
+        study(tmp_path, sweep={"models": []}, external_runs=[
+            {**entry, "log": str(tmp_path / "week1" / "job.out")}] * 2)
+
+
 def test_inside_a_job_the_plan_is_made_again_without_reading_what_planning_read(tmp_path):
     """Snakemake's SLURM job step parses the Snakefile again for the job's one rule: the
     points and their flags are the same, the planning process's reading is not redone."""
