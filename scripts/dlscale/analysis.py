@@ -102,9 +102,9 @@ def _defaults(epochs: pd.DataFrame) -> pd.DataFrame:
         epochs["run"] = epochs["file"].astype(str)
         if "log_run" in epochs:
             epochs["run"] += "#" + epochs["log_run"].astype(str)
-    for column in (*EPOCH_METRICS, "gpus_asked", "epochs_expected", "notes", "dataset",
-                   "device", "image_size",
-                   "resize", "test_accuracy", "images_per_epoch", "streams", "gpus_logged",
+    for column in (*EPOCH_METRICS, "skip_epochs", "gpus_asked", "epochs_expected", "notes",
+                   "dataset", "device", "image_size", "resize", "test_accuracy",
+                   "images_per_epoch", "streams", "gpus_logged",
                    "logged_images_per_s", "job_s", "overhead_s",
                    "failure", "synthetic_images_per_s", *TELEMETRY_FIELDS,
                    *(f"system_{name}" for name in SYSTEM_FIELDS)):
@@ -132,6 +132,13 @@ def telemetry_of(epochs: pd.DataFrame) -> dict:
         out[name] = (values.max() if name in PEAKS else values.mean()) if values.notna().any() \
             else np.nan
     return out
+
+
+def run_skip(first, skip_epochs: int) -> int:
+    """The warm-up epochs left out of a run: its external entry's skip_epochs, or the
+    study's."""
+    own = pd.to_numeric(first.get("skip_epochs"), errors="coerce")
+    return skip_epochs if pd.isna(own) else int(own)
 
 
 def timed(epochs: pd.DataFrame) -> pd.Series:
@@ -165,7 +172,8 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
         if not pd.isna(first["gpus_asked"]) and int(first["gpus_asked"]) != int(first["gpus"]):
             problems.append(f"{int(first['gpus'])} replicas used, {int(first['gpus_asked'])} "
                             "asked for")
-        used = group[group["epoch"] > skip_epochs]
+        skip = run_skip(first, skip_epochs)
+        used = group[group["epoch"] > skip]
         bad = ~timed(used)
         seconds = pd.to_numeric(used["seconds"], errors="coerce")
         notes = first["notes"]
@@ -177,7 +185,7 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
             used = used[~bad]
         benchmark = group.empty and not pd.isna(first["logged_images_per_s"])
         if used.empty and not benchmark:
-            problems.append(f"no epoch left after skipping {skip_epochs}")
+            problems.append(f"no epoch left after skipping {skip}")
         rows.append({
             "run": run, "source": first["source"], "series": first["series"],
             "model": first["model"], "strategy": first["strategy"],
@@ -235,7 +243,8 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
     """One row per (series, nodes, gpus) over the counted runs."""
     epochs = _defaults(epochs)
     counted = runs[runs["counted"]]
-    used = epochs[epochs["run"].isin(counted["run"]) & (epochs["epoch"] > skip_epochs)
+    skips = epochs["skip_epochs"].fillna(skip_epochs)  # an external entry's own, or the study's
+    used = epochs[epochs["run"].isin(counted["run"]) & (epochs["epoch"] > skips)
                   & timed(epochs)]  # as summarize_runs counted them
     rows = []
     for (series, nodes, gpus), point_runs in counted.groupby(POINT_KEYS, sort=False):

@@ -22,6 +22,7 @@ from dlscale.keraslog import (
 )
 
 PER_RUN = ("gpus", "global_batch")  # what every run needs, from the config or the log
+GIVEN_PER_RUN = ("nodes",)  # from the config only: one value, or one per run
 
 
 def configured(item: dict, name: str, run: int):
@@ -53,7 +54,7 @@ def resolve(item: dict, where: str) -> tuple[list[dict], list[str]]:
     if "train_images" not in item and any(r.epochs for r in runs):
         raise ValueError(f"{where}: {log} holds epochs: give train_images (training images "
                          "per epoch), from which their images/s is computed")
-    for name in PER_RUN:
+    for name in PER_RUN + GIVEN_PER_RUN:
         value = item.get(name)
         if isinstance(value, list) and len(value) != len(runs):
             raise ValueError(
@@ -77,6 +78,9 @@ def resolve(item: dict, where: str) -> tuple[list[dict], list[str]]:
                                 f"says {name} {conf}, the log says {seen}; using {conf}")
             if conf is not None or seen is not None:
                 values[name] = conf if conf is not None else seen
+        for name in GIVEN_PER_RUN:
+            if isinstance(item.get(name), list):
+                values[name] = item[name][index]
         if "global_batch" not in values and "batch_per_gpu" in stated and "gpus" in values:
             values["global_batch"] = stated["batch_per_gpu"] * values["gpus"]
         missing = [n for n in PER_RUN if n not in values]

@@ -479,10 +479,14 @@ class Study:
         item, per_run = self.external[key]
         meta = {"run": f"external/{key}", "source": "external",
                 "series": item.get("label", f"{item['model']} (external)"),
-                "model": item["model"], "nodes": item["nodes"], "repeat": item["repeat"],
+                "model": item["model"], "repeat": item["repeat"],
                 "images_per_epoch": item.get("train_images", ""),
                 "precision": item["precision"],
                 "strategy": item["strategy"]}
+        if not isinstance(item["nodes"], list):  # else one per run, in --per-run
+            meta["nodes"] = item["nodes"]
+        if item.get("skip_epochs") is not None:
+            meta["skip_epochs"] = item["skip_epochs"]
         patterns = "".join(f" --pattern {shlex.quote(f'{k}={v}')}"
                            for k, v in item.get("patterns", {}).items())
         return f"{meta_flags(meta)} --per-run {shlex.quote(json.dumps(per_run))}{patterns}"

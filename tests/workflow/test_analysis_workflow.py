@@ -36,25 +36,31 @@ def test_external_logs_alone_reproduce_the_published_study(tmp_path):
 
 
 def test_a_log_without_accuracy_or_with_another_metric_name_costs_no_other_series(tmp_path):
-    """tests/data/metric-names: a regression model's Keras 3 log (loss only, `0s` epochs)
-    and a tf-keras log with sparse_categorical_accuracy and a printed test accuracy,
-    beside the published study's 1-GPU job: every series in the tables."""
+    """tests/data/metric-names: a regression model's Keras 3 log (loss only, `0s` epochs,
+    its own skip_epochs) and a tf-keras log with sparse_categorical_accuracy and a printed
+    test accuracy, beside the published study's job of three runs (nodes given per run):
+    every series in the tables."""
     names = ROOT / "tests" / "data" / "metric-names"
     config = write_config(tmp_path / "c.yaml", f"""sweep: {{models: []}}
 external_runs:
-  - {{log: {STUDY}/ResNet50_1gpu.out, model: ResNet50V2, gpus: 1, global_batch: 256,
-     train_images: 50000}}
+  - {{log: {STUDY}/ResNet50_all.out, model: ResNet50V2, train_images: 50000,
+     gpus: [1, 2, 4], global_batch: [256, 512, 1024], nodes: [1, 1, 2]}}
   - {{log: {names}/keras3_loss_only.log, model: Regression, gpus: 1, global_batch: 32,
-     train_images: 256}}
+     train_images: 256, skip_epochs: 0}}
   - {{log: {names}/tfkeras_sparse_metric.log, model: Sparse, gpus: 1, global_batch: 32,
      train_images: 256}}
 """)
     run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
-    table = pd.read_csv(tmp_path / "results/tables/scaling.csv").set_index("model")
-    assert sorted(table.index) == ["Regression", "ResNet50V2", "Sparse"]
-    assert table.loc["ResNet50V2", "epoch_time_s"] == 45
-    # Keras 3's "0s" epochs timed by ms/step x steps: 12 and 24 ms x 8, not 0 (inf img/s)
-    assert table.loc["Regression", "epoch_time_s"] == pytest.approx((0.096 + 0.192) / 2)
+    scaling = pd.read_csv(tmp_path / "results/tables/scaling.csv")
+    study = scaling[scaling["model"] == "ResNet50V2"]
+    # nodes given per run of a multi-run file; the study's skip_epochs (1) for its runs
+    assert list(zip(study["gpus"], study["nodes"], study["epoch_time_s"])) == [
+        (1, 1, 45), (2, 1, 24), (4, 2, 12)]
+    table = scaling[scaling["model"] != "ResNet50V2"].set_index("model")
+    assert sorted(table.index) == ["Regression", "Sparse"]
+    # Keras 3's "0s" epochs timed by ms/step x steps (12 and 24 ms x 8), not 0 (inf img/s);
+    # the entry's skip_epochs 0 keeps epoch 1 in its mean
+    assert table.loc["Regression", "epoch_time_s"] == pytest.approx((1 + 0.096 + 0.192) / 3)
     assert pd.isna(table.loc["Regression", "final_accuracy"])
     assert "no training accuracy logged: the accuracy check is skipped" in table.loc[
         "Regression", "flags"]
