@@ -117,7 +117,7 @@ dag: setup
 bench: setup
 	$(VENV)/bin/python bench/bench_data.py
 	$(MAKE) cluster-start
-	SLURM_CONF=/etc/slurm/slurm.conf $(VENV)/bin/python bench/bench_slurm.py
+	$(VENV)/bin/python bench/bench_slurm.py
 	$(VENV)/bin/python bench/bench_analysis.py
 	$(VENV)/bin/python bench/bench_telemetry.py
 

@@ -2,7 +2,7 @@
 """Orchestration overhead on the SLURM test cluster: the wall time of a whole 3-point
 study (`snakemake --profile profiles/slurm`) against the time its jobs ran.
 
-  scripts/testcluster.sh start && export SLURM_CONF=/etc/slurm/slurm.conf
+  scripts/testcluster.sh start
   python bench/bench_slurm.py [--work /tmp/dlscale-bench-slurm] [--epochs 4] [--images 20000]
 
 The study: SimpleCNN on 1, 2 and 4 (logical CPU) replicas, Fashion-MNIST from Debian
@@ -143,8 +143,7 @@ def main(argv=None) -> int:
     parser.add_argument("--images", type=int, default=20000, help="training images")
     args = parser.parse_args(argv)
     if subprocess.run(["sinfo", "-h"], capture_output=True).returncode:
-        raise SystemExit("no SLURM cluster answers sinfo: scripts/testcluster.sh start, "
-                         "export SLURM_CONF=/etc/slurm/slurm.conf")
+        raise SystemExit("no SLURM cluster answers sinfo: scripts/testcluster.sh start")
     shutil.rmtree(args.work, ignore_errors=True)
     args.work.mkdir(parents=True)
     config = args.work / "config.yaml"

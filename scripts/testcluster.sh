@@ -3,9 +3,9 @@
 # each, for the cluster tests and for trying profiles/slurm on a workstation.
 #
 #   scripts/testcluster.sh start    # needs root, Debian's slurm-wlm and munge
-#   eval "$(scripts/testcluster.sh env)"   # then sbatch/squeue/snakemake use it
 #   scripts/testcluster.sh status
-#   scripts/testcluster.sh stop
+#   scripts/testcluster.sh stop     # also removes the files and /etc/hosts lines start wrote
+#   scripts/testcluster.sh config   # only writes the configuration (start does it too)
 #
 # State, logs and fake GPUs live in $DLSCALE_CLUSTER_DIR (default /tmp/dlscale-slurm).
 # The configuration goes to SLURM's default place, /etc/slurm/slurm.conf (and gres.conf),
@@ -17,14 +17,22 @@
 set -euo pipefail
 
 DIR="${DLSCALE_CLUSTER_DIR:-/tmp/dlscale-slurm}"
-ETC=/etc/slurm
+# the two overrides are for the test of `config` and `stop` (tests/unit/test_testcluster.py)
+ETC="${DLSCALE_SLURM_ETC:-/etc/slurm}"
+HOSTS="${DLSCALE_HOSTS_FILE:-/etc/hosts}"
 CONF="$ETC/slurm.conf"
 MARKER="# dlscale test cluster"
 NODES=(n1 n2)
 
 die() { echo "testcluster: $*" >&2; exit 1; }
 
-env_lines() { echo "export SLURM_CONF=$CONF"; }
+# SLURM's tools read /etc/slurm/slurm.conf by themselves; SLURM_CONF is only worth setting
+# for another place, and is harmful once stop has removed the file: a SLURM_CONF naming a
+# missing file makes every SLURM command wait 59 s for a configless controller.
+env_lines() {
+    if [ "$CONF" = /etc/slurm/slurm.conf ]; then echo "# $CONF is SLURM's default place: nothing to set"
+    else echo "export SLURM_CONF=$CONF"; fi
+}
 
 running() {
     [ -f "$DIR/slurmctld.pid" ] && kill -0 "$(cat "$DIR/slurmctld.pid")" 2>/dev/null
@@ -95,10 +103,28 @@ EOF
 }
 
 ensure_hosts() {
-    # the node names are hostnames for the workers' TF_CONFIG: they must resolve
+    # the node names are hostnames for the workers' TF_CONFIG: they must resolve; each
+    # line added carries the marker, so that stop removes it and nothing else
     for node in "${NODES[@]}"; do
-        getent hosts "$node" >/dev/null || echo "127.0.0.1 $node" >> /etc/hosts
+        if [ "$HOSTS" = /etc/hosts ]; then getent hosts "$node" >/dev/null && continue; fi
+        grep -qE "^[^#]*[[:space:]]$node([[:space:]]|$)" "$HOSTS" 2>/dev/null && continue
+        echo "127.0.0.1 $node $MARKER" >> "$HOSTS"
     done
+}
+
+# Undo write_config and ensure_hosts: a machine after stop is as it was before start, so
+# SLURM's tools (and the Snakemake SLURM plugin's probe at every snakemake start-up) no
+# longer wait for a controller that is gone. Only files that carry the marker are removed.
+# /etc/hosts is rewritten in place (cat >), not replaced: in containers it is a bind mount.
+remove_config() {
+    for file in "$CONF" "$ETC/gres.conf"; do
+        if [ -f "$file" ] && grep -q "^$MARKER" "$file"; then rm -f "$file"; fi
+    done
+    if [ -f "$HOSTS" ] && grep -qF "$MARKER" "$HOSTS"; then
+        local kept
+        kept=$(grep -vF "$MARKER" "$HOSTS" || true)
+        printf '%s\n' "$kept" > "$HOSTS"
+    fi
 }
 
 start() {
@@ -122,12 +148,13 @@ start() {
         sleep 0.5
     done
     sinfo -h -N -o "%N %t" | grep -q " idle" || { tail -20 "$DIR/log/"*.log >&2; die "nodes did not come up"; }
-    echo "testcluster: running, ${#NODES[*]} nodes with 4 fake GPUs each; $(env_lines)"
+    echo "testcluster: running, ${#NODES[*]} nodes with 4 fake GPUs each ($CONF)"
 }
 
 stop() {
     export SLURM_CONF="$CONF"
-    if [ -f "$CONF" ]; then scancel --user="$(id -un)" 2>/dev/null || true; fi
+    # only a running controller is asked: scancel waits for an absent one
+    if running; then scancel --user="$(id -un)" 2>/dev/null || true; fi
     for pidfile in "$DIR"/slurmd-*.pid "$DIR/slurmctld.pid"; do
         [ -f "$pidfile" ] || continue
         pid=$(cat "$pidfile")
@@ -135,14 +162,16 @@ stop() {
         for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
         rm -f "$pidfile"
     done
-    echo "testcluster: stopped"
+    remove_config
+    echo "testcluster: stopped; removed its configuration from $ETC and its lines from $HOSTS"
 }
 
 case "${1:-}" in
     start) start ;;
     stop) stop ;;
     env) env_lines ;;
+    config) write_config; ensure_hosts ;;
     status)
         if running; then SLURM_CONF="$CONF" sinfo -N; else echo "testcluster: not running"; exit 1; fi ;;
-    *) echo "usage: $0 start|stop|status|env" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|status|env|config" >&2; exit 2 ;;
 esac

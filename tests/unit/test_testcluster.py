@@ -1,0 +1,71 @@
+"""scripts/testcluster.sh leaves a machine as it found it: stop removes the SLURM
+configuration and the /etc/hosts lines that start wrote, and nothing else.
+
+The script runs for real, with its configuration folder and hosts file pointed at a
+temporary folder (DLSCALE_SLURM_ETC, DLSCALE_HOSTS_FILE), so the test cluster that CI
+runs beside this test is not touched. That a dry run after `stop` costs what it cost
+before `start` is checked by .ci/run around the whole suite (it needs the real
+/etc/slurm, which the cluster tests are using here).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+from conftest import ROOT
+
+SCRIPT = ROOT / "scripts" / "testcluster.sh"
+USERS_HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n10.0.0.7 login1 # site\n"
+
+
+def run(tmp_path, *args):
+    env = dict(os.environ, DLSCALE_CLUSTER_DIR=str(tmp_path / "state"),
+               DLSCALE_SLURM_ETC=str(tmp_path / "etc"),
+               DLSCALE_HOSTS_FILE=str(tmp_path / "hosts"))
+    return subprocess.run(["bash", str(SCRIPT), *args], env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the fake GPUs are made with mknod (root)")
+def test_stop_removes_what_start_wrote_and_nothing_else(tmp_path):
+    (tmp_path / "hosts").write_text(USERS_HOSTS)
+    done = run(tmp_path, "config")
+    assert done.returncode == 0, done.stderr
+    conf = (tmp_path / "etc" / "slurm.conf").read_text()
+    assert conf.startswith("# dlscale test cluster")
+    hosts = (tmp_path / "hosts").read_text()
+    assert hosts.startswith(USERS_HOSTS)
+    assert "127.0.0.1 n1 # dlscale test cluster" in hosts
+    assert "127.0.0.1 n2 # dlscale test cluster" in hosts
+    # writing again adds no second line per node
+    assert run(tmp_path, "config").returncode == 0
+    assert (tmp_path / "hosts").read_text() == hosts
+
+    done = run(tmp_path, "stop")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "hosts").read_text() == USERS_HOSTS
+    assert sorted(p.name for p in (tmp_path / "etc").iterdir()) == []
+
+
+def test_stop_keeps_a_configuration_it_did_not_write(tmp_path):
+    (tmp_path / "etc").mkdir()
+    site = "ClusterName=site\nSlurmctldHost=head\n"
+    (tmp_path / "etc" / "slurm.conf").write_text(site)
+    (tmp_path / "hosts").write_text(USERS_HOSTS)
+    done = run(tmp_path, "config")
+    assert done.returncode == 1
+    assert "was not written by this script" in done.stderr
+    done = run(tmp_path, "stop")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "etc" / "slurm.conf").read_text() == site
+    assert (tmp_path / "hosts").read_text() == USERS_HOSTS
+
+
+def test_env_sets_nothing_for_slurms_default_place():
+    # a SLURM_CONF naming a file that stop removed makes every SLURM command wait a minute
+    done = subprocess.run(["bash", str(SCRIPT), "env"], capture_output=True, text=True,
+                          env={k: v for k, v in os.environ.items() if not k.startswith("DLSCALE_")})
+    assert done.returncode == 0
+    assert "export" not in done.stdout
