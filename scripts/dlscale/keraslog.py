@@ -134,7 +134,9 @@ def settings_in(line: str, patterns: dict | None = None, warn=None) -> dict[str,
                     found[key] = int(m.group(1))
                     break
         if (m := MIRRORED.search(line) or DEVICES.match(line)) is not None:
-            found["gpus"] = len(re.findall(r"'[^']*'|\"[^\"]*\"", m.group(1)))
+            # the devices of one worker: the job's count only where nothing states that
+            # (`job_gpus`), since each worker of a multi-worker job prints its own
+            found["devices"] = len(re.findall(r"'[^']*'|\"[^\"]*\"", m.group(1)))
     for key, regex in (patterns or {}).items():
         if key in RESULT_PATTERNS:
             continue
@@ -148,6 +150,16 @@ def settings_in(line: str, patterns: dict | None = None, warn=None) -> dict[str,
     return found
 
 
+def job_gpus(settings: dict[str, int]) -> dict[str, int]:
+    """A run's settings with its GPU count decided: what a line stated for the whole job
+    (Number of devices:, Horovod's size, --n_gpus...) over one worker's device list."""
+    if "devices" in settings:
+        settings = dict(settings)
+        devices = settings.pop("devices")
+        settings.setdefault("gpus", devices)
+    return settings
+
+
 def settings_sequence(text: str, patterns: dict[str, re.Pattern] | None = None
                       ) -> list[dict[str, int]]:
     """Settings per run from a file that holds only them (a job's .err): a setting
@@ -158,7 +170,7 @@ def settings_sequence(text: str, patterns: dict[str, re.Pattern] | None = None
             if key in runs[-1]:
                 runs.append({})
             runs[-1][key] = value
-    return runs if runs[-1] else runs[:-1]
+    return [job_gpus(run) for run in (runs if runs[-1] else runs[:-1])]
 
 
 @dataclass
@@ -181,6 +193,8 @@ class ParsedLog:
     _copies: int = 1             # how many times the open epoch's header came
     _pending: int = 0            # result lines still expected for the last epoch
     _copies_seen: int = 1        # result lines seen for the last epoch
+    _late: int = 0               # result lines of the last epoch still possible after the
+                                 # next epoch's header (workers print in any order)
     order: list[int] = field(default_factory=list)  # the epochs, as they first finished
 
     def rows(self) -> list[dict]:
@@ -196,21 +210,40 @@ class ParsedLog:
         self._pending, self._open, self._copies_seen = self._copies - 1, None, 1
 
 
+def same_size(kept: dict, record: dict) -> bool:
+    """Whether a result line counts as many batches (or samples) as an epoch's."""
+    return (kept["steps"], kept["samples"]) == (record["steps"], record["samples"])
+
+
 def same_values(kept: dict, record: dict) -> bool:
     """Whether a result line repeats an epoch's values (everything but its times)."""
     return all(kept.get(k) == v for k, v in record.items() if not k.startswith("seconds"))
 
 
-# One part of a result line: a metric, a time per step/sample/epoch, or a duration.
-TOKEN = re.compile(
-    r"(?:(?P<name>[A-Za-z_][\w./-]*):\s*(?P<value>-?(?:nan|inf|\d+(?:\.\d+)?(?:e[-+]?\d+)?))"
-    r"|(?P<per>\d+(?:\.\d+)?)(?P<per_unit>s|ms|us|µs)/(?P<of>step|sample|epoch)"
-    r"|(?P<took>\d+(?:\.\d+)?)(?P<took_unit>h|min|m|s|ms|us|µs))", re.IGNORECASE)
+# One part of a result line: a metric ("loss: 0.5"), a time per step/sample/epoch
+# ("12ms/step") or a duration ("3s"). Metric parts, most of a line, are split at their
+# colon and their names remembered (NAMES), which costs far less than a regex per part:
+# a 200 MB log is millions of them.
+NAME = re.compile(r"[A-Za-z_][\w./-]*")
+VALUE = re.compile(r"-?(?:nan|inf|\d+(?:\.\d+)?(?:e[-+]?\d+)?)", re.IGNORECASE)
+TIME = re.compile(
+    r"(?P<per>\d+(?:\.\d+)?)(?P<per_unit>s|ms|us|µs)/(?P<of>step|sample|epoch)"
+    r"|(?P<took>\d+(?:\.\d+)?)(?P<took_unit>h|min|m|s|ms|us|µs)", re.IGNORECASE)
+NAMES: dict[str, str | None] = {}  # a metric's name as printed -> as recorded (None: not one)
 
 
-def parse_result_line(text: str) -> dict | None:
-    """The record of one finished-epoch line, or None for anything else."""
-    match = PROGRESS.match(text)
+def metric_name(name: str) -> str | None:
+    known = NAMES.get(name, "")
+    if known == "":
+        known = NAMES[name] = (ALIASES.get(name, name) if NAME.fullmatch(name) is not None
+                               else None)
+    return known
+
+
+def parse_result_line(text: str, match: re.Match | None = None) -> dict | None:
+    """The record of one finished-epoch line, or None for anything else (`match`:
+    PROGRESS's match of the line, when the caller has it)."""
+    match = match or PROGRESS.match(text)
     if not match or "ETA" in text:
         return None
     done, total, rest = match.groups()
@@ -218,18 +251,19 @@ def parse_result_line(text: str) -> dict | None:
         return None  # a progress update that is not the end of the epoch
     record: dict = {}
     seconds_from_epoch_token = None
-    recognised = True  # whether the last part was: a line cut inside a pair is unfinished
-    for token in rest.split(" - "):
-        token = token.strip()
-        for part in ([token] if ":" in token else token.split()):
-            m = TOKEN.fullmatch(part)
-            recognised = m is not None
-            if m is None:
+    tokens = rest.split(" - ")
+    for token in tokens:
+        if ":" in token:
+            name, _, value = token.partition(":")
+            name, value = metric_name(name.strip()), value.strip()
+            if name is not None and VALUE.fullmatch(value) is not None:
+                record[name] = float(value)
+            continue
+        for part in token.split():
+            if (m := TIME.fullmatch(part)) is None:
                 continue
-            name, value, per, per_unit, of, took, took_unit = m.groups()
-            if name is not None:
-                record[ALIASES.get(name, name)] = float(value)
-            elif per is not None:
+            per, per_unit, of, took, took_unit = m.groups()
+            if per is not None:
                 scale = SCALE[per_unit]
                 if of == "epoch":
                     seconds_from_epoch_token = (float(per) * scale, scale)
@@ -239,6 +273,15 @@ def parse_result_line(text: str) -> dict | None:
             elif "seconds" not in record:
                 record["seconds"] = float(took) * SCALE[took_unit]
                 record["seconds_resolution"] = SCALE[took_unit]  # Keras rounds to it
+    # the last part must be whole: a line cut inside a pair is unfinished
+    last = tokens[-1].strip()
+    if ":" in last:
+        name, _, value = last.partition(":")
+        recognised = (metric_name(name.strip()) is not None
+                      and VALUE.fullmatch(value.strip()) is not None)
+    else:
+        parts = last.split()
+        recognised = bool(parts) and TIME.fullmatch(parts[-1]) is not None
     if not recognised:
         return None
     if len(record) - ("unit" in record) - sum(k.startswith("seconds") for k in record) < 1:
@@ -266,10 +309,14 @@ def parse_result_line(text: str) -> dict | None:
 # Prefixes that launchers put before each line; the stream is the task or rank. srun
 # --label: "0: " (right-aligned when there are 10 or more tasks); OpenMPI's mpirun
 # --tag-output: "[1,0]<stdout>:" (job, rank), after a date with --timestamp-output;
-# horovodrun: "[0]<stdout>:" (rank).
+# horovodrun: "[0]<stdout>:" (rank). mpirun and horovodrun tag each piece of output as it
+# comes, not each line: a progress bar's updates each carry the tag, and a piece of
+# another rank or channel can sit in the middle of a line (tests/data/horovod-progress).
 SRUN_LABEL = re.compile(r"^ *(\d+): ")
-MPI_TAG = re.compile(r"^(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
-                     r"\[(?:(\d+),)?(\d+)\]<(?:stdout|stderr|stddiag)>: ?")
+_TAG = (r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
+        r"\[(?:(\d+),)?(\d+)\]<(stdout|stderr|stddiag)>: ?")
+MPI_TAG = re.compile("^" + _TAG)
+MPI_TAG_ANY = re.compile(_TAG)
 SPLIT = re.compile(r"[\r\x08]+")
 
 
@@ -281,6 +328,21 @@ def split_stream(line: str) -> tuple[str, str]:
     if (m := SRUN_LABEL.match(line)) is not None:
         return f"task {m.group(1)}", line[m.end():]
     return "", line
+
+
+def tagged_pieces(line: str) -> list[tuple[str, str, str]] | None:
+    """(stream, channel, text) of each tagged piece of a line that holds more than one
+    tag, None for a line with one tag or none (the common case, looked at once)."""
+    first = MPI_TAG.match(line)
+    if first is None or line.find("]<std", first.end()) < 0:
+        return None
+    tags = list(MPI_TAG_ANY.finditer(line, first.end()))
+    if not tags:
+        return None
+    tags.insert(0, first)
+    ends = [m.start() for m in tags[1:]] + [len(line)]
+    return [(f"rank {m.group(2)}", m.group(3), line[m.end():end])
+            for m, end in zip(tags, ends)]
 
 
 class StreamParser:
@@ -318,19 +380,24 @@ class StreamParser:
             else:
                 run.result(record, number)
             return
+        # most lines of a long log are epoch lines: they are tried first
+        progress = PROGRESS.match(text)
+        if progress is not None and (record := parse_result_line(text, progress)) is not None:
+            self.result(run, record, number)
+            return
         if "/sec" in text and (total := throughput(text)) is not None:
             run = self.fresh_run(number)
             run.images_per_s, gpus = total
             if gpus is not None:
                 run.settings["gpus"] = gpus
             return
-        if found := settings_in(text, self.patterns, lambda message, at=number:
-                                self.runs[-1].warnings.append(f"{self.path}:{at}: {message}")):
+        warn = None if not self.patterns else (
+            lambda message, at=number:
+            self.runs[-1].warnings.append(f"{self.path}:{at}: {message}"))
+        if found := settings_in(text, self.patterns, warn):
             self.fresh_run(number).settings.update(found)
             return
-        if (record := parse_result_line(text)) is not None:
-            self.result(run, record, number)
-        elif (printed := TEST_PRINT.match(text)) is not None and (run.epochs or run._open):
+        if (printed := TEST_PRINT.match(text)) is not None and (run.epochs or run._open):
             name, value = printed.group(1).lower(), float(printed.group(2))
             run.test[f"test_{ALIASES.get(name, name)}"] = value / (100 if printed.group(3)
                                                                    else 1)
@@ -356,10 +423,15 @@ class StreamParser:
 
     def header(self, run: ParsedLog, number: int, epoch: int, total: int) -> None:
         if run._open == epoch and run.epochs_total == total:
-            # the same header again while the epoch runs: every worker prints its own
+            # the same header again while the epoch runs: every worker prints its own, or
+            # a training cut inside the epoch began it again (a resume); the result lines
+            # that follow tell which (see `result`)
             run._copies += 1
-            run.streams = max(run.streams, run._copies)
             return
+        if run._pending and run._open is None and run.last == epoch - 1:
+            # epoch k's header came more than once and its result once so far: the other
+            # workers' lines for it may still come after this header (`result`)
+            run._late, run._pending = run._pending, 0
         if run.epochs and (total != run.epochs_total or epoch == 1):
             run = self.new_run(number)
         elif run.epochs and epoch <= run.last:
@@ -374,11 +446,29 @@ class StreamParser:
 
     @staticmethod
     def result(run: ParsedLog, record: dict, number: int) -> None:
+        last = run.epochs.get(run.last)
         if run._open is not None:
+            if (run._late and last is not None and run._open == run.last + 1
+                    and same_values(last, record) and same_size(last, record)):
+                # a slower worker's line for the epoch before, after a faster worker's
+                # next header (workers print in any order; their metrics are global)
+                run._late -= 1
+                run._copies_seen += 1
+                run.streams = max(run.streams, run._copies_seen)
+                last["seconds"] = max(last["seconds"], record["seconds"])
+                run.ended[run.last] = number
+                return
+            if run._late:
+                # epoch k began more than once and ended once: one worker whose run was
+                # cut inside epoch k and resumed it, not several workers
+                run.warnings.append(
+                    f"{run.path}:{number}: epoch {run.last} began {run._late + 1} "
+                    "times and ended once: taken as a run resumed inside that epoch")
+                run._late = 0
             run.result(record, number)
             return
-        last = run.epochs.get(run.last)
-        if last is not None and (run._pending or same_values(last, record)):
+        if last is not None and ((run._pending and same_size(last, record))
+                                 or same_values(last, record)):
             # another worker's line for the same epoch (after the header each printed, or
             # with the same values: MultiWorkerMirroredStrategy reports global metrics)
             run._pending = max(0, run._pending - 1)
@@ -431,6 +521,17 @@ def combine(streams: dict[str, list[ParsedLog]]) -> list[ParsedLog]:
         parts = [runs[index] for runs in with_epochs if index < len(runs)]
         run = parts[0]
         for other in parts[1:]:
+            if run.epochs_total is not None and other.epochs_total is None:
+                # no epoch header in this rank's lines while the chief's epochs have one:
+                # its results are evaluate()'s (Horovod's examples train with verbose=0
+                # on every rank but 0, then each rank evaluates), never epochs
+                if not run.test and other.epochs:
+                    last = other.epochs[other.last]
+                    run.test = {f"test_{k}": last[k] for k in ("loss", "accuracy")
+                                if last.get(k) is not None}
+                run.settings = {**other.settings, **run.settings}
+                run.warnings += other.warnings
+                continue
             for epoch, record in other.epochs.items():
                 if epoch in run.epochs:
                     run.epochs[epoch]["seconds"] = max(run.epochs[epoch]["seconds"],
@@ -533,6 +634,8 @@ class LogReader:
         self.tail: deque[str] = deque(maxlen=3)  # the last lines, for a log without epochs
         self.number = 0
         self.binary = False  # NUL bytes: not a text log
+        # text of a tagged line whose newline has not come yet, per (rank, channel)
+        self.pieces: dict[tuple[str, str], list[str]] = {}
 
     def feed(self, line: str, ended: bool = True) -> None:
         """The next line; `ended` False for text after the last newline of a log that
@@ -542,9 +645,30 @@ class LogReader:
             self.binary = True
         if "\x1b" in line:
             line = ANSI.sub("", line)
-        if line.strip():
-            self.tail.append(line.strip())
-        stream, text = split_stream(line)
+        if line and not line.isspace():
+            self.tail.append(line)  # stripped when quoted
+        pieces = tagged_pieces(line) if "]<std" in line else None
+        if pieces is None and not self.pieces:
+            stream, text = split_stream(line)
+            self.dispatch(stream, text, ended)
+            return
+        if pieces is None:
+            stream, text = split_stream(line)
+            channel = MPI_TAG.match(line)
+            pieces = [(stream, channel.group(3) if channel else "", text)]
+        # every piece but the last waits for the rest of its line (its newline comes in
+        # a later piece of the same rank and channel); the newline ends the last one
+        *waiting, (stream, channel, text) = pieces
+        for key_stream, key_channel, piece in waiting:
+            self.pieces.setdefault((key_stream, key_channel), []).append(piece)
+        text = "".join(self.pieces.pop((stream, channel), [])) + text
+        self.dispatch(stream, text, ended)
+        if not ended:  # the log ends: what other ranks had begun is cut too
+            for (key_stream, _channel), parts in list(self.pieces.items()):
+                self.dispatch(key_stream, "".join(parts), False)
+            self.pieces.clear()
+
+    def dispatch(self, stream: str, text: str, ended: bool) -> None:
         parser = self.parsers.get(stream)
         if parser is None:
             parser = self.parsers[stream] = StreamParser(self.path, self.patterns)
@@ -564,14 +688,24 @@ class LogReader:
 
     def runs(self) -> list[ParsedLog]:
         """Every run read (see parse_lines); once, at the end."""
-        runs = combine({name: parser.finish() for name, parser in self.parsers.items()})
+        finished = {name: parser.finish() for name, parser in self.parsers.items()}
+        runs = combine(finished)
+        # settings that only streams without results stated (a job script's header on
+        # unprefixed lines before `srun --label` tasks print the epochs) hold for every run
+        stated: dict[str, int] = {}
+        for name in sorted(self.parsers, key=stream_order):
+            if not finished[name]:
+                for run in self.parsers[name].runs:
+                    stated.update(run.settings)
+        for run in runs:
+            run.settings = job_gpus({**stated, **run.settings})
         if not any(r.epochs or r.images_per_s is not None for r in runs):
             if self.binary:
                 raise LogError(f"{self.path} is binary (it holds NUL bytes): expected a "
                                "text log")
-            last = " | ".join(quoted(t) for t in self.tail)
-            stated = {k: v for p in self.parsers.values() for r in p.runs
-                      for k, v in r.settings.items()}
+            last = " | ".join(quoted(t.strip()) for t in self.tail)
+            stated = job_gpus({k: v for p in self.parsers.values() for r in p.runs
+                               for k, v in r.settings.items()})
             raise LogError(f"{self.path}: no finished epoch found (expected Keras lines such "
                            "as '196/196 - 45s - loss: 1.76 - accuracy: 0.35', or a "
                            "benchmark's total images/s)"

@@ -258,6 +258,36 @@ def test_labelled_tasks_with_different_run_counts_are_matched_in_order_with_a_wa
                                 "task 1: 1): runs are matched in order"]
 
 
+@pytest.mark.parametrize("name, seconds", [
+    ("mpirun_tag_progress.out", [8.0, 1.0, 1.0]),
+    ("horovodrun_progress.out", [5.0, 0.448, 0.448]),
+])
+def test_tagged_progress_bars_are_rank_0s_epochs_and_each_ranks_evaluate_is_the_test(
+        name, seconds):
+    """tests/data/horovod-progress/README.md: the launcher tags every piece of a progress
+    bar, and other ranks' pieces land inside its lines."""
+    runs = parse_file_runs(str(DATA / "horovod-progress" / name))
+    assert len(runs) == 1
+    run = runs[0]
+    assert [(e["epoch"], e["steps"]) for e in run.rows()] == [(1, 64), (2, 64), (3, 64)]
+    assert [e["seconds"] for e in run.rows()] == pytest.approx(seconds)
+    assert [e["loss"] for e in run.rows()] == [2.3172, 2.3067, 2.2998]
+    assert [e["accuracy"] for e in run.rows()] == [0.0989, 0.1079, 0.1138]
+    assert run.test == {"test_loss": 2.2924, "test_accuracy": 0.1299}
+    assert run.settings == {"gpus": 2} and run.streams == 2 and not run.cut
+    assert run.warnings == []
+
+
+def test_a_job_wide_device_count_is_not_replaced_by_one_workers_devices():
+    worker = ("Using MirroredStrategy with devices ('/job:localhost/replica:0/task:0/device:"
+              "GPU:0', '/job:localhost/replica:0/task:0/device:GPU:1')\n")
+    epochs = "Epoch 1/1\n8/8 - 2s - loss: 2.4 - accuracy: 0.1 - 2s/epoch - 250ms/step\n"
+    assert parse_text("Number of devices: 4\n" + worker * 2 + epochs).settings == {"gpus": 4}
+    assert parse_text(worker + "Horovod size: 4\n" + epochs).settings == {"gpus": 4}
+    # a single node's MirroredStrategy: its devices are the job's
+    assert parse_text(worker + epochs).settings == {"gpus": 2}
+
+
 def test_user_patterns_need_exactly_one_group_and_cannot_backtrack_without_end():
     with pytest.raises(ValueError, match=r"patterns.gpus: 'job \(\\d\+\) running on \(\\d\+\) "
                                          r"GPUs' has 2 groups: expected exactly one"):
