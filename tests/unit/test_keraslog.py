@@ -235,6 +235,39 @@ def test_each_task_is_a_stream_and_the_slowest_worker_sets_the_epoch_time(name, 
     assert (run.test["test_loss"], run.test["test_accuracy"]) == test
 
 
+def test_settings_the_job_script_prints_before_labelled_tasks_hold_for_their_run():
+    [run] = parse_file_runs(str(STREAMS / "srun_label_header.out"))
+    assert run.settings == {"gpus": 2, "epochs": 2} and run.streams == 2
+    assert [e["seconds"] for e in run.rows()] == pytest.approx([0.581, 0.092])
+
+
+def test_two_workers_with_the_same_label_are_two_workers_and_the_slower_counts():
+    [run] = parse_file_runs(str(STREAMS / "srun_two_zero.out"))
+    assert run.streams == 2 and run.settings == {"gpus": 2} and run.warnings == []
+    assert [e["seconds"] for e in run.rows()] == pytest.approx([0.591, 0.104, 0.103])
+    assert run.test == {"test_loss": 2.3722, "test_accuracy": 0.0977}
+    # the same lines as a slower worker prints them: its epoch line after the faster
+    # worker's next header is still its line for the epoch before, not a resume
+    lines = (STREAMS / "srun_two_zero.out").read_text().splitlines(keepends=True)
+    epoch_lines = [i for i, line in enumerate(lines) if line.startswith("0: 8/8")]
+    headers = [i for i, line in enumerate(lines) if line.startswith("0: Epoch 2/3")]
+    late = lines.pop(epoch_lines[1])
+    lines.insert(headers[0], late)  # after the first "Epoch 2/3"
+    [run] = parse_runs("".join(lines), "reordered.out")
+    assert [e["seconds"] for e in run.rows()] == pytest.approx([0.591, 0.104, 0.103])
+    assert run.streams == 2 and run.warnings == []
+
+
+def test_a_single_worker_resumed_inside_an_epoch_is_one_worker_with_a_note():
+    [run] = parse_file_runs(str(STREAMS / "resumed_single.out"))
+    assert run.streams == 1 and not run.cut
+    assert [(e["epoch"], e["seconds"]) for e in run.rows()] == [(1, 0.281), (2, 0.278),
+                                                                (3, 0.04)]
+    assert run.test == {"test_loss": 2.3435, "test_accuracy": 0.125}
+    assert len(run.warnings) == 1 and "taken as a run resumed inside that epoch" in \
+        run.warnings[0]
+
+
 def test_evaluate_after_the_last_epoch_is_the_test_result_not_an_epoch():
     text = ("Epoch 1/2\n1875/1875 - 4s - loss: 0.4975 - accuracy: 0.8234 - 4s/epoch - 2ms/step\n"
             "Epoch 2/2\n1875/1875 - 3s - loss: 0.3731 - accuracy: 0.8653 - 3s/epoch - 2ms/step\n"
