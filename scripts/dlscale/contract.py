@@ -52,6 +52,10 @@ BATCH = f"{RESULTS}/batch"
 DATA = f"{RESULTS}/data"
 DOWNLOADS = "resources/downloads"
 PLAN = f"{RESULTS}/plan.json"  # the points the last snakemake run planned (dlscale status)
+# what planning found in external logs, read again by the rule that tabulates each (and by
+# later runs and SLURM's job steps, which plan again) while the log is unchanged; beside
+# Snakemake's own state, so that `snakemake -n` leaves results/ as it was
+PARSED = ".snakemake/dlscale/parsed"
 
 
 def run_dir(key: str) -> str:

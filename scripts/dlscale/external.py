@@ -30,13 +30,14 @@ def configured(item: dict, name: str, run: int):
     return value[run] if isinstance(value, list) else value
 
 
-def resolve(item: dict, where: str) -> tuple[list[dict], list[str]]:
+def resolve(item: dict, where: str, cache: str | None = None) -> tuple[list[dict], list[str]]:
     """([{gpus, global_batch, line}, ...] one per run of the log, warnings).
-    ValueError with a one-line message naming the entry and what is wrong."""
+    ValueError with a one-line message naming the entry and what is wrong. `cache`: where
+    the parse is kept for the rule that tabulates the log (keraslog.parse_file_runs)."""
     patterns = compile_patterns(item.get("patterns"), f"{where}.patterns")
     log = item["log"]
     try:
-        runs = parse_file_runs(log, patterns)
+        runs = parse_file_runs(log, patterns, cache)
     except LogError as exc:
         # a job that crashed before its first epoch: one failed run in the tables, named
         # with the log's last lines, not an error that stops the study

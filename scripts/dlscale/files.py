@@ -115,10 +115,15 @@ RUN_TABLE_FIRST = ["run", "source", "series", "model", "gpus", "nodes", "strateg
                    "seconds_log", "loss", "accuracy", "lr", "cut"]
 
 
-def write_rows(rows: list[dict], path: str | Path) -> None:
-    """Dicts as a CSV table (a per-run table's columns first), whole or not at all."""
-    columns = [c for c in RUN_TABLE_FIRST if any(c in r for r in rows)]
-    columns += sorted({k for r in rows for k in r} - set(columns))
+def write_rows(rows, path: str | Path, names: set[str] | None = None) -> None:
+    """Dicts as a CSV table (a per-run table's columns first), whole or not at all. With
+    `names`, every key the rows may hold, `rows` may be any iterable (a generator: the
+    rows of a long log are written as they are made, never all in memory)."""
+    if names is None:
+        rows = list(rows)
+        names = {k for r in rows for k in r}
+    columns = [c for c in RUN_TABLE_FIRST if c in names]
+    columns += sorted(names - set(columns))
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with atomic(path) as tmp, open(tmp, "w", newline="") as handle:
         writer = csv.DictWriter(handle, columns)

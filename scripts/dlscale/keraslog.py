@@ -27,9 +27,15 @@ leaves that epoch unfinished: the run is cut and the epoch not counted.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import pickle
 import re
+from array import array
 from collections import deque
 from dataclasses import dataclass, field
+from math import nan as NAN
+from pathlib import Path
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 HEADER = re.compile(r"^\s*Epoch (\d+)/(\d+)\s*$")
@@ -173,11 +179,114 @@ def settings_sequence(text: str, patterns: dict[str, re.Pattern] | None = None
     return [job_gpus(run) for run in (runs if runs[-1] else runs[:-1])]
 
 
+class EpochTable:
+    """A run's finished epochs by number, stored as a table: one column of doubles per
+    field, not a dict per epoch (a 200 MB log can hold millions of epochs; a dict and its
+    floats cost about 700 bytes each, a row here about 100). A field that an epoch lacks
+    or holds as None is NaN in its column and named in `special`; a NaN that was logged
+    is only NaN. Reads give each epoch as a dict of its own: a change goes through `set`."""
+
+    ABSENT, NONE = 0, 1
+
+    def __init__(self):
+        self.index: dict[int, int] = {}  # epoch -> row, in the order epochs first came
+        self.columns: dict[str, array] = {}
+        self.special: dict[tuple[str, int], int] = {}  # (field, row) -> ABSENT or NONE
+        self.kinds: dict[str, type] = {}  # int and bool columns are read back as such
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def __bool__(self) -> bool:
+        return bool(self.index)
+
+    def __contains__(self, epoch) -> bool:
+        return epoch in self.index
+
+    def __iter__(self):
+        return iter(self.index)
+
+    def keys(self):
+        return self.index.keys()
+
+    def items(self):
+        return ((epoch, self.row(row)) for epoch, row in self.index.items())
+
+    def get(self, epoch: int, default=None) -> dict | None:
+        row = self.index.get(epoch)
+        return default if row is None else self.row(row)
+
+    def __getitem__(self, epoch: int) -> dict:
+        return self.row(self.index[epoch])
+
+    def row(self, row: int) -> dict:
+        record = {}
+        kinds = self.kinds
+        for name, values in self.columns.items():
+            value = values[row]
+            kind = kinds.get(name)
+            if value != value:  # NaN: logged so (a float's), or a missing field
+                if kind is not float:
+                    record[name] = None  # counts, flags: never NaN when logged
+                    continue
+                special = self.special.get((name, row))
+                if special == self.ABSENT:
+                    continue
+                if special == self.NONE:
+                    record[name] = None
+                    continue
+            record[name] = value if kind is float else kind(value)
+        return record
+
+    def __setitem__(self, epoch: int, record: dict) -> None:
+        row = self.index.get(epoch)
+        columns = self.columns
+        if row is None and record.keys() == columns.keys():  # the common case: a new
+            row = self.index[epoch] = len(self.index)        # epoch with the same fields
+            kinds = self.kinds
+            for name, value in record.items():
+                if value is None:
+                    value = NAN
+                    if kinds.get(name) is float:
+                        self.special[name, row] = self.NONE
+                columns[name].append(value)
+            return
+        if row is None:
+            row = self.index[epoch] = len(self.index)
+            for name, values in columns.items():
+                values.append(NAN)
+                self.special[name, row] = self.ABSENT
+        else:
+            for name, values in columns.items():
+                values[row] = NAN
+                self.special[name, row] = self.ABSENT
+        for name, value in record.items():
+            self.set(epoch, name, value, row)
+
+    def set(self, epoch: int, name: str, value, row: int | None = None) -> None:
+        """One field of an epoch that is there."""
+        if row is None:
+            row = self.index[epoch]
+        values = self.columns.get(name)
+        if values is None:
+            values = self.columns[name] = array("d", [NAN]) * len(self.index)
+            self.special.update(((name, r), self.ABSENT) for r in range(len(self.index)))
+        self.special.pop((name, row), None)
+        if value is None:
+            values[row] = NAN
+            self.special[name, row] = self.NONE
+            return
+        if name not in self.kinds:
+            self.kinds[name] = bool if isinstance(value, bool) else (
+                int if isinstance(value, int) else float)
+        values[row] = value
+
+
 @dataclass
 class ParsedLog:
     """One run of a log."""
     path: str
-    epochs: dict[int, dict] = field(default_factory=dict)
+    epochs: EpochTable = field(default_factory=EpochTable)
     epochs_total: int | None = None
     cut: bool = False            # the log ends inside an epoch
     cut_epoch: int | None = None
@@ -198,13 +307,20 @@ class ParsedLog:
     order: list[int] = field(default_factory=list)  # the epochs, as they first finished
 
     def rows(self) -> list[dict]:
-        return [self.epochs[k] for k in sorted(self.epochs)]
+        return list(self.iter_rows())
+
+    def iter_rows(self):
+        """The epochs in order, each a dict made as it is asked for."""
+        table = self.epochs
+        for epoch in sorted(table.index):
+            yield {"epoch": epoch, **table.row(table.index[epoch])}
 
     def result(self, record: dict, number: int) -> None:
         epoch = self._open if self._open is not None else self.last + 1
         if epoch not in self.epochs:
             self.order.append(epoch)
-        self.epochs[epoch] = {"epoch": epoch, "epochs_total": self.epochs_total, **record}
+        record["epochs_total"] = self.epochs_total  # the record is the caller's to give
+        self.epochs[epoch] = record
         self.ended[epoch] = number
         self.last = max(self.last, epoch)
         self._pending, self._open, self._copies_seen = self._copies - 1, None, 1
@@ -225,11 +341,32 @@ def same_values(kept: dict, record: dict) -> bool:
 # colon and their names remembered (NAMES), which costs far less than a regex per part:
 # a 200 MB log is millions of them.
 NAME = re.compile(r"[A-Za-z_][\w./-]*")
-VALUE = re.compile(r"-?(?:nan|inf|\d+(?:\.\d+)?(?:e[-+]?\d+)?)", re.IGNORECASE)
 TIME = re.compile(
     r"(?P<per>\d+(?:\.\d+)?)(?P<per_unit>s|ms|us|µs)/(?P<of>step|sample|epoch)"
     r"|(?P<took>\d+(?:\.\d+)?)(?P<took_unit>h|min|m|s|ms|us|µs)", re.IGNORECASE)
 NAMES: dict[str, str | None] = {}  # a metric's name as printed -> as recorded (None: not one)
+
+
+TIMES: dict[str, tuple | bool] = {}  # a time part as printed -> parse_time's answer
+
+
+def parse_time(part: str) -> tuple[str, float, float] | bool:
+    """(what, seconds, resolution) of a time part: what is "took" for a duration ("3s"),
+    else step, sample or epoch ("12ms/step"); False for anything else. Remembered: Keras
+    prints whole units, so a long log repeats the same few hundred parts."""
+    m = TIME.fullmatch(part)
+    if m is None:
+        found = False
+    else:
+        per, per_unit, of, took, took_unit = m.groups()
+        if per is not None:
+            found = (of, float(per) * SCALE[per_unit], SCALE[per_unit])
+        else:
+            found = ("took", float(took) * SCALE[took_unit], SCALE[took_unit])
+    if len(TIMES) > 100_000:
+        TIMES.clear()
+    TIMES[part] = found
+    return found
 
 
 def metric_name(name: str) -> str | None:
@@ -251,40 +388,44 @@ def parse_result_line(text: str, match: re.Match | None = None) -> dict | None:
         return None  # a progress update that is not the end of the epoch
     record: dict = {}
     seconds_from_epoch_token = None
-    tokens = rest.split(" - ")
-    for token in tokens:
+    metrics = 0
+    recognised = True  # whether the last part was: a line cut inside a pair is unfinished
+    for token in rest.split(" - "):
         if ":" in token:
             name, _, value = token.partition(":")
-            name, value = metric_name(name.strip()), value.strip()
-            if name is not None and VALUE.fullmatch(value) is not None:
-                record[name] = float(value)
+            name = name.strip()
+            canonical = NAMES.get(name, "")
+            if canonical == "":
+                canonical = metric_name(name)
+            try:
+                value = float(value)  # Keras' 0.1234, 1.2e-05, nan, inf (spaces allowed)
+            except ValueError:
+                value = None
+            recognised = canonical is not None and value is not None
+            if recognised:
+                record[canonical] = value
+                metrics += not canonical.startswith("seconds")
             continue
         for part in token.split():
-            if (m := TIME.fullmatch(part)) is None:
+            time = TIMES.get(part)
+            if time is None:
+                time = parse_time(part)
+            recognised = time is not False
+            if not recognised:
                 continue
-            per, per_unit, of, took, took_unit = m.groups()
-            if per is not None:
-                scale = SCALE[per_unit]
-                if of == "epoch":
-                    seconds_from_epoch_token = (float(per) * scale, scale)
-                else:
-                    record["unit"] = of
-                    record[f"seconds_per_{of}"] = float(per) * scale
-            elif "seconds" not in record:
-                record["seconds"] = float(took) * SCALE[took_unit]
-                record["seconds_resolution"] = SCALE[took_unit]  # Keras rounds to it
-    # the last part must be whole: a line cut inside a pair is unfinished
-    last = tokens[-1].strip()
-    if ":" in last:
-        name, _, value = last.partition(":")
-        recognised = (metric_name(name.strip()) is not None
-                      and VALUE.fullmatch(value.strip()) is not None)
-    else:
-        parts = last.split()
-        recognised = bool(parts) and TIME.fullmatch(parts[-1]) is not None
+            key, value, resolution = time
+            if key == "epoch":
+                seconds_from_epoch_token = (value, resolution)
+            elif key == "took":
+                if "seconds" not in record:
+                    record["seconds"] = value
+                    record["seconds_resolution"] = resolution  # Keras rounds to it
+            else:
+                record["unit"] = key
+                record[f"seconds_per_{key}"] = value
     if not recognised:
         return None
-    if len(record) - ("unit" in record) - sum(k.startswith("seconds") for k in record) < 1:
+    if metrics < 1:
         return None  # no metric: predict()'s line, or not Keras at all
     if "seconds" not in record and seconds_from_epoch_token is None:
         return None
@@ -312,7 +453,6 @@ def parse_result_line(text: str, match: re.Match | None = None) -> dict | None:
 # horovodrun: "[0]<stdout>:" (rank). mpirun and horovodrun tag each piece of output as it
 # comes, not each line: a progress bar's updates each carry the tag, and a piece of
 # another rank or channel can sit in the middle of a line (tests/data/horovod-progress).
-SRUN_LABEL = re.compile(r"^ *(\d+): ")
 _TAG = (r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
         r"\[(?:(\d+),)?(\d+)\]<(stdout|stderr|stddiag)>: ?")
 MPI_TAG = re.compile("^" + _TAG)
@@ -320,13 +460,24 @@ MPI_TAG_ANY = re.compile(_TAG)
 SPLIT = re.compile(r"[\r\x08]+")
 
 
+STREAMS: dict[str, str] = {}  # a prefix's number -> its stream's name, made once
+
+
 def split_stream(line: str) -> tuple[str, str]:
     """(stream, text): the task or rank a launcher's prefix names ("" for none), and the
     line without the prefix."""
-    if (m := MPI_TAG.match(line)) is not None:
-        return f"rank {m.group(2)}", line[m.end():]
-    if (m := SRUN_LABEL.match(line)) is not None:
-        return f"task {m.group(1)}", line[m.end():]
+    first = line[:1]
+    if first == "[" or first.isalpha():  # mpirun's tag, maybe after a date
+        if (m := MPI_TAG.match(line)) is not None:
+            return f"rank {m.group(2)}", line[m.end():]
+    elif first.isdigit() or first == " ":  # srun --label: "0: ", "12: "
+        label, colon, text = line.partition(": ")
+        label = label.lstrip(" ")
+        if colon and label.isdigit() and label.isascii():
+            name = STREAMS.get(label)
+            if name is None:
+                name = STREAMS[label] = f"task {label}"
+            return name, text
     return "", line
 
 
@@ -446,6 +597,9 @@ class StreamParser:
 
     @staticmethod
     def result(run: ParsedLog, record: dict, number: int) -> None:
+        if run._open is not None and not run._late:  # the common case: the epoch's line
+            run.result(record, number)
+            return
         last = run.epochs.get(run.last)
         if run._open is not None:
             if (run._late and last is not None and run._open == run.last + 1
@@ -455,7 +609,7 @@ class StreamParser:
                 run._late -= 1
                 run._copies_seen += 1
                 run.streams = max(run.streams, run._copies_seen)
-                last["seconds"] = max(last["seconds"], record["seconds"])
+                run.epochs.set(run.last, "seconds", max(last["seconds"], record["seconds"]))
                 run.ended[run.last] = number
                 return
             if run._late:
@@ -474,7 +628,8 @@ class StreamParser:
             run._pending = max(0, run._pending - 1)
             run._copies_seen += 1
             run.streams = max(run.streams, run._copies_seen)
-            last["seconds"] = max(last["seconds"], record["seconds"])  # the slowest counts
+            run.epochs.set(run.last, "seconds",  # the slowest counts
+                           max(last["seconds"], record["seconds"]))
             run.ended[run.last] = number
         elif last is not None and (run.epochs_total is not None
                                    or (record["steps"], record["samples"])
@@ -532,12 +687,15 @@ def combine(streams: dict[str, list[ParsedLog]]) -> list[ParsedLog]:
                 run.settings = {**other.settings, **run.settings}
                 run.warnings += other.warnings
                 continue
-            for epoch, record in other.epochs.items():
-                if epoch in run.epochs:
-                    run.epochs[epoch]["seconds"] = max(run.epochs[epoch]["seconds"],
-                                                       record["seconds"])
+            mine, theirs = run.epochs, other.epochs
+            seconds = theirs.columns["seconds"]
+            for epoch, row in theirs.index.items():
+                if epoch in mine:
+                    kept = mine.columns["seconds"][mine.index[epoch]]
+                    if seconds[row] > kept:
+                        mine.set(epoch, "seconds", seconds[row])
                 else:
-                    run.epochs[epoch] = record
+                    mine[epoch] = theirs.row(row)
             for epoch, number in other.ended.items():
                 run.ended[epoch] = max(run.ended.get(epoch, 0), number)
             run.settings = {**other.settings, **run.settings}
@@ -648,9 +806,13 @@ class LogReader:
         if line and not line.isspace():
             self.tail.append(line)  # stripped when quoted
         pieces = tagged_pieces(line) if "]<std" in line else None
-        if pieces is None and not self.pieces:
+        if pieces is None and not self.pieces:  # the common case, without a call more
             stream, text = split_stream(line)
-            self.dispatch(stream, text, ended)
+            parser = self.parsers.get(stream)
+            if parser is not None and ended:
+                parser.feed(self.number, text)
+            else:
+                self.dispatch(stream, text, ended)
             return
         if pieces is None:
             stream, text = split_stream(line)
@@ -773,6 +935,50 @@ def parse_file(path: str) -> ParsedLog:
     return parse_text(read_text(path), str(path))
 
 
-def parse_file_runs(path: str, patterns: dict[str, re.Pattern] | None = None
-                    ) -> list[ParsedLog]:
-    return parse_lines(lines_in(path), str(path), patterns)
+def parse_file_runs(path: str, patterns: dict[str, re.Pattern] | None = None,
+                    cache: str | None = None) -> list[ParsedLog]:
+    """Every run in a log file (see parse_lines). With `cache` (a folder), what was found
+    is kept there and read back while the file keeps its size and mtime and the patterns
+    are the same: a long log is parsed once, not by planning and by its rule again."""
+    if cache is None:
+        return parse_lines(lines_in(path), str(path), patterns)
+    real = os.path.realpath(path)
+    status = os.stat(real)
+    stamp = (PARSED_FORMAT, real, status.st_size, status.st_mtime_ns,
+             sorted((k, getattr(r, "pattern", str(r))) for k, r in (patterns or {}).items()))
+    kept = Path(cache) / f"{hashlib.sha256(real.encode()).hexdigest()[:20]}.pickle"
+    try:
+        with open(kept, "rb") as handle:
+            kept_stamp, found = pickle.load(handle)
+    except Exception:  # noqa: BLE001 (none yet, or from another version: parse again)
+        kept_stamp = found = None
+    if kept_stamp == stamp and isinstance(found, (list, LogError)):
+        if isinstance(found, LogError):
+            raise found
+        for run in found:
+            run.path = str(path)
+        return found
+    try:
+        found = parse_lines(lines_in(path), str(path), patterns)
+    except LogError as exc:
+        keep(kept, stamp, exc)
+        raise
+    keep(kept, stamp, found)
+    return found
+
+
+# The shape of what parse_file_runs keeps: a change to ParsedLog or EpochTable bumps it.
+PARSED_FORMAT = 1
+
+
+def keep(path: Path, stamp: tuple, found) -> None:
+    """Write a parse's result for parse_file_runs' cache; a cache that cannot be written
+    is only not kept. A name of its own per process: SLURM's job steps plan side by side."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as handle:
+            pickle.dump((stamp, found), handle, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)

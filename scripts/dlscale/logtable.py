@@ -18,8 +18,10 @@ tabulated from their records by tabulate_run.py.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from dlscale.cli import parse_meta
@@ -28,34 +30,47 @@ from dlscale.keraslog import LogError, ParsedLog, compile_patterns, parse_file_r
 from dlscale.vocabulary import EPOCH_METRICS
 
 
-def table(parsed: ParsedLog, meta: dict) -> list[dict]:
-    """One row per finished epoch; a benchmark's run (throughput, no epochs) is one row
-    with logged_images_per_s and empty epoch columns."""
-    rows = []
+def table(parsed: ParsedLog, meta: dict):
+    """One row per finished epoch, made as they are asked for; a benchmark's run
+    (throughput, no epochs) is one row with logged_images_per_s and empty epoch columns."""
     extra = {} if parsed.images_per_s is None else {"logged_images_per_s": parsed.images_per_s}
-    logged_rows = parsed.rows() or ([dict.fromkeys(("epoch", "seconds", "loss", "accuracy"))]
-                                    if extra else [])
+    if parsed.epochs:
+        logged_rows = parsed.iter_rows()
+    else:
+        logged_rows = [dict.fromkeys(("epoch", "seconds", "loss", "accuracy"))] if extra else []
+    head = {**meta, "file": parsed.path, **dict.fromkeys(EPOCH_METRICS)}
+    tail = {"cut": parsed.cut, "streams": parsed.streams, **parsed.test, **extra}
     for logged in logged_rows:
-        row = {**meta, "file": parsed.path, **dict.fromkeys(EPOCH_METRICS), **logged,
-               "cut": parsed.cut,
-               "streams": parsed.streams, **parsed.test, **extra}
+        row = {**head, **logged, **tail}
         row.pop("seconds_resolution", None)
-        rows.append(row)
-    return rows
+        yield row
 
 
-def log_runs(path, meta: dict, per_run: list[dict] | None, patterns: dict) -> list[dict]:
-    """The rows of a log holding one or more runs, each with its `log_run` number, the
-    settings the log states and, over them, the values given per run."""
+def table_names(parsed: ParsedLog, meta: dict) -> set[str]:
+    """Every column `table` may give the run's rows."""
+    names = {*meta, "file", *EPOCH_METRICS, "epoch", *parsed.epochs.columns, "cut",
+             "streams", *parsed.test}
+    if parsed.images_per_s is not None:
+        names |= {"logged_images_per_s", "seconds"}
+    return names - {"seconds_resolution"}
+
+
+def log_runs(path, meta: dict, per_run: list[dict] | None, patterns: dict,
+             cache: str | None = None) -> tuple[set[str], Iterable[dict]]:
+    """(the columns, the rows) of a log holding one or more runs, each with its `log_run`
+    number, the settings the log states and, over them, the values given per run; the
+    rows are made as they are written. `cache`: the folder where planning kept its parse
+    of the log (keraslog.parse_file_runs)."""
     if per_run is not None and len(per_run) == 1 and per_run[0].get("failed"):
         # planning found no finished epoch: one row that says so (summarize_runs lists it)
         failed = per_run[0]
         print(f"{path}: no finished epoch: a failed run", file=sys.stderr)
-        return [{**meta, **{k: v for k, v in failed.items() if k in ("gpus", "global_batch")},
-                 "file": str(path), "log_run": 1, "status": "failed",
-                 "failure": failed["failed"],
-                 **dict.fromkeys(("epoch", "seconds", "loss", "accuracy"))}]
-    runs = parse_file_runs(path, patterns)
+        row = {**meta, **{k: v for k, v in failed.items() if k in ("gpus", "global_batch")},
+               "file": str(path), "log_run": 1, "status": "failed",
+               "failure": failed["failed"],
+               **dict.fromkeys(("epoch", "seconds", "loss", "accuracy"))}
+        return set(row), [row]
+    runs = parse_file_runs(path, patterns, cache)
     if per_run is not None and len(per_run) != len(runs):
         raise ValueError(f"{path} holds {len(runs)} run(s) but {len(per_run)} were planned: "
                          "the file changed since; run the workflow again")
@@ -65,7 +80,7 @@ def log_runs(path, meta: dict, per_run: list[dict] | None, patterns: dict) -> li
            else f"a benchmark's total of {r.images_per_s} images/s")
         + (f" from {r.streams} workers' lines" if r.streams > 1 else "")
         + (f", states {r.settings}" if r.settings else "") for i, r in enumerate(runs, 1)))
-    rows = []
+    names, rows = set(), []
     for index, run in enumerate(runs):
         for warning in run.warnings:
             print(f"warning: {warning}", file=sys.stderr)
@@ -79,8 +94,21 @@ def log_runs(path, meta: dict, per_run: list[dict] | None, patterns: dict) -> li
             run_meta["gpus_logged"] = run.settings["gpus"]
         if len(runs) > 1:
             run_meta["run"] = f"{meta.get('run', path)}/run{index + 1}"
-        rows += table(run, run_meta)
-    return rows
+        names |= table_names(run, run_meta)
+        rows.append(table(run, run_meta))
+    return names, itertools.chain.from_iterable(rows)
+
+
+class Counted:
+    """An iterable that counts what it gave."""
+
+    def __init__(self, items: Iterable):
+        self.items, self.count = items, 0
+
+    def __iter__(self):
+        for item in self.items:
+            self.count += 1
+            yield item
 
 
 def warn_cut(parsed: ParsedLog) -> None:
@@ -102,20 +130,32 @@ def main(argv=None) -> int:
     parser.add_argument("--pattern", action="append", default=[], metavar="KEY=REGEX",
                         help="a setting stated in the log, as a regex with one group "
                              "(repeatable): e.g. gpus='Running on (\\d+) GPUs'")
+    parser.add_argument("--cache", metavar="DIR",
+                        help="a folder where the parse of each log is kept and read back "
+                             "while the log is unchanged (the workflow's planning fills it)")
     args = parser.parse_args(argv)
     if args.per_run and len(args.logs) != 1:
         parser.error("--per-run goes with exactly one log")
+    if args.out.is_dir():
+        parser.error(f"-o {args.out} is a folder: expected the CSV file to write")
+    for log in args.logs:
+        if args.out.exists() and Path(log).exists() and args.out.samefile(log):
+            parser.error(f"-o {args.out} is the log {log}: writing the table there would "
+                         "replace the log; name another file")
     try:
         meta = parse_meta(args.meta)
         patterns = compile_patterns(parse_meta(args.pattern, "--pattern"), "--pattern")
         per_run = json.loads(args.per_run) if args.per_run else None
-        rows = []
+        names, rows = set(), []
         for path in args.logs:
-            rows += log_runs(path, meta, per_run, patterns)
+            found, made = log_runs(path, meta, per_run, patterns, args.cache)
+            names |= found
+            rows.append(made)
     except (LogError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    write_rows(rows, args.out)
-    print(f"wrote {args.out}: {len(rows)} row(s) from {len(args.logs)} log(s)")
+    counted = Counted(itertools.chain.from_iterable(rows))
+    write_rows(counted, args.out, names)
+    print(f"wrote {args.out}: {counted.count} row(s) from {len(args.logs)} log(s)")
     return 0
 

@@ -19,7 +19,17 @@ from urllib.parse import urlparse
 
 from dlscale import schema, usermodel
 from dlscale.command import check_template
-from dlscale.contract import BATCH, DATA, DOWNLOADS, EXTERNAL, KEPT, RUN_JSON, RUN_TABLE, run_dir
+from dlscale.contract import (
+    BATCH,
+    DATA,
+    DOWNLOADS,
+    EXTERNAL,
+    KEPT,
+    PARSED,
+    RUN_JSON,
+    RUN_TABLE,
+    run_dir,
+)
 from dlscale.errors import PlanError
 from dlscale.external import entry_key
 from dlscale.external import resolve as resolve_external
@@ -384,7 +394,7 @@ class Study:
                 raise PlanError(f"{where}: a second entry for model {item['model']} and log "
                                 f"{item['log']} (set repeat for a repeated study)")
             try:
-                per_run, warnings = resolve_external(item, where)
+                per_run, warnings = resolve_external(item, where, PARSED)
             except ValueError as exc:
                 raise PlanError(str(exc)) from exc
             self.warnings += warnings
@@ -489,7 +499,8 @@ class Study:
             meta["skip_epochs"] = item["skip_epochs"]
         patterns = "".join(f" --pattern {shlex.quote(f'{k}={v}')}"
                            for k, v in item.get("patterns", {}).items())
-        return f"{meta_flags(meta)} --per-run {shlex.quote(json.dumps(per_run))}{patterns}"
+        return (f"{meta_flags(meta)} --per-run {shlex.quote(json.dumps(per_run))}{patterns}"
+                f" --cache {shlex.quote(PARSED)}")
 
     def run_tables(self) -> list[str]:
         return ([f"{run_dir(k)}/{RUN_TABLE}" for k in self.points]

@@ -194,6 +194,20 @@ def test_parse_logs_cli_warns_on_cut_and_fails_on_empty(tmp_path, capsys):
     assert not (tmp_path / "b.csv").exists()
 
 
+def test_parse_logs_never_writes_over_the_log_or_into_a_folder(tmp_path, capsys):
+    log = tmp_path / "job.out"
+    text = "Epoch 1/1\n4/4 - 1s - loss: 2.0 - accuracy: 0.2\n"
+    log.write_text(text)
+    for out, says in ((log, f"-o {log} is the log {log}"),
+                      (tmp_path, f"-o {tmp_path} is a folder")):
+        with pytest.raises(SystemExit) as stopped:
+            parse_logs.main([str(log), "-o", str(out)])
+        assert stopped.value.code == 2
+        error = capsys.readouterr().err.strip().splitlines()[-1]
+        assert says in error and "Traceback" not in error
+    assert log.read_text() == text
+
+
 def test_serial_fraction_per_point_and_the_amdahl_fit_of_the_published_study():
     from dlscale.amdahl import amdahl, fit_table
 

@@ -423,3 +423,39 @@ def test_text_quoted_from_a_log_has_its_control_characters_escaped(tmp_path):
     with pytest.raises(LogError, match=r"x\.out is binary \(it holds NUL bytes\): expected a "
                                        r"text log$"):
         parse_file_runs(str(log))
+
+
+def test_a_log_is_parsed_once_and_read_back_while_it_is_unchanged(tmp_path, monkeypatch):
+    """Planning parses an external log and keeps what it found (dlscale.contract.PARSED);
+    the rule that tabulates it, later runs and SLURM's job steps read that back."""
+    import dlscale.keraslog as keraslog
+
+    log = tmp_path / "job.out"
+    log.write_text("Epoch 1/2\n8/8 - 2s - loss: 2.0 - accuracy: 0.2\n"
+                   "Epoch 2/2\n8/8 - 1s - loss: 1.5 - accuracy: 0.3\n")
+    cache = tmp_path / "parsed"
+    parses = []
+    real = keraslog.parse_lines
+    monkeypatch.setattr(keraslog, "parse_lines", lambda *a, **k: parses.append(1) or real(*a, **k))
+    first = parse_file_runs(str(log), None, str(cache))
+    again = parse_file_runs(str(log), None, str(cache))
+    assert len(parses) == 1
+    assert [r.rows() for r in again] == [r.rows() for r in first]
+    assert [e["seconds"] for e in again[0].rows()] == [2.0, 1.0]
+    # other patterns, or a changed log, parse again
+    parse_file_runs(str(log), compile_patterns({"gpus": r"on (\d+) GPUs"}), str(cache))
+    assert len(parses) == 2
+    with open(log, "a") as handle:
+        handle.write("Epoch 1/1\n8/8 - 3s - loss: 1.0 - accuracy: 0.5\n")
+    assert len(parse_file_runs(str(log), None, str(cache))) == 2 and len(parses) == 3
+    # a damaged cache is parsed again, never an error
+    for kept in cache.iterdir():
+        kept.write_bytes(b"not a pickle")
+    assert len(parse_file_runs(str(log), None, str(cache))) == 2 and len(parses) == 4
+    # a log without epochs: the same error from the cache
+    empty = tmp_path / "crashed.out"
+    empty.write_text("Traceback (most recent call last):\nMemoryError\n")
+    for _ in range(2):
+        with pytest.raises(LogError, match="crashed.out: no finished epoch found"):
+            parse_file_runs(str(empty), None, str(cache))
+    assert len(parses) == 5
