@@ -210,17 +210,18 @@ class EpochTable:
         return self.index.keys()
 
     def items(self):
-        return ((epoch, self.row(row)) for epoch, row in self.index.items())
+        return ((epoch, self.row(row, epoch)) for epoch, row in self.index.items())
 
     def get(self, epoch: int, default=None) -> dict | None:
         row = self.index.get(epoch)
-        return default if row is None else self.row(row)
+        return default if row is None else self.row(row, epoch)
 
     def __getitem__(self, epoch: int) -> dict:
-        return self.row(self.index[epoch])
+        return self.row(self.index[epoch], epoch)
 
-    def row(self, row: int) -> dict:
-        record = {}
+    def row(self, row: int, epoch: int | None = None) -> dict:
+        """A row as the epoch's record ({"epoch": epoch, field: value...})."""
+        record = {} if epoch is None else {"epoch": epoch}
         kinds = self.kinds
         for name, values in self.columns.items():
             value = values[row]
@@ -313,7 +314,7 @@ class ParsedLog:
         """The epochs in order, each a dict made as it is asked for."""
         table = self.epochs
         for epoch in sorted(table.index):
-            yield {"epoch": epoch, **table.row(table.index[epoch])}
+            yield table.row(table.index[epoch], epoch)
 
     def result(self, record: dict, number: int) -> None:
         epoch = self._open if self._open is not None else self.last + 1
@@ -695,7 +696,7 @@ def combine(streams: dict[str, list[ParsedLog]]) -> list[ParsedLog]:
                     if seconds[row] > kept:
                         mine.set(epoch, "seconds", seconds[row])
                 else:
-                    mine[epoch] = theirs.row(row)
+                    mine[epoch] = theirs.row(row)  # (its fields: the key is the epoch)
             for epoch, number in other.ended.items():
                 run.ended[epoch] = max(run.ended.get(epoch, 0), number)
             run.settings = {**other.settings, **run.settings}

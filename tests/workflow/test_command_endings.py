@@ -103,6 +103,23 @@ def test_every_ending_of_a_command_is_its_own_row_and_nothing_outlives_its_point
         ["train_command", "6"]]
 
 
+def kill_tree(pid: int) -> None:
+    """SIGKILL a process and everything below it, its own session's included."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return
+    for proc in procs:
+        try:
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(procs, timeout=30)
+
+
 def test_ctrl_c_stops_a_command_and_says_so(tmp_path):
     """Ctrl-C in the terminal (SIGINT to Snakemake's whole process group) while a command
     runs that ignores SIGTERM: the point is recorded as stopped by SIGINT, nothing of it
@@ -123,7 +140,14 @@ resources: {cpus_per_gpu: 1, mem_mb_per_gpu: 500, runtime_min: 10}
                              text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              env=snakemake_env(), start_new_session=True)
     live = tmp_path / "results/runs/stubborn/gpus1/rep1/state/epochs.jsonl"
-    wait_for(lambda: live.exists() and live.read_text().count("\n") == 1, "stubborn's epoch 1")
+    try:
+        wait_for(lambda: live.exists() and live.read_text().count("\n") == 1,
+                 "stubborn's epoch 1")
+    except BaseException:
+        # the study is not stopped by this test's Ctrl-C: end it here, so that nothing
+        # of it outlives the test (its sleep ignores SIGTERM)
+        kill_tree(study.pid)
+        raise
     os.killpg(study.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
     output, _ = study.communicate(timeout=120)
     assert study.returncode != 0
