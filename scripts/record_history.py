@@ -74,11 +74,19 @@ def main(argv=None) -> int:
                  "git_commit": git_commit(args.workflow),
                  "dlscale_version": version(),
                  "config": json.loads(args.config_json)}
-        added, earlier, verdicts = history.add_and_compare(args.db, study, points,
-                                                           args.compare, args.tolerance)
     except (ValueError, RecordError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    try:
+        added, earlier, verdicts = history.add_and_compare(args.db, study, points,
+                                                           args.compare, args.tolerance)
+    except (history.HistoryError, OSError) as exc:
+        # an unusable history costs this step only: the tables say there is nothing to
+        # compare with, and the plots are drawn without the history's lines
+        print(f"warning: the history was not used: {exc}", file=sys.stderr)
+        write_table(pd.DataFrame(columns=history.VERDICT_COLUMNS), args.verdicts)
+        write_table(history.compared_table([]), args.studies)
+        return 0
     write_table(pd.DataFrame(verdicts, columns=history.VERDICT_COLUMNS), args.verdicts)
     write_table(history.compared_table(earlier), args.studies)
     studies = len({h["study_id"] for h in earlier})

@@ -72,7 +72,11 @@ def connect(path: str | Path) -> sqlite3.Connection:
     """The database at `path` (created, or upgraded to SCHEMA_VERSION), in autocommit
     mode: callers open their transaction with BEGIN IMMEDIATE."""
     path = Path(path).expanduser()
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise HistoryError(f"{path}: its folder cannot be made ({exc.strerror or exc})"
+                           ) from None
     try:
         db = sqlite3.connect(path, timeout=LOCK_TIMEOUT_S, isolation_level=None)
         db.row_factory = sqlite3.Row
@@ -93,8 +97,38 @@ def connect(path: str | Path) -> sqlite3.Connection:
     return db
 
 
+def connect_read(path: str | Path) -> sqlite3.Connection:
+    """The database at `path` opened read-only (SQLite's mode=ro): no lock is taken for
+    writing, nothing is created or upgraded, so a history others share with you read-only
+    lists. HistoryError for a file that is not a dlscale history of a version this one
+    reads."""
+    path = Path(path).expanduser()
+    if not path.is_file():
+        raise HistoryError(f"{path}: no history yet (it is written at the end of a study "
+                           "with `history.path` set)")
+    try:
+        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
+                             timeout=LOCK_TIMEOUT_S)
+        db.row_factory = sqlite3.Row
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.DatabaseError as exc:
+        raise HistoryError(f"{path}: {exc} (expected a dlscale history, SQLite)") from None
+    if version != SCHEMA_VERSION:
+        db.close()
+        if version > SCHEMA_VERSION:
+            raise HistoryError(f"{path}: history layout version {version} was written by a "
+                               f"newer dlscale (this one reads up to {SCHEMA_VERSION})")
+        raise HistoryError(f"{path}: not a dlscale history (SQLite without its tables, "
+                           f"layout version {version}); a study with history.path set to it "
+                           "makes it one")
+    return db
+
+
 def point_identity(runs: list[dict]) -> str:
-    """A point's identity: the digest of its runs' (host, start, folder)."""
+    """A point's identity: the digest of its runs' (host, start, folder). The folder is
+    the run folder's absolute path (so two studies started together from two working
+    directories are two points); histories written before that hold the folder relative
+    to results/runs (`legacy_identity`), which `add` recognises too."""
     keys = sorted(json.dumps([r.get("host"), r.get("started"), r.get("folder")]) for r in runs)
     return hashlib.sha256("\n".join(keys).encode()).hexdigest()
 
@@ -127,10 +161,8 @@ def add_and_compare(path: str | Path, study: dict, points: list[dict], compare: 
 
 
 def add(db: sqlite3.Connection, study: dict, points: list[dict]) -> int:
-    known = {row[0] for row in db.execute(
-        f"SELECT identity FROM points WHERE identity IN ({','.join('?' * len(points))})",
-        [p["identity"] for p in points])}
-    new = [p for p in points if p["identity"] not in known]
+    known = recorded(db, points)
+    new = [p for p in points if not identities(p) & known]
     if not new:
         return 0
     study_id = db.execute(
@@ -150,19 +182,40 @@ def add(db: sqlite3.Connection, study: dict, points: list[dict]) -> int:
     return len(new)
 
 
+def identities(point: dict) -> set[str]:
+    return {point["identity"], *([point["legacy_identity"]] if point.get("legacy_identity")
+                                 else [])}
+
+
+def recorded(db: sqlite3.Connection, points: list[dict]) -> set[str]:
+    """The identities of these points that the history holds already."""
+    mine = sorted(set().union(*(identities(p) for p in points))) if points else []
+    if not mine:
+        return set()
+    return {row[0] for row in db.execute(
+        f"SELECT identity FROM points WHERE identity IN ({','.join('?' * len(mine))})", mine)}
+
+
 def earlier(db: sqlite3.Connection, points: list[dict], compare: int) -> list[dict]:
-    """The points of the last `compare` studies before this one that measured one of
-    these series on the same system (this study's own points left out)."""
+    """The points of the last `compare` studies recorded before this one that measured
+    one of these series on the same system. A study recorded again (its tables made
+    again) is compared with the studies recorded before its first recording, never with
+    later ones: its verdicts do not change after the fact."""
     if compare <= 0 or not points:
         return []
     pairs = sorted({(p["series"], p["system"]) for p in points})
-    mine = [p["identity"] for p in points]
+    mine = sorted(set().union(*(identities(p) for p in points)))
+    marks = ",".join("?" * len(mine))
+    first = db.execute(f"SELECT MIN(study_id) FROM points WHERE identity IN ({marks})",
+                       mine).fetchone()[0]
     where = " OR ".join("(p.series = ? AND p.system = ?)" for _ in pairs)
     params = [v for pair in pairs for v in pair]
+    before = "" if first is None else "AND s.id < ? "
     studies = [row[0] for row in db.execute(
         f"SELECT DISTINCT s.id FROM studies s JOIN points p ON p.study_id = s.id "
-        f"WHERE ({where}) AND p.identity NOT IN ({','.join('?' * len(mine))}) "
-        f"ORDER BY s.finished DESC, s.id DESC LIMIT ?", [*params, *mine, compare])]
+        f"WHERE ({where}) AND p.identity NOT IN ({marks}) {before}"
+        f"ORDER BY s.finished DESC, s.id DESC LIMIT ?",
+        [*params, *mine, *([first] if first is not None else []), compare])]
     if not studies:
         return []
     rows = db.execute(
@@ -198,14 +251,25 @@ def study_label(row: dict) -> str:
     return f"{row['study_finished'][:16].replace('T', ' ')} (#{row['study_id']})"
 
 
+def iso_date(text: str | None, name: str) -> str | None:
+    """An ISO date (2026-11-25) as given; HistoryError naming anything else."""
+    if text is None:
+        return None
+    from datetime import date
+
+    try:
+        return date.fromisoformat(text).isoformat()
+    except ValueError:
+        raise HistoryError(f"{name} '{text}': expected a date as YYYY-MM-DD, e.g. "
+                           "2026-11-25") from None
+
+
 def listing(path: str | Path, model: str | None = None, system: str | None = None,
             gpus: int | None = None, since: str | None = None,
             until: str | None = None) -> list[dict]:
     """The history's points, oldest first, filtered (system: a part of its name; since
     and until: ISO dates, inclusive)."""
-    if not Path(path).expanduser().exists():
-        raise HistoryError(f"{path}: no history yet (it is written at the end of a study "
-                           "with `history.path` set)")
+    since, until = iso_date(since, "--since"), iso_date(until, "--until")
     clauses, params = [], []
     if model:
         clauses.append("(p.model = ? OR p.series = ?)")
@@ -223,7 +287,7 @@ def listing(path: str | Path, model: str | None = None, system: str | None = Non
         clauses.append("substr(s.finished, 1, 10) <= ?")
         params.append(until)
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
-    with closing(connect(path)) as db:
+    with closing(connect_read(path)) as db:
         return [dict(row) for row in db.execute(
             f"SELECT s.id AS study, s.finished, s.git_commit, p.system, p.series, p.nodes, "
             f"p.gpus, p.global_batch, p.epoch_time_s, p.images_per_s, p.efficiency, "
@@ -265,8 +329,10 @@ def study_points(scaling, runs, runs_dir: Path, system_name: str | None = None) 
         description = records[0].get("system") or {}
         runs_of = [{"host": r.get("host"), "started": r.get("started"), "folder": run}
                    for r, run in zip(records, mine["run"])]
+        absolute = [{**r, "folder": str((runs_dir / r["folder"]).resolve())} for r in runs_of]
         points.append({**{k: _plain(k, row.get(k)) for k in (*POINT_KEYS, *POINT_VALUES)},
-                       "identity": point_identity(runs_of),
+                       "identity": point_identity(absolute),
+                       "legacy_identity": point_identity(runs_of),
                        "system": system_of(description, system_name),
                        "system_description": description,
                        "started": min(str(r.get("started")) for r in records)})

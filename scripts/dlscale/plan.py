@@ -212,6 +212,8 @@ class Study:
         self.external = {} if job_step else self._external_runs()
         self.references = [] if job_step else self._references()
         self.compare = [] if job_step else self._compared()
+        if not job_step:
+            self._check_history_path()
         self._sources: dict[str, Source] = {}
         if not self.points and not self.external:
             raise PlanError("nothing to run: sweep.models is empty and there are no "
@@ -417,7 +419,9 @@ class Study:
     def _compared(self) -> list[tuple[str, str]]:
         """(label, path) of each compared study, its table read now: a missing file or
         column fails here, not after the training."""
-        from dlscale.analysis import read_table
+        import pandas as pd
+
+        from dlscale.analysis import THIS_STUDY, read_table
         from dlscale.vocabulary import COMPARED_COLUMNS
 
         compared, labels = [], set()
@@ -425,15 +429,43 @@ class Study:
             where = f"compare[{index}]"
             if item["label"] in labels:
                 raise PlanError(f"{where}: label '{item['label']}' is given twice")
+            if item["label"].strip().lower() == THIS_STUDY:
+                raise PlanError(f"{where}: label '{item['label']}' is how the plots name the "
+                                "study being run: give the compared study another label")
             labels.add(item["label"])
             if problem := unreadable_file(item["scaling"]):
                 raise PlanError(f"{where}: scaling '{item['scaling']}' {problem}")
             try:
-                read_table(item["scaling"], list(COMPARED_COLUMNS))
+                table = read_table(item["scaling"], list(COMPARED_COLUMNS))
             except ValueError as exc:
                 raise PlanError(f"{where}: {exc}") from exc
+            for column in COMPARED_COLUMNS[1:]:  # all numbers but the series' name
+                numbers = pd.to_numeric(table[column], errors="coerce")
+                wrong = table[column].notna() & numbers.isna()
+                if wrong.any():
+                    row = int(wrong.idxmax())
+                    raise PlanError(
+                        f"{where}: {item['scaling']} line {row + 2}, column {column}: "
+                        f"'{table[column][row]}' is not a number")
             compared.append((item["label"], item["scaling"]))
         return compared
+
+    def _check_history_path(self) -> None:
+        """history.path names a file whose folder exists or can be made: said now, not
+        by the history step after the training."""
+        path = self.config["history"]["path"]
+        if not path:
+            return
+        target = Path(path).expanduser()
+        if target.is_dir():
+            raise PlanError(f"history.path '{path}' is a folder: expected the history's file "
+                            "(e.g. history.sqlite in it)")
+        folder = target.parent
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent
+        if not folder.is_dir():
+            raise PlanError(f"history.path '{path}': its folder cannot be made, {folder} is "
+                            "a file")
 
     def compare_flags(self) -> str:
         if not self.compare:

@@ -165,11 +165,31 @@ def point_status(folder: Path, point: dict, jobs: dict[str, dict]) -> PointStatu
     return status
 
 
+def plan_points(plan, path) -> list[dict]:
+    """The plan's points; StatusError for a plan.json of another shape."""
+    points = plan.get("points") if isinstance(plan, dict) else None
+    if not isinstance(points, list) or not all(
+            isinstance(p, dict) and isinstance(p.get("key"), str) for p in points):
+        raise StatusError(f"{path} is not a plan written by dlscale (expected "
+                          '{"points": [{"key": ...}, ...]}): run the study again to write it')
+    return points
+
+
 def study_status(folder: str | Path = ".") -> list[PointStatus]:
     folder = Path(folder)
     plan = read_plan(folder)
+    points = plan_points(plan, folder / PLAN)
     jobs = slurm_jobs(folder)
-    return [point_status(folder, p, jobs) for p in plan["points"]]
+    statuses = []
+    for point in points:
+        try:
+            statuses.append(point_status(folder, point, jobs))
+        except (KeyError, TypeError, ValueError, IndexError, OSError) as exc:
+            # a record of this point that cannot be read costs its line, not the listing
+            statuses.append(PointStatus(point["key"], "unreadable",
+                                        f"its records cannot be read ({type(exc).__name__}: "
+                                        f"{exc}); see {folder / RUNS / point['key']}"))
+    return statuses
 
 
 def report(statuses: list[PointStatus], plan_written: str | None = None) -> str:
@@ -191,10 +211,16 @@ def main(folder: str, as_json: bool = False) -> int:
     except StatusError as exc:
         print(f"error: {exc}")
         return 2
-    if as_json:
-        print(json.dumps([s.__dict__ for s in statuses], indent=1))
-    else:
-        print(report(statuses, plan.get("written")))
+    text = (json.dumps([s.__dict__ for s in statuses], indent=1) if as_json
+            else report(statuses, plan.get("written") if isinstance(plan, dict) else None))
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        # `dlscale status | head -1`: the reader has what it wanted; say nothing more
+        # (stdout is pointed at /dev/null so Python's exit flush does not fail again)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        return 0
     return 0
 
 

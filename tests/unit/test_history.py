@@ -79,3 +79,78 @@ def test_the_layout_has_a_version_an_empty_file_is_upgraded_a_newer_one_refused(
     junk.write_text("not a database\n" * 100)
     with pytest.raises(history.HistoryError, match="junk.sqlite: file is not a database"):
         history.connect(junk)
+
+
+def study_folder(root, started: str):
+    """A study's tables and one completed run record, as a study leaves them."""
+    import json
+
+    import pandas as pd
+
+    from dlscale.contract import RunRecord
+
+    run = "SimpleCNN/gpus1/rep1"
+    folder = root / "results" / "runs" / run
+    folder.mkdir(parents=True)
+    record = RunRecord.ending("completed", None, host="node1", started=started,
+                              system={"cpu_model": "x"})
+    (folder / "run.json").write_text(json.dumps(record))
+    scaling = pd.DataFrame([{"series": "SimpleCNN", "model": "SimpleCNN",
+                             "strategy": "mirrored", "precision": "float32", "nodes": 1,
+                             "gpus": 1, "global_batch": 32, "repeats": 1,
+                             "epoch_time_s": 1.0}])
+    runs = pd.DataFrame([{"run": run, "source": "dlscale", "series": "SimpleCNN",
+                          "nodes": 1, "gpus": 1, "counted": True}])
+    return scaling, runs, root / "results" / "runs"
+
+
+def test_two_studies_started_together_from_two_folders_are_two_studies(tmp_path):
+    """The same config run from two working directories in the same second: the same
+    host, start and run folder name, two measurements."""
+    db = tmp_path / "h.sqlite"
+    added = []
+    for name in ("a", "b"):
+        points = history.study_points(*study_folder(tmp_path / name, "2026-11-25T10:00:00"),
+                                      "test VM")
+        added.append(history.add_and_compare(db, {"workdir": name}, points, 2, 0.1)[0])
+    assert added == [1, 1]
+    assert len(history.listing(db)) == 2
+    # a history written before the folder was absolute knows its points all the same
+    points = history.study_points(*study_folder(tmp_path / "c", "2026-11-25T11:00:00"),
+                                  "test VM")
+    old = {**points[0], "identity": points[0]["legacy_identity"]}
+    old.pop("legacy_identity")
+    assert history.add_and_compare(db, {"workdir": "c"}, [old], 2, 0.1)[0] == 1
+    assert history.add_and_compare(db, {"workdir": "c"}, points, 2, 0.1)[0] == 0
+
+
+def test_a_study_recorded_again_is_compared_with_the_studies_before_it_only(tmp_path):
+    db = tmp_path / "h.sqlite"
+    first = [point("SimpleCNN", 1, 1.0, "first")]
+    history.add_and_compare(db, {"workdir": "first"}, first, 2, 0.1)
+    history.add_and_compare(db, {"workdir": "later"}, [point("SimpleCNN", 1, 9.0, "later")],
+                            2, 0.1)
+    # the first study's tables made again: nothing before it, so no verdict, as the first
+    # time (not a comparison with the later, slower study)
+    added, earlier, [verdict] = history.add_and_compare(db, {"workdir": "first"}, first, 2,
+                                                        0.1)
+    assert added == 0 and earlier == [] and verdict["verdict"] == "none"
+
+
+def test_listing_never_writes(tmp_path):
+    db = tmp_path / "h.sqlite"
+    history.add_and_compare(db, {"workdir": "a"}, [point("SimpleCNN", 1, 1.0, "a")], 2, 0.1)
+    before = (db.read_bytes(), db.stat().st_mtime_ns)
+    db.chmod(0o444)
+    assert len(history.listing(db)) == 1
+    assert (db.read_bytes(), db.stat().st_mtime_ns) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.sqlite"]  # no journal
+    empty = tmp_path / "empty.sqlite"
+    empty.touch()
+    with pytest.raises(history.HistoryError, match="not a dlscale history"):
+        history.listing(empty)
+    assert empty.stat().st_size == 0  # not turned into a database
+    for bad in ("25/11/2026", "yesterday"):
+        with pytest.raises(history.HistoryError,
+                           match=f"--since '{bad}': expected a date as YYYY-MM-DD"):
+            history.listing(db, since=bad)

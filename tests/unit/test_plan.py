@@ -129,6 +129,41 @@ def test_a_compared_table_that_lacks_columns_is_named(tmp_path):
                          compare=[{"scaling": str(other), "label": "old"}]), tmp_path)
 
 
+COMPARED = "series,nodes,gpus,epoch_time_s,images_per_s,speedup,efficiency,final_accuracy\n"
+
+
+@pytest.mark.parametrize("rows, words", [
+    ("A,1,two,10,100,1,1,0.5\n", "other.csv line 2, column gpus: 'two' is not a number"),
+    ("A,1,1,10,100,1,1,0.5\nA,1,2,fast,180,1.8,0.9,0.5\n",
+     "other.csv line 3, column epoch_time_s: 'fast' is not a number"),
+])
+def test_a_compared_table_with_text_where_numbers_belong_is_named(tmp_path, rows, words):
+    other = tmp_path / "other.csv"
+    other.write_text(COMPARED + rows)
+    with pytest.raises(PlanError, match=re.escape(words)):
+        Study(_validated(sweep={"models": ["SimpleCNN"]},
+                         compare=[{"scaling": str(other), "label": "old"}]), tmp_path)
+
+
+def test_a_compared_study_cannot_be_called_this_study(tmp_path):
+    other = tmp_path / "other.csv"
+    other.write_text(COMPARED + "A,1,1,10,100,1,1,0.5\n")
+    with pytest.raises(PlanError, match="label 'This study' is how the plots name the study"):
+        Study(_validated(sweep={"models": ["SimpleCNN"]},
+                         compare=[{"scaling": str(other), "label": "This study"}]), tmp_path)
+
+
+def test_a_history_path_whose_folder_cannot_be_made_is_said_at_planning(tmp_path):
+    (tmp_path / "afile").write_text("x")
+    for path, words in ((tmp_path / "afile" / "sub" / "h.sqlite", "is a file"),
+                        (tmp_path, "is a folder: expected the history's file")):
+        with pytest.raises(PlanError, match=re.escape(words)):
+            Study(_validated(sweep={"models": ["SimpleCNN"]},
+                             history={"path": str(path)}), tmp_path)
+    assert Study(_validated(sweep={"models": ["SimpleCNN"]},
+                            history={"path": str(tmp_path / "new" / "h.sqlite")}), tmp_path)
+
+
 def _validated(**sections) -> dict:
     config = copy.deepcopy(sections)
     validate(config, SCHEMA)

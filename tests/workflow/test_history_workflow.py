@@ -62,3 +62,19 @@ history: {{path: {db}, compare: 2, tolerance: 1.0, system: test VM}}
         == "no point matches"
     assert "SimpleCNN" in dlscale("history", "--db", str(db), "--model", "SimpleCNN",
                                   "--since", "2000-01-01", cwd=tmp_path).stdout
+    bad_date = dlscale("history", "--db", str(db), "--since", "yesterday", cwd=tmp_path)
+    assert bad_date.returncode == 2 and bad_date.stderr.strip() == (
+        "error: --since 'yesterday': expected a date as YYYY-MM-DD, e.g. 2026-11-25")
+
+    # a damaged history costs the history step only: a warning, no comparison, the
+    # plots drawn again without the history's lines, the study ends well
+    damaged = tmp_path / "shared" / "damaged.sqlite"
+    damaged.write_bytes(b"\x00 not a database " * 200)
+    config.write_text(config.read_text().replace(str(db), str(damaged)))
+    plots = tmp_path / "results" / "plots" / "epoch_time.png"
+    drawn = plots.stat().st_mtime_ns
+    out = run_snakemake(tmp_path, *args).stdout
+    assert f"warning: the history was not used: {damaged}: file is not a database" in out
+    assert pd.read_csv(tables / "history.csv").empty
+    assert pd.read_csv(tables / "history_studies.csv").empty
+    assert plots.stat().st_mtime_ns != drawn

@@ -1,0 +1,89 @@
+"""`dlscale status` on a study folder whose records are damaged in every way a kill, a full
+disk or a hand edit can leave them: each point gets its line, no traceback."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dlscale import status
+
+DLSCALE = Path(sys.executable).with_name("dlscale")
+POINTS = ["SimpleCNN/gpus1/rep1", "SimpleCNN/gpus2/rep1", "SimpleCNN/gpus4/rep1",
+          "MLP/gpus1/rep1", "MLP/gpus2/rep1", "MLP/gpus4/rep1"]
+
+
+def study(tmp_path: Path, live: dict[str, bytes], plan=None, holder: int = 1) -> Path:
+    (tmp_path / "results").mkdir()
+    plan = plan if plan is not None else {
+        "written": "2026-11-25T10:00:00+00:00",
+        "points": [{"key": k, "epochs": 4, "rules": ["train"]} for k in POINTS]}
+    (tmp_path / "results" / "plan.json").write_text(json.dumps(plan))
+    for key, content in live.items():
+        folder = tmp_path / "results" / "runs" / key
+        (folder / "state").mkdir(parents=True)
+        (folder / "state" / "epochs.jsonl").write_bytes(content)
+        (folder / ".lock").write_text(json.dumps({"host": socket.gethostname(),
+                                                  "pid": holder}))
+    return tmp_path
+
+
+def run_status(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(DLSCALE), "status", str(folder), *args], capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_every_point_has_its_line_whatever_its_records_hold(tmp_path):
+    live = {  # running points whose live records were damaged
+        "SimpleCNN/gpus1/rep1": b'{"epoch": 1, "seconds": 2.0}\n{"seconds": 2.1}\n',
+        "SimpleCNN/gpus2/rep1": b'{"epoch": 1, "seconds": "fast"}\n',
+        "SimpleCNN/gpus4/rep1": b'[1, 2, 3]\n',
+        "MLP/gpus1/rep1": b'{"epoch": "one"}\n',
+        "MLP/gpus2/rep1": b'\x00\x01\xff binary\n',
+    }
+    # a process that is a training as status knows one (its command line names
+    # launch.py), holding every point's lock on this host: the points are running
+    trainer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)",
+                                "launch.py"])
+    try:
+        folder = study(tmp_path, live, holder=trainer.pid)
+        statuses = {s.key: s for s in status.study_status(folder)}
+        shown = run_status(folder)
+    finally:
+        trainer.kill()
+        trainer.wait()
+    assert list(statuses) == POINTS
+    assert statuses["MLP/gpus4/rep1"].state == "waiting"
+    assert statuses["MLP/gpus2/rep1"].detail.startswith("starting")  # nothing readable
+    for key in ("SimpleCNN/gpus1/rep1", "SimpleCNN/gpus2/rep1", "SimpleCNN/gpus4/rep1",
+                "MLP/gpus1/rep1"):
+        assert statuses[key].state == "unreadable", statuses[key]
+        assert f"see {folder / 'results/runs' / key}" in statuses[key].detail
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+    assert len(shown.stdout.splitlines()) == len(POINTS) + 1
+    for key in POINTS:
+        assert key in shown.stdout
+
+
+@pytest.mark.parametrize("plan", [[], {"points": "all"}, {"points": [{"model": "x"}]},
+                                  {"written": 1}])
+def test_a_plan_of_another_shape_is_one_line(tmp_path, plan):
+    shown = run_status(study(tmp_path, {}, plan))
+    assert shown.returncode == 2 and "Traceback" not in shown.stderr
+    assert shown.stdout.startswith("error: ") and "is not a plan written by dlscale" in \
+        shown.stdout and len(shown.stdout.splitlines()) == 1
+
+
+def test_a_closed_pipe_is_not_an_error(tmp_path):
+    # more lines than a pipe holds (64 kB): head has exited before the last is written
+    keys = [f"SimpleCNN/gpus{i}/rep1" for i in range(1, 5001)]
+    folder = study(tmp_path, {}, {"points": [{"key": k, "epochs": 4} for k in keys]})
+    piped = subprocess.run(f"'{DLSCALE}' status '{folder}' | head -1", shell=True,
+                           capture_output=True, text=True, timeout=60)
+    assert piped.stdout.startswith("SimpleCNN/gpus1/rep1 ")
+    assert piped.stderr == ""
