@@ -10,7 +10,7 @@ SNAKEMAKE := $(VENV)/bin/snakemake
 # OpenMPI: Horovod across nodes (mpirun in the SLURM job).
 # environment-modules: the `module` command of software.modules (tests).
 SYSTEM_PACKAGES := graphviz dataset-fashion-mnist slurm-wlm munge openmpi-bin libopenmpi-dev \
-	environment-modules strace
+	environment-modules strace chromium
 
 .PHONY: help setup horovod sysdeps demo test test-loaded test-fast cluster-start cluster-stop dag bench lint docs clean
 

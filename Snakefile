@@ -15,6 +15,10 @@ include: "rules/train.smk"
 include: "rules/analysis.smk"
 
 
+# `snakemake --report` opens on the study's answer (rules/analysis.smk: report_page)
+report: report_first_page()
+
+
 rule all:
     default_target: True
     input:

@@ -185,6 +185,32 @@ rule plot_scaling:
         "--out-dir {params.plots:q} > {log:q} 2>&1"
 
 
+# The report's first page (the Snakefile's `report:`): the answer, flags, failed points.
+rule report_page:
+    input:
+        scaling=C.table("scaling"),
+        amdahl=C.table("amdahl"),
+        failed=C.table("failed"),
+        overview=f"{C.PLOTS}/overview.png",
+        verdicts=[C.table("history")] if STUDY.history_db else [],
+    output:
+        C.REPORT_PAGE,
+    log:
+        "logs/report_page.log",
+    localrule: True
+    conda:
+        "../envs/dlscale.yaml"
+    params:
+        script=script("report_page.py"),
+        verdicts=lambda wildcards, input: (
+            f"--verdicts {shlex.quote(input.verdicts[0])}" if input.verdicts else ""
+        ),
+    shell:
+        "python {params.script:q} {input.scaling:q} --amdahl {input.amdahl:q} "
+        "--failed {input.failed:q} --overview {input.overview:q} {params.verdicts} "
+        "-o {output:q} > {log:q} 2>&1"
+
+
 # Last: fails (non-zero exit of the workflow) when a point failed, once the tables and
 # plots that list it are written; the next run plans the failed points again.
 rule check_points:

@@ -152,11 +152,18 @@ def all_targets():
         # date" because the tables built from it still exist
         + [f"{C.RUNS}/{key}/{C.RUN_JSON}" for key in POINTS]
         + [f"{C.PLOTS}/{n}.png" for n in PLOT_NAMES]
-        + [f"{C.CHECKS}/points.txt"]
+        + [f"{C.CHECKS}/points.txt", C.REPORT_PAGE]
         + ([C.table("verdicts")] if STUDY.references else [])
         + ([C.table("compared")] if STUDY.compare else [])
         + ([C.table("history")] if STUDY.history_db else [])
     )
+
+
+def report_first_page():
+    """What `snakemake --report` opens on: the study's answer once written, else a page
+    that says how to get it."""
+    page = Path(C.REPORT_PAGE)
+    return str(page.resolve()) if page.exists() else "report/workflow.rst"
 
 
 def history_studies():

@@ -52,6 +52,7 @@ BATCH = f"{RESULTS}/batch"
 DATA = f"{RESULTS}/data"
 DOWNLOADS = "resources/downloads"
 PLAN = f"{RESULTS}/plan.json"  # the points the last snakemake run planned (dlscale status)
+REPORT_PAGE = f"{RESULTS}/report/first-page.rst"  # the report's first page (firstpage.py)
 # what planning found in external logs, read again by the rule that tabulates each (and by
 # later runs and SLURM's job steps, which plan again) while the log is unchanged; beside
 # Snakemake's own state, so that `snakemake -n` leaves results/ as it was

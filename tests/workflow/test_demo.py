@@ -3,7 +3,10 @@ report, on Debian's real Fashion-MNIST."""
 
 from __future__ import annotations
 
+import html
 import re
+import shutil
+import subprocess
 
 import pandas as pd
 import pytest
@@ -11,6 +14,19 @@ from conftest import ROOT, needs_fashion, run_snakemake
 from PIL import Image
 
 pytestmark = [pytest.mark.workflow, pytest.mark.slow]
+
+
+def visible_text(report) -> str:
+    """The text of the report's first page as headless Chromium (Debian's chromium) shows
+    it once the report's scripts have run: the DOM after a virtual time budget, its tags,
+    scripts and styles taken out."""
+    chromium = shutil.which("chromium")
+    assert chromium, "Debian's chromium is not installed (make sysdeps)"
+    dom = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                          "--virtual-time-budget=20000", "--dump-dom", report.as_uri()],
+                         capture_output=True, text=True, timeout=300, check=True).stdout
+    dom = re.sub(r"<(script|style)\b.*?</\1>", " ", dom, flags=re.S)
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", dom)))
 
 
 @needs_fashion
@@ -27,6 +43,15 @@ def test_the_demo_ends_with_tables_plots_and_a_report(tmp_path):
                  "systems.csv", "speedup.png", "cost.png", "utilisation.png", "overview.png"):
         assert re.search(re.escape(name), html), name
     table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
+    # the report opens on the answer: its first page, as a browser shows it
+    first = visible_text(tmp_path / "report.html")
+    amdahl = pd.read_csv(tmp_path / "results/tables/amdahl.csv")
+    assert "How this study scales" in first and "Failed points None" in first
+    for model in ("MobileNetV2", "SimpleCNN"):
+        top = table[(table["series"] == model) & (table["gpus"] == 4)].iloc[0]
+        serial = amdahl.loc[amdahl["series"] == model, "serial_fraction"].iloc[0]
+        assert (f"{model} 4 GPU(s) {top['speedup']:.3g} {top['efficiency']:.3g} "
+                f"{serial:.3g}") in first, first[:3000]
     assert table["cost_per_epoch"].notna().all() and table["target_reached"].notna().all()
     assert table.loc[table["gpus"] > 1, "serial_fraction"].notna().all()
     assert len(pd.read_csv(tmp_path / "results/tables/amdahl.csv")) == 2  # one per model

@@ -1,0 +1,118 @@
+"""The report's first page: the answer of the study before anything else.
+
+Snakemake's report opens on the workflow's description beside its rule graph; the
+Snakefile's `report:` directive names this page (results/report/first-page.rst, written
+by the `report_page` rule) once a study has written it. It holds the overview figure,
+one line per series (the largest GPU count measured, its speedup and efficiency, the
+fitted serial fraction, the accuracy change), the flags and history verdicts, and the
+failed points with their reason. Snakemake renders it with Jinja2 and docutils: the page
+is one raw Jinja block, and text from tables (series names, a log's last lines) is
+escaped for reStructuredText.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from dlscale.keraslog import printable
+
+# characters with a meaning in reStructuredText inline text: written escaped
+RST_SPECIAL = re.compile(r"([\\`*_|\[\]<>])")
+
+
+def rst(text) -> str:
+    """Table text as reStructuredText shows it literally, on one line."""
+    text = printable(" ".join(str(text).split()))
+    return RST_SPECIAL.sub(r"\\\1", text).replace("{%", "{ %").replace("%}", "% }")
+
+
+def number(value, digits: int = 3, percent: bool = False) -> str:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return "n/a"
+    if math.isnan(value):
+        return "n/a"
+    if percent:
+        return f"{value:+.1%}"
+    return f"{value:.{digits}g}"
+
+
+def series_lines(scaling: pd.DataFrame, amdahl: pd.DataFrame) -> list[list[str]]:
+    """Per series: its largest measured GPU count and what it reached there."""
+    serial = dict(zip(amdahl["series"], amdahl["serial_fraction"])) if len(amdahl) else {}
+    rows = []
+    for series, group in scaling.groupby("series", sort=True):
+        measured = group.dropna(subset=["epoch_time_s"]) if "epoch_time_s" in group else group
+        if measured.empty:
+            measured = group
+        top = measured.sort_values(["gpus", "nodes"]).iloc[-1]
+        nodes = int(top["nodes"]) if pd.notna(top.get("nodes")) else 1
+        rows.append([rst(series),
+                     f"{int(top['gpus'])} GPU(s)" + (f" on {nodes} nodes" if nodes > 1 else ""),
+                     number(top.get("speedup")), number(top.get("efficiency")),
+                     number(serial.get(series)),
+                     number(top.get("accuracy_delta"), percent=False)])
+    return rows
+
+
+def list_table(header: list[str], rows: list[list[str]], widths: list[int]) -> list[str]:
+    lines = [".. list-table::", "   :header-rows: 1",
+             f"   :widths: {' '.join(str(w) for w in widths)}", ""]
+    for row in [header, *rows]:
+        lines.append(f"   * - {row[0]}")
+        lines += [f"     - {cell}" for cell in row[1:]]
+    return lines + [""]
+
+
+def page(scaling: pd.DataFrame, amdahl: pd.DataFrame, failed: pd.DataFrame,
+         overview: Path | None = None, verdicts: pd.DataFrame | None = None) -> str:
+    """The first page as reStructuredText (for Snakemake's report)."""
+    lines = ["How this study scales", "=====================", ""]
+    if scaling.empty:
+        lines += ["No point of this study has a result yet: see the failed points below.", ""]
+    else:
+        lines += ["At the largest GPU count measured, per series (speedup and efficiency "
+                  "against 1 GPU; the serial fraction fitted with Amdahl's law; the change "
+                  "of the final training accuracy against 1 GPU):", ""]
+        lines += list_table(["series", "largest measured", "speedup", "efficiency",
+                             "serial fraction", "accuracy change"],
+                            series_lines(scaling, amdahl), [30, 18, 10, 10, 12, 12])
+    if overview is not None and overview.exists():
+        # embedded, in lines of 76 characters (docutils refuses a line of over 10,000;
+        # the image's address is read without its whitespace)
+        data = base64.b64encode(overview.read_bytes()).decode()
+        lines += [".. image:: data:image/png;base64,",
+                  *(f"   {data[i:i + 76]}" for i in range(0, len(data), 76)),
+                  "   :width: 100%",
+                  "   :alt: the overview figure: epoch time, speedup, efficiency and "
+                  "accuracy against GPUs", ""]
+    flags = []
+    if "flags" in scaling:
+        for _, row in scaling.dropna(subset=["flags"]).iterrows():
+            if str(row["flags"]).strip():
+                flags.append(f"- {rst(row['series'])}, {int(row['gpus'])} GPU(s): "
+                             f"{rst(row['flags'])}")
+    if verdicts is not None and not verdicts.empty:
+        for _, row in verdicts[verdicts["verdict"] == "fail"].iterrows():
+            flags.append(f"- {rst(row['series'])}, {int(row['gpus'])} GPU(s): slower than its "
+                         f"history (epoch {number(row['epoch_time_s'])} s against a median of "
+                         f"{number(row['history_median_s'])} s)")
+    lines += ["Flags and verdicts", "------------------", ""]
+    lines += (flags or ["None: no result looks wrong and no point is slower than its "
+                        "history."]) + [""]
+    lines += ["Failed points", "-------------", ""]
+    if failed.empty:
+        lines += ["None: every planned point completed.", ""]
+    else:
+        for _, row in failed.iterrows():
+            lines.append(f"- {rst(row['run'])}: {rst(row['status'])}, "
+                         f"{rst(row.get('problem') if pd.notna(row.get('problem')) else '')}")
+        lines.append("")
+    lines += ["The tables, every figure and the workflow are in the menu on the left.", ""]
+    return "{% raw %}\n" + "\n".join(lines) + "\n{% endraw %}\n"

@@ -1,0 +1,42 @@
+"""The report's first page as Snakemake renders it (Jinja2, then docutils): what tables
+and logs hold is shown as it is, whatever characters it has."""
+
+from __future__ import annotations
+
+import pandas as pd
+from docutils.core import publish_parts
+from jinja2 import Environment
+
+from dlscale.firstpage import page
+
+
+def rendered(text: str) -> str:
+    # what snakemake.report does with the workflow description
+    return publish_parts(Environment().from_string(text).render(), writer_name="html",
+                         settings_overrides={"report_level": 1})["html_body"]
+
+
+def test_the_answer_flags_and_failed_points_survive_rendering_as_written():
+    scaling = pd.DataFrame([
+        {"series": "my_net*v2", "nodes": 1, "gpus": 1, "epoch_time_s": 10.0, "speedup": 1.0,
+         "efficiency": 1.0, "accuracy_delta": 0.0, "flags": None},
+        {"series": "my_net*v2", "nodes": 2, "gpus": 8, "epoch_time_s": 2.0, "speedup": 5.0,
+         "efficiency": 0.625, "accuracy_delta": -0.01, "flags": "efficiency above 1 |x|"}])
+    amdahl = pd.DataFrame([{"series": "my_net*v2", "serial_fraction": 0.0857}])
+    failed = pd.DataFrame([{"run": "cmd/gpus4/rep1", "status": "failed",
+                            "problem": "exited 1: `rm {out_dir}` {% endraw %} {{ x }} \x1b[31m"}])
+    html = rendered(page(scaling, amdahl, failed))
+    assert "system-message" not in html and "System Message" not in html
+    assert "my_net*v2" in html and "8 GPU(s) on 2 nodes" in html
+    assert "<td>5</td>" in html and "<td>0.625</td>" in html and "<td>0.0857</td>" in html
+    assert "efficiency above 1 |x|" in html
+    assert "exited 1: `rm {out_dir}` { % endraw % } {{ x }} \\x1b[31m" in html
+
+
+def test_a_study_without_results_says_so():
+    html = rendered(page(pd.DataFrame(columns=["series", "nodes", "gpus"]),
+                         pd.DataFrame(columns=["series", "serial_fraction"]),
+                         pd.DataFrame([{"run": "a/gpus1/rep1", "status": "timeout",
+                                        "problem": "the time limit"}])))
+    assert "No point of this study has a result yet" in html
+    assert "a/gpus1/rep1: timeout, the time limit" in html
