@@ -9,8 +9,10 @@ SNAKEMAKE := $(VENV)/bin/snakemake
 # SLURM and munge (the test cluster).
 # OpenMPI: Horovod across nodes (mpirun in the SLURM job).
 # environment-modules: the `module` command of software.modules (tests).
+# mariadb-server and slurmdbd: the test cluster's job accounting (sacct).
+# chromium: the report's test (headless).
 SYSTEM_PACKAGES := graphviz dataset-fashion-mnist slurm-wlm munge openmpi-bin libopenmpi-dev \
-	environment-modules strace chromium
+	environment-modules strace chromium mariadb-server slurmdbd
 
 .PHONY: help setup horovod sysdeps demo test test-loaded test-fast cluster-start cluster-stop dag bench lint docs clean
 

@@ -13,7 +13,9 @@
 # included, before their inner srun; an existing configuration that this script did not
 # write is never overwritten. The GPUs are character devices made with mknod, so SLURM
 # allocates them and sets CUDA_VISIBLE_DEVICES, but nothing can compute on them: train
-# with device: cpu.
+# with device: cpu. Job accounting is kept as sites keep it: slurmdbd (Debian's slurmdbd)
+# over a MariaDB of its own (Debian's mariadb-server; data in $DIR/mysql, TCP on
+# 127.0.0.1:13306 only), so sacct answers as on a real cluster.
 set -euo pipefail
 
 DIR="${DLSCALE_CLUSTER_DIR:-/tmp/dlscale-slurm}"
@@ -21,6 +23,10 @@ DIR="${DLSCALE_CLUSTER_DIR:-/tmp/dlscale-slurm}"
 ETC="${DLSCALE_SLURM_ETC:-/etc/slurm}"
 HOSTS="${DLSCALE_HOSTS_FILE:-/etc/hosts}"
 CONF="$ETC/slurm.conf"
+DBD_CONF="$ETC/slurmdbd.conf"
+DB_PORT=13306
+DBD_PORT=16819
+DB_PASS=dlscale-test  # a throw-away database reachable from this host only
 MARKER="# dlscale test cluster"
 NODES=(n1 n2)
 
@@ -56,9 +62,47 @@ start_munge() {
     munge -n | unmunge >/dev/null || die "munge does not work (munge -n | unmunge)"
 }
 
+start_accounting() {
+    command -v mariadbd >/dev/null || die "MariaDB is not installed (apt-get install mariadb-server)"
+    command -v slurmdbd >/dev/null || die "slurmdbd is not installed (apt-get install slurmdbd)"
+    mkdir -p "$DIR/mysql" "$DIR/mysql-run" "$DIR/log"
+    chown mysql:mysql "$DIR/mysql" "$DIR/mysql-run"  # the server runs as mysql
+    if [ ! -d "$DIR/mysql/mysql" ]; then
+        mariadb-install-db --user=mysql --datadir="$DIR/mysql" --skip-test-db \
+            >"$DIR/log/mariadb-install.log" 2>&1 || {
+            cat "$DIR/log/mariadb-install.log" >&2; die "mariadb-install-db failed"; }
+    fi
+    touch "$DIR/log/mysqld.log"
+    chown mysql:mysql "$DIR/log/mysqld.log"
+    mariadbd --user=mysql --datadir="$DIR/mysql" --socket="$DIR/mysql-run/mysqld.sock" \
+        --port="$DB_PORT" --bind-address=127.0.0.1 --pid-file="$DIR/mysql-run/mysqld.pid" \
+        --log-error="$DIR/log/mysqld.log" --skip-name-resolve >/dev/null 2>&1 &
+    for _ in $(seq 150); do
+        mariadb-admin --socket="$DIR/mysql-run/mysqld.sock" ping >/dev/null 2>&1 && break
+        sleep 0.2
+    done
+    mariadb-admin --socket="$DIR/mysql-run/mysqld.sock" ping >/dev/null 2>&1 || {
+        tail -20 "$DIR/log/mysqld.log" >&2; die "MariaDB did not start"; }
+    mariadb --socket="$DIR/mysql-run/mysqld.sock" -u root -e \
+        "CREATE USER IF NOT EXISTS 'slurm'@'127.0.0.1' IDENTIFIED BY '$DB_PASS';
+         GRANT ALL ON slurm_acct_db.* TO 'slurm'@'127.0.0.1';"
+    slurmdbd
+    for _ in $(seq 150); do
+        sacctmgr -n list cluster >/dev/null 2>&1 && break
+        sleep 0.2
+    done
+    sacctmgr -n list cluster >/dev/null 2>&1 || {
+        tail -20 "$DIR/log/slurmdbd.log" >&2; die "slurmdbd did not start"; }
+    sacctmgr -n list cluster format=cluster | grep -qw dlscaletest ||
+        sacctmgr -i add cluster dlscaletest >/dev/null
+}
+
 write_config() {
     if [ -f "$CONF" ] && ! grep -q "^$MARKER" "$CONF"; then
         die "$CONF exists and was not written by this script: not overwriting a real SLURM configuration"
+    fi
+    if [ -f "$DBD_CONF" ] && ! grep -q "^$MARKER" "$DBD_CONF"; then
+        die "$DBD_CONF exists and was not written by this script: not overwriting it"
     fi
     mkdir -p "$ETC" "$DIR/state" "$DIR/log" "$DIR/gpus"
     local gres="" nodes="" port=17001
@@ -84,8 +128,12 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 GresTypes=gpu
 SlurmdParameters=config_overrides
-AccountingStorageType=accounting_storage/none
-JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=localhost
+AccountingStoragePort=$DBD_PORT
+AccountingStorageTRES=gres/gpu
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=task=5
 MpiDefault=none
 StateSaveLocation=$DIR/state
 SlurmdSpoolDir=$DIR/spool-%n
@@ -100,6 +148,22 @@ InactiveLimit=0
 ${nodes}PartitionName=debug Nodes=$(IFS=,; echo "${NODES[*]}") Default=YES MaxTime=INFINITE State=UP
 EOF
     printf '%s\nAutoDetect=off\n%s' "$MARKER" "$gres" > "$ETC/gres.conf"
+    (umask 077; cat > "$DBD_CONF" <<EOF
+$MARKER (scripts/testcluster.sh): slurmdbd over the MariaDB in $DIR/mysql
+AuthType=auth/munge
+DbdHost=localhost
+DbdPort=$DBD_PORT
+SlurmUser=root
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort=$DB_PORT
+StorageUser=slurm
+StoragePass=$DB_PASS
+StorageLoc=slurm_acct_db
+PidFile=$DIR/slurmdbd.pid
+LogFile=$DIR/log/slurmdbd.log
+EOF
+    )
 }
 
 ensure_hosts() {
@@ -117,7 +181,7 @@ ensure_hosts() {
 # longer wait for a controller that is gone. Only files that carry the marker are removed.
 # /etc/hosts is rewritten in place (cat >), not replaced: in containers it is a bind mount.
 remove_config() {
-    for file in "$CONF" "$ETC/gres.conf"; do
+    for file in "$CONF" "$ETC/gres.conf" "$DBD_CONF"; do
         if [ -f "$file" ] && grep -q "^$MARKER" "$file"; then rm -f "$file"; fi
     done
     if [ -f "$HOSTS" ] && grep -qF "$MARKER" "$HOSTS"; then
@@ -131,12 +195,13 @@ start() {
     [ "$(id -u)" = 0 ] || die "start needs root (slurmd runs jobs as their users)"
     command -v slurmctld >/dev/null || die "SLURM is not installed (apt-get install slurm-wlm)"
     if running; then echo "testcluster: already running ($CONF)"; return 0; fi
-    # a throw-away cluster: no jobs or node states survive from an earlier start
-    rm -rf "$DIR/state" "$DIR"/spool-* "$DIR"/*.pid
+    # a throw-away cluster: no jobs, node states or accounting survive an earlier start
+    rm -rf "$DIR/state" "$DIR"/spool-* "$DIR"/*.pid "$DIR/mysql"
     start_munge
     write_config
     ensure_hosts
     export SLURM_CONF="$CONF"
+    start_accounting
     slurmctld -i
     for node in "${NODES[@]}"; do
         mkdir -p "$DIR/spool-$node"
@@ -155,7 +220,8 @@ stop() {
     export SLURM_CONF="$CONF"
     # only a running controller is asked: scancel waits for an absent one
     if running; then scancel --user="$(id -un)" 2>/dev/null || true; fi
-    for pidfile in "$DIR"/slurmd-*.pid "$DIR/slurmctld.pid"; do
+    for pidfile in "$DIR"/slurmd-*.pid "$DIR/slurmctld.pid" "$DIR/slurmdbd.pid" \
+                   "$DIR/mysql-run/mysqld.pid"; do
         [ -f "$pidfile" ] || continue
         pid=$(cat "$pidfile")
         kill "$pid" 2>/dev/null || true

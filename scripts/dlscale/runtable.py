@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dlscale.accounting import job_accounting
 from dlscale.command import STRATEGY as COMMAND
 from dlscale.contract import (
     EPOCHS,
@@ -108,6 +109,11 @@ def run_rows(run_dir: Path, meta: dict) -> tuple[list[dict], str]:
     epochs = check_epochs(read_epochs(run_dir / EPOCHS), run_dir / EPOCHS)
     columns = {**dict.fromkeys(EPOCH_COLUMNS), **meta, **record_columns(record),
                "file": str(run_dir / TRAIN_LOG)}
+    # what SLURM accounted for the job (read now: the job has ended)
+    accounted, note = job_accounting(columns.get("slurm_job_id"))
+    columns.update(accounted)
+    if note:
+        columns["notes"] = "; ".join(filter(None, [columns.get("notes"), note]))
     if columns["images_per_epoch"] is None and epochs:  # a record written after a kill
         columns["images_per_epoch"] = epochs[0].get("images")
     # a command's records were read from its log (dlscale.command): nothing to cross-check

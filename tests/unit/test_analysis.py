@@ -313,3 +313,27 @@ def test_a_resumed_runs_log_is_checked_by_each_epochs_last_line(tmp_path):
     epochs = EPOCHS + [{"epoch": 3, "seconds": 0.31, "loss": 1.2, "accuracy": 0.5}]
     folder = completed_run(tmp_path / "run", epochs, first + second)
     assert runtable.run_rows(folder, {})[1] == "ok"
+
+
+def test_sacct_lines_of_real_jobs_become_the_accounted_columns():
+    """tests/data/sacct/README.md: MaxRSS is the steps' maximum, energy 0 is not
+    measured, a cancelled job's state is its first word."""
+    from dlscale.accounting import parse
+
+    data = ROOT / "tests" / "data" / "sacct"
+    done = parse("3", (data / "job3.txt").read_text())
+    assert done == {"sacct_state": "COMPLETED", "sacct_elapsed_s": 23.0,
+                    "sacct_cpu_s": pytest.approx(14.409), "sacct_max_rss_mb":
+                    pytest.approx(836556 / 1024), "sacct_energy_j": None,
+                    "sacct_alloc_tres": "billing=8,cpu=8,mem=4000M,node=1"}
+    cancelled = parse("9", (data / "job9.txt").read_text())
+    assert cancelled["sacct_state"] == "CANCELLED"
+    assert cancelled["sacct_max_rss_mb"] == pytest.approx(795556 / 1024)
+
+
+def test_no_accounting_leaves_the_columns_empty_with_a_note():
+    from dlscale.accounting import COLUMNS, job_accounting
+
+    assert job_accounting(None) == (dict.fromkeys(COLUMNS), None)
+    columns, note = job_accounting("4242424242")
+    assert columns == dict.fromkeys(COLUMNS) and note.startswith("no job accounting")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import ROOT, needs_fashion, run_snakemake, write_config
+from conftest import ROOT, needs_fashion, run_snakemake, start_snakemake, write_config
 
 pytestmark = pytest.mark.workflow
 PROFILE = ["--profile", str(ROOT / "profiles" / "local")]
@@ -78,3 +78,32 @@ history: {{path: {db}, compare: 2, tolerance: 1.0, system: test VM}}
     assert pd.read_csv(tables / "history.csv").empty
     assert pd.read_csv(tables / "history_studies.csv").empty
     assert plots.stat().st_mtime_ns != drawn
+
+
+@needs_fashion
+def test_two_studies_started_together_into_one_history_keep_all_their_points(tmp_path):
+    """The same study started at once from two working directories (two people of a
+    group, one history on a shared file system): both studies and all their points."""
+    db = tmp_path / "shared" / "history.sqlite"
+    studies = []
+    for name in ("alice", "bob"):
+        folder = tmp_path / name
+        folder.mkdir()
+        config = write_config(folder / "c.yaml", f"""
+data: {{dataset: fashion_mnist, source: auto, image_size: 8, resize: prepare, shards: 1,
+       limit_train: 64, limit_test: 32}}
+sweep: {{models: [SimpleCNN], gpus: [1, 2]}}
+training: {{epochs: 1, batch_per_gpu: 32, device: cpu, telemetry_interval_s: 0}}
+resources: {{cpus_per_gpu: 1, mem_mb_per_gpu: 1000, runtime_min: 10}}
+analysis: {{accuracy_tolerance: 1.0, skip_epochs: 0}}
+history: {{path: {db}, compare: 2, tolerance: 1.0, system: test VM}}
+""")
+        studies.append(start_snakemake(folder, *PROFILE, f"--configfile={config}"))
+    outputs = [study.communicate(timeout=900)[0] for study in studies]
+    assert [study.returncode for study in studies] == [0, 0], outputs[0][-3000:]
+    for out in outputs:
+        assert "2 new point(s) of 2" in out, out[-3000:]
+    listed = dlscale("history", "--db", str(db), "--csv", cwd=tmp_path)
+    rows = pd.read_csv(pd.io.common.StringIO(listed.stdout))
+    assert len(rows) == 4 and rows["study"].nunique() == 2
+    assert sorted(rows["gpus"]) == [1, 1, 2, 2]
