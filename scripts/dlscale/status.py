@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -60,13 +62,30 @@ def read_plan(folder: Path) -> dict:
         raise StatusError(f"{path} cannot be read ({exc})") from None
 
 
+# how long status waits for squeue: a controller that does not answer (a login node
+# during maintenance, a configuration left behind) must not hold the listing up
+SQUEUE_TIMEOUT_S = 5.0
+NOTES: list[str] = []  # what the listing could not ask, said under it
+
+
 def slurm_jobs(folder: Path) -> dict[str, dict]:
     """This user's SLURM jobs of the study in `folder`, by comment; {} without squeue."""
+    if not shutil.which("squeue"):
+        return {}
     try:
-        out = subprocess.run(["squeue", "-h", "--me", "-o", "%i|%T|%r|%Z|%k"],
-                             capture_output=True, text=True, timeout=30).stdout
+        proc = subprocess.run(["squeue", "-h", "--me", "-o", "%i|%T|%r|%Z|%k"],
+                              capture_output=True, text=True, timeout=SQUEUE_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        NOTES.append(f"squeue did not answer within {SQUEUE_TIMEOUT_S:g} s (is the SLURM "
+                     "controller reachable?): SLURM's queued and running jobs are not shown")
+        return {}
     except (OSError, subprocess.SubprocessError):
         return {}
+    if proc.returncode != 0:
+        why = (proc.stderr.strip().splitlines() or ["no answer"])[-1]
+        NOTES.append(f"squeue failed ({why}): SLURM's queued and running jobs are not shown")
+        return {}
+    out = proc.stdout
     jobs = {}
     here = folder.resolve()
     for line in out.splitlines():
@@ -213,6 +232,8 @@ def main(folder: str, as_json: bool = False) -> int:
         return 2
     text = (json.dumps([s.__dict__ for s in statuses], indent=1) if as_json
             else report(statuses, plan.get("written") if isinstance(plan, dict) else None))
+    for note in NOTES:
+        print(f"note: {note}", file=sys.stderr)
     try:
         print(text, flush=True)
     except BrokenPipeError:

@@ -4,6 +4,8 @@ disk or a hand edit can leave them: each point gets its line, no traceback."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -87,3 +89,20 @@ def test_a_closed_pipe_is_not_an_error(tmp_path):
                            capture_output=True, text=True, timeout=60)
     assert piped.stdout.startswith("SimpleCNN/gpus1/rep1 ")
     assert piped.stderr == ""
+
+
+@pytest.mark.skipif(not shutil.which("squeue"), reason="needs SLURM's squeue (make sysdeps)")
+def test_a_controller_that_does_not_answer_costs_a_note_not_the_listing(tmp_path):
+    """squeue against a controller nothing listens for waits 9 s here before it gives up
+    (SLURM's own timeout); status asks for 5 s at most and says so."""
+    conf = tmp_path / "slurm.conf"
+    conf.write_text("ClusterName=gone\nSlurmctldHost=localhost\nSlurmctldPort=1\n"
+                    "NodeName=n9 CPUs=1 State=UNKNOWN\nPartitionName=p Nodes=n9\n")
+    (tmp_path / "study").mkdir()
+    folder = study(tmp_path / "study", {})
+    shown = subprocess.run([str(DLSCALE), "status", str(folder)], capture_output=True,
+                           text=True, timeout=120, env={**os.environ, "SLURM_CONF": str(conf)})
+    assert shown.returncode == 0 and len(shown.stdout.splitlines()) == len(POINTS) + 1
+    assert shown.stderr.strip() == (
+        "note: squeue did not answer within 5 s (is the SLURM controller reachable?): "
+        "SLURM's queued and running jobs are not shown")
