@@ -12,7 +12,7 @@ from dlscale.firstpage import page
 
 def rendered(text: str) -> str:
     # what snakemake.report does with the workflow description
-    return publish_parts(Environment().from_string(text).render(), writer_name="html",
+    return publish_parts(Environment().from_string(text).render(), writer="html",
                          settings_overrides={"report_level": 1})["html_body"]
 
 
