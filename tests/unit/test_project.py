@@ -113,3 +113,16 @@ def test_the_readme_describes_the_demo_as_its_config_runs_it():
     assert f"{steps} steps" in words
     assert ", ".join(map(str, demo["sweep"]["gpus"][:-1])) + f" and {demo['sweep']['gpus'][-1]}" \
         " replicas" in words
+
+
+def test_every_column_of_scaling_csv_and_the_accounted_ones_is_defined_in_the_docs():
+    """docs/analysis.md defines each column of scaling.csv (and runs.csv's sacct_*) in
+    the first cell of a table row: a column added to the code needs its line there."""
+    from dlscale.accounting import COLUMNS as ACCOUNTED
+    from dlscale.analysis import EXTRA_COLUMNS, SCALING_COLUMNS
+
+    rows = [line.split("|")[1] for line in (ROOT / "docs" / "analysis.md").read_text()
+            .splitlines() if line.startswith("| `")]
+    defined = {name for cell in rows for name in re.findall(r"`([a-z_0-9]+)`", cell)}
+    missing = [c for c in (*SCALING_COLUMNS, *EXTRA_COLUMNS, *ACCOUNTED) if c not in defined]
+    assert missing == []
