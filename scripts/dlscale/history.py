@@ -187,9 +187,13 @@ def identities(point: dict) -> set[str]:
                                  else [])}
 
 
+def all_identities(points: list[dict]) -> list[str]:
+    return sorted(set().union(*(identities(p) for p in points)))
+
+
 def recorded(db: sqlite3.Connection, points: list[dict]) -> set[str]:
     """The identities of these points that the history holds already."""
-    mine = sorted(set().union(*(identities(p) for p in points))) if points else []
+    mine = all_identities(points)
     if not mine:
         return set()
     return {row[0] for row in db.execute(
@@ -204,7 +208,7 @@ def earlier(db: sqlite3.Connection, points: list[dict], compare: int) -> list[di
     if compare <= 0 or not points:
         return []
     pairs = sorted({(p["series"], p["system"]) for p in points})
-    mine = sorted(set().union(*(identities(p) for p in points)))
+    mine = all_identities(points)
     marks = ",".join("?" * len(mine))
     first = db.execute(f"SELECT MIN(study_id) FROM points WHERE identity IN ({marks})",
                        mine).fetchone()[0]

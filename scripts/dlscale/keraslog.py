@@ -371,11 +371,10 @@ def parse_time(part: str) -> tuple[str, float, float] | bool:
 
 
 def metric_name(name: str) -> str | None:
-    known = NAMES.get(name, "")
-    if known == "":
-        known = NAMES[name] = (ALIASES.get(name, name) if NAME.fullmatch(name) is not None
-                               else None)
-    return known
+    """A metric's name as recorded (None: not a name), remembered in NAMES, where the
+    caller looks first."""
+    NAMES[name] = ALIASES.get(name, name) if NAME.fullmatch(name) is not None else None
+    return NAMES[name]
 
 
 def parse_result_line(text: str, match: re.Match | None = None) -> dict | None:
@@ -465,13 +464,10 @@ STREAMS: dict[str, str] = {}  # a prefix's number -> its stream's name, made onc
 
 
 def split_stream(line: str) -> tuple[str, str]:
-    """(stream, text): the task or rank a launcher's prefix names ("" for none), and the
-    line without the prefix."""
+    """(stream, text) of a line without an mpirun tag (those: `tagged_pieces`): the task
+    srun's --label names ("" for none), and the line without the label."""
     first = line[:1]
-    if first == "[" or first.isalpha():  # mpirun's tag, maybe after a date
-        if (m := MPI_TAG.match(line)) is not None:
-            return f"rank {m.group(2)}", line[m.end():]
-    elif first.isdigit() or first == " ":  # srun --label: "0: ", "12: "
+    if first.isdigit() or first == " ":  # srun --label: "0: ", "12: "
         label, colon, text = line.partition(": ")
         label = label.lstrip(" ")
         if colon and label.isdigit() and label.isascii():
@@ -483,15 +479,14 @@ def split_stream(line: str) -> tuple[str, str]:
 
 
 def tagged_pieces(line: str) -> list[tuple[str, str, str]] | None:
-    """(stream, channel, text) of each tagged piece of a line that holds more than one
-    tag, None for a line with one tag or none (the common case, looked at once)."""
+    """(stream, channel, text) of each tagged piece of a line that begins with an
+    mpirun or horovodrun tag (most such lines are one piece); None for any other line."""
     first = MPI_TAG.match(line)
-    if first is None or line.find("]<std", first.end()) < 0:
+    if first is None:
         return None
-    tags = list(MPI_TAG_ANY.finditer(line, first.end()))
-    if not tags:
-        return None
-    tags.insert(0, first)
+    tags = [first]
+    if line.find("]<std", first.end()) >= 0:
+        tags += MPI_TAG_ANY.finditer(line, first.end())
     ends = [m.start() for m in tags[1:]] + [len(line)]
     return [(f"rank {m.group(2)}", m.group(3), line[m.end():end])
             for m, end in zip(tags, ends)]
@@ -807,18 +802,17 @@ class LogReader:
         if line and not line.isspace():
             self.tail.append(line)  # stripped when quoted
         pieces = tagged_pieces(line) if "]<std" in line else None
-        if pieces is None and not self.pieces:  # the common case, without a call more
+        if pieces is None:
             stream, text = split_stream(line)
+            pieces = [(stream, "", text)]
+        if len(pieces) == 1 and not self.pieces:  # the common case, without a call more
+            stream, _channel, text = pieces[0]
             parser = self.parsers.get(stream)
             if parser is not None and ended:
                 parser.feed(self.number, text)
             else:
                 self.dispatch(stream, text, ended)
             return
-        if pieces is None:
-            stream, text = split_stream(line)
-            channel = MPI_TAG.match(line)
-            pieces = [(stream, channel.group(3) if channel else "", text)]
         # every piece but the last waits for the rest of its line (its newline comes in
         # a later piece of the same rank and channel); the newline ends the last one
         *waiting, (stream, channel, text) = pieces

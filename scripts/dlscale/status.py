@@ -65,25 +65,28 @@ def read_plan(folder: Path) -> dict:
 # how long status waits for squeue: a controller that does not answer (a login node
 # during maintenance, a configuration left behind) must not hold the listing up
 SQUEUE_TIMEOUT_S = 5.0
-NOTES: list[str] = []  # what the listing could not ask, said under it
 
 
-def slurm_jobs(folder: Path) -> dict[str, dict]:
-    """This user's SLURM jobs of the study in `folder`, by comment; {} without squeue."""
+def slurm_jobs(folder: Path, notes: list[str] | None = None) -> dict[str, dict]:
+    """This user's SLURM jobs of the study in `folder`, by comment; {} without squeue.
+    Why squeue gave none, when it did not answer, goes into `notes`."""
+    notes = [] if notes is None else notes
     if not shutil.which("squeue"):
         return {}
     try:
         proc = subprocess.run(["squeue", "-h", "--me", "-o", "%i|%T|%r|%Z|%k"],
                               capture_output=True, text=True, timeout=SQUEUE_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        NOTES.append(f"squeue did not answer within {SQUEUE_TIMEOUT_S:g} s (is the SLURM "
+        notes.append(f"squeue did not answer within {SQUEUE_TIMEOUT_S:g} s (is the SLURM "
                      "controller reachable?): SLURM's queued and running jobs are not shown")
         return {}
     except (OSError, subprocess.SubprocessError):
         return {}
     if proc.returncode != 0:
+        if "Could not establish a configuration source" in proc.stderr:
+            return {}  # SLURM's client without any cluster configured: no SLURM here
         why = (proc.stderr.strip().splitlines() or ["no answer"])[-1]
-        NOTES.append(f"squeue failed ({why}): SLURM's queued and running jobs are not shown")
+        notes.append(f"squeue failed ({why}): SLURM's queued and running jobs are not shown")
         return {}
     out = proc.stdout
     jobs = {}
@@ -194,11 +197,13 @@ def plan_points(plan, path) -> list[dict]:
     return points
 
 
-def study_status(folder: str | Path = ".") -> list[PointStatus]:
+def study_status(folder: str | Path = ".", notes: list[str] | None = None
+                 ) -> list[PointStatus]:
+    """Every planned point's status; what could not be asked goes into `notes`."""
     folder = Path(folder)
     plan = read_plan(folder)
     points = plan_points(plan, folder / PLAN)
-    jobs = slurm_jobs(folder)
+    jobs = slurm_jobs(folder, notes)
     statuses = []
     for point in points:
         try:
@@ -226,13 +231,14 @@ def report(statuses: list[PointStatus], plan_written: str | None = None) -> str:
 def main(folder: str, as_json: bool = False) -> int:
     try:
         plan = read_plan(Path(folder))
-        statuses = study_status(folder)
+        notes: list[str] = []
+        statuses = study_status(folder, notes)
     except StatusError as exc:
         print(f"error: {exc}")
         return 2
     text = (json.dumps([s.__dict__ for s in statuses], indent=1) if as_json
             else report(statuses, plan.get("written") if isinstance(plan, dict) else None))
-    for note in NOTES:
+    for note in notes:
         print(f"note: {note}", file=sys.stderr)
     try:
         print(text, flush=True)
