@@ -58,11 +58,7 @@ rule train:
         *SOFTWARE_MODULES,
     threads: point_resource("cpus_per_task")
     resources:
-        gres=point_resource("gres"),
-        cpus_per_task=point_resource("cpus_per_task"),
-        mem_mb=point_resource("mem_mb"),
-        runtime=of_point(STUDY.runtime),
-        nodes=point_resource("nodes"),
+        **point_resources(),
     params:
         launcher=script("launch.py"),
         script=script("train.py"),
@@ -90,14 +86,7 @@ use rule train as train_workers with:
     wildcard_constraints:
         point=points_where(multi_task=True),
     resources:
-        gres=point_resource("gres"),
-        cpus_per_task=point_resource("cpus_per_task"),
-        mem_mb=point_resource("mem_mb"),
-        runtime=of_point(STUDY.runtime),
-        nodes=point_resource("nodes"),
-        tasks=point_resource("tasks"),
-        tasks_per_gpu=point_resource("tasks_per_gpu"),
-        mpi="srun",
+        **point_resources("tasks", "tasks_per_gpu"),
 
 
 # Points of your own training command (sweep.commands): run_command.py fills in and runs
@@ -123,11 +112,7 @@ rule train_command:
         *SOFTWARE_MODULES,
     threads: point_resource("cpus_per_task")
     resources:
-        gres=point_resource("gres"),
-        cpus_per_task=point_resource("cpus_per_task"),
-        mem_mb=point_resource("mem_mb"),
-        runtime=of_point(STUDY.runtime),
-        nodes=point_resource("nodes"),
+        **point_resources(),
     params:
         launcher=script("launch.py"),
         script=script("run_command.py"),
@@ -147,10 +132,4 @@ use rule train_command as train_command_tasks with:
     wildcard_constraints:
         point=points_where(multi_task=True, command=True),
     resources:
-        gres=point_resource("gres"),
-        cpus_per_task=point_resource("cpus_per_task"),
-        mem_mb=point_resource("mem_mb"),
-        runtime=of_point(STUDY.runtime),
-        nodes=point_resource("nodes"),
-        tasks=point_resource("tasks"),
-        mpi="srun",
+        **point_resources("tasks"),

@@ -32,9 +32,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dlscale.accounting import COLUMNS as ACCOUNTED
 from dlscale.amdahl import karp_flatt
 from dlscale.contract import Status
+from dlscale.slurm import ACCOUNTED
 from dlscale.vocabulary import (
     COMPARED_COLUMNS,
     EPOCH_METRICS,
@@ -212,7 +212,7 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
             "gpus_logged": first["gpus_logged"],
             "logged_images_per_s": first["logged_images_per_s"],
             "job_s": first["job_s"], "overhead_s": first["overhead_s"],
-            # what SLURM accounted for the job (dlscale.accounting; empty outside SLURM)
+            # what SLURM accounted for the job (dlscale.slurm; empty outside SLURM)
             **{column: first.get(column) for column in ACCOUNTED},
             "counted": not problems, "problem": "; ".join(problems),
         })

@@ -4,7 +4,7 @@ A command is a template such as `python my_train.py --gpus {gpus} --epochs {epoc
 Each point fills its placeholders (PLACEHOLDERS), every value quoted for the shell, and
 runs it once with bash in the workflow's working directory, inside the point's job (its
 GPUs, and `tasks` SLURM tasks that the command starts itself, e.g. with srun, which
-sees the allocation as in a batch script: dlscale.slurmenv). `{out_dir}` is a folder of
+sees the allocation as in a batch script: dlscale.slurm). `{out_dir}` is a folder of
 the run folder's own (COMMAND_OUT) that the command may empty: dlscale's files are beside
 it. What the command prints goes to the run folder's train.log and is read as it comes
 by the same readers as external logs (dlscale.keraslog: Keras lines from every version,
@@ -46,7 +46,7 @@ from array import array
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dlscale import phases
+from dlscale import phases, slurm
 from dlscale.contract import (
     COMMAND_OUT,
     EPOCHS,
@@ -59,7 +59,6 @@ from dlscale.contract import (
 from dlscale.errors import PlanError
 from dlscale.files import write_jsonl_atomic
 from dlscale.processes import KILL_GRACE_S, adopt_orphans, end_tree, killed_reason, spawn
-from dlscale.slurmenv import slurm_allocation
 
 PLACEHOLDERS = ("gpus", "nodes", "tasks", "batch_per_gpu", "global_batch", "epochs", "lr",
                 "seed", "out_dir")
@@ -298,7 +297,7 @@ def main(argv=None) -> int:
     print(f"dlscale command: {command}", flush=True)  # the job's log; train.log is the output's
     log = state / TRAIN_LOG
     # the command's environment, and the record's: the allocation as sbatch gives it
-    os.environ.update(slurm_allocation(dict(os.environ), args.nodes,
+    os.environ.update(slurm.allocation_env(dict(os.environ), args.nodes,
                                        args.tasks // args.nodes, True))
     if args.tasks == 1 and "SLURM_JOB_ID" in os.environ:
         # the SLURM plugin runs a one-task rule inside a job step of its own, which holds

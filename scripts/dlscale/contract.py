@@ -1,8 +1,9 @@
 """The run contract: every file name, folder, status and run.json key, written once.
 
 A training point's run folder (`results/runs/<point>/`) holds
-- run.json: the run record, written by `RunRecord.write` only (train.py at every end it
-  sees, launch.py when the training died without one) and read by `RunRecord.read` only;
+- run.json: the run record, written by `RunRecord.write` only (train.py and
+  run_command.py at every end they see, the launcher when the training died without one)
+  and read by `RunRecord.read` only;
 - epochs.jsonl: one JSON object per finished epoch, written by the epoch recorder; the
   tables are built from these two files;
 - train.log: what Keras printed, kept for people and parsed as a cross-check that warns;
@@ -24,6 +25,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 
+from dlscale import slurm
 from dlscale.files import append_jsonl, atomic, link_or_copy, read_jsonl, write_json_atomic
 
 # --- names -------------------------------------------------------------------------------
@@ -34,6 +36,8 @@ ATTEMPTS = "attempts.jsonl"
 STATE = "state"  # the run's working state: live records, backup, settings
 SETTINGS = "settings.json"  # in STATE: what a backup was made with
 TELEMETRY = "telemetry.csv"
+LOCK = ".lock"  # the launcher's lock while a point trains; names its holder (dlscale.locks)
+LOCK_HELD = ".lock.held"  # the lock where flock is not to be had (O_EXCL)
 COMMAND_OUT = "out"  # a sweep.commands point's {out_dir}: the command's own files
 RUN_TABLE = "epochs.csv"  # a run's (or an external log's) per-epoch table
 # the last completed record (run.json, epochs.jsonl, train.log; hard links, not copies),
@@ -158,8 +162,10 @@ class RunRecord(dict):
         return cls(data).check(path)
 
     def write(self, out: str | Path) -> None:
-        """Move the live records into place, run.json last, and add the attempt to the
-        history; drop the state of a completed run (any other keeps it, to resume from)."""
+        """Move the live records into place, add the attempt to the history, then write
+        run.json (an attempt line is never missing behind a record: a kill in between
+        leaves the point without run.json, so it is planned again); drop the state of a
+        completed run (any other keeps it, to resume from)."""
         from dlscale import phases
 
         out = Path(out)
@@ -175,8 +181,8 @@ class RunRecord(dict):
                     link_or_copy(state / name, tmp)
                 else:  # the run ended before its first epoch began
                     tmp.write_text("")
-        write_json_atomic(out / RUN_JSON, dict(self))
         append_attempt(out, self)
+        write_json_atomic(out / RUN_JSON, dict(self))
         if self.status is Status.COMPLETED:
             keep_completed(out)
             shutil.rmtree(state, ignore_errors=True)
@@ -213,8 +219,6 @@ def append_attempt(run_dir: str | Path, record: dict) -> None:
     line = {k: record.get(k) for k in keys}
     line["slurm_job_id"] = job = (record.get("env") or {}).get("SLURM_JOB_ID")
     if job:  # a job SLURM requeued (preemption, a failed node) says so here
-        from dlscale.outcomes import slurm_restarts  # outcomes reads this module
-
-        line["slurm_restarts"] = slurm_restarts(job)
+        line["slurm_restarts"] = slurm.restarts(job)
     Path(run_dir).mkdir(parents=True, exist_ok=True)
     append_jsonl(Path(run_dir) / ATTEMPTS, line)

@@ -19,10 +19,9 @@ How failures flow (docs: README "When a point fails"):
 from __future__ import annotations
 
 import os
-import re
-import subprocess
 from pathlib import Path
 
+from dlscale import slurm
 from dlscale.contract import RUN_JSON, RecordError, RunRecord, Status, read_attempts
 
 
@@ -39,25 +38,9 @@ def planned_attempt(run_dir: str | Path) -> int:
     # the job step plans the same attempt as the Snakemake that submitted it
     job = os.environ.get("SLURM_JOB_ID")
     own = [a for a in attempts if job and a.get("slurm_job_id") == job]
-    requeued = bool(own) and slurm_restarts(job) > 0
+    requeued = bool(own) and slurm.restarts(job) > 0
     return 1 + sum(a.get("status") != Status.COMPLETED and not (requeued and a in own)
                    for a in attempts)
-
-
-def slurm_restarts(job: str) -> int:
-    """How many times SLURM has requeued job `job` ($SLURM_RESTART_COUNT, which the
-    Snakemake SLURM plugin's inner job step drops, else scontrol's Restarts=); 0 when
-    neither can tell."""
-    count = os.environ.get("SLURM_RESTART_COUNT", "").strip()
-    if count.isdigit():
-        return int(count)
-    try:
-        shown = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True,
-                               text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return 0
-    match = re.search(r"\bRestarts=(\d+)", shown)
-    return int(match.group(1)) if match else 0
 
 
 def runtime_factor(run_dir: str | Path) -> int:
@@ -71,7 +54,7 @@ def runtime_factor(run_dir: str | Path) -> int:
 
 def failed_record(run_dir: str | Path) -> RunRecord | None:
     """The run record of a point whose last attempt did not complete, or None (none yet,
-    or one that cannot be read: parse_log names it)."""
+    or one that cannot be read: the rule that tabulates the run names it)."""
     path = Path(run_dir) / RUN_JSON
     if not path.exists():
         return None

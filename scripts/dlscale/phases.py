@@ -25,9 +25,9 @@ environment (START_ENV), so the record of any process of the job has them.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
-from datetime import datetime
+
+from dlscale import slurm
 
 PHASES = ("job_start", "step_start", "rule_start", "interpreter", "imports", "model", "data",
           "first_step", "last_step", "evaluated", "recorded")
@@ -51,17 +51,6 @@ def process_start(pid: int | None = None) -> float | None:
     try:
         return psutil.Process(pid).create_time()
     except psutil.Error:
-        return None
-
-
-def slurm_job_start(job_id: str) -> float | None:
-    """The SLURM job's start (squeue %S, the controller's local time, whole seconds), or
-    None when squeue does not say."""
-    try:
-        out = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%S"], capture_output=True,
-                             text=True, timeout=30).stdout.strip()
-        return datetime.fromisoformat(out.splitlines()[0]).timestamp()
-    except (OSError, subprocess.SubprocessError, ValueError, IndexError):
         return None
 
 
@@ -89,7 +78,7 @@ def start_of_rule() -> dict[str, str]:
     (job_start from squeue inside a SLURM job, else the rule's own start)."""
     rule = process_start() or time.time()
     job = os.environ.get("SLURM_JOB_ID")
-    job_start = (slurm_job_start(job) if job else None) or rule
+    job_start = (slurm.job_start(job) if job else None) or rule
     starts = {"job_start": job_start, "rule_start": rule}
     if job and (step := snakemake_step_start(job_start)) is not None:
         starts["step_start"] = step

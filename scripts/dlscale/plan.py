@@ -12,6 +12,7 @@ import hashlib
 import json
 import re
 import shlex
+import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path, PurePosixPath
@@ -251,6 +252,26 @@ class Study:
     def attempt(self, p: Point) -> int:
         """Grows when an attempt at the point fails, so the next run plans it again."""
         return planned_attempt(run_dir(p.key))
+
+    def slurm_extra(self, p: Point, site: str | None) -> str | None:
+        """The job's `slurm_extra`: the site's (the profile's default), and a dependency on
+        the SLURM job that still trains the point (a Snakemake restarted while it runs):
+        the new job waits PENDING, holding no GPUs, and keeps that job's record."""
+        from dlscale import locks, slurm
+
+        if self.job_step or not slurm.available():
+            return site or None
+        if not hasattr(self, "_active"):
+            holders = any(locks.current_holder(Path(run_dir(k))).get("slurm_job")
+                          for k in self.points)
+            self._active = slurm.active_jobs() if holders else {}
+        job = locks.held_by_job(run_dir(p.key), self._active)
+        if job is None:
+            return site or None
+        print(f"dlscale: {p.key} is still being trained by SLURM job {job}: its new job "
+              "waits for it (--dependency=afterany), then keeps its record if it completed",
+              file=sys.stderr)
+        return " ".join(filter(None, [site, f"--dependency=afterany:{job}"]))
 
     def runtime(self, p: Point) -> int:
         """Minutes: runtime_min, times 1 + the timeouts since the point last completed."""

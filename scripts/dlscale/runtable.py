@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dlscale.accounting import job_accounting
+from dlscale import slurm
 from dlscale.command import STRATEGY as COMMAND
 from dlscale.contract import (
     EPOCHS,
@@ -110,7 +110,7 @@ def run_rows(run_dir: Path, meta: dict) -> tuple[list[dict], str]:
     columns = {**dict.fromkeys(EPOCH_COLUMNS), **meta, **record_columns(record),
                "file": str(run_dir / TRAIN_LOG)}
     # what SLURM accounted for the job (read now: the job has ended)
-    accounted, note = job_accounting(columns.get("slurm_job_id"))
+    accounted, note = slurm.accounting(columns.get("slurm_job_id"))
     columns.update(accounted)
     if note:
         columns["notes"] = "; ".join(filter(None, [columns.get("notes"), note]))

@@ -16,19 +16,17 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from dlscale import slurm
 from dlscale.contract import EPOCHS, PLAN, RUN_JSON, RUNS, STATE, RecordError, RunRecord
 from dlscale.files import read_jsonl
-
-LOCK = ".lock"  # launch.py's lock file in a run folder
+from dlscale.locks import current_holder, pid_alive
 
 
 @dataclass
@@ -71,31 +69,18 @@ def slurm_jobs(folder: Path, notes: list[str] | None = None) -> dict[str, dict]:
     """This user's SLURM jobs of the study in `folder`, by comment; {} without squeue.
     Why squeue gave none, when it did not answer, goes into `notes`."""
     notes = [] if notes is None else notes
-    if not shutil.which("squeue"):
+    if not slurm.available():
         return {}
     try:
-        proc = subprocess.run(["squeue", "-h", "--me", "-o", "%i|%T|%r|%Z|%k"],
-                              capture_output=True, text=True, timeout=SQUEUE_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        notes.append(f"squeue did not answer within {SQUEUE_TIMEOUT_S:g} s (is the SLURM "
-                     "controller reachable?): SLURM's queued and running jobs are not shown")
+        listed = slurm.my_jobs(SQUEUE_TIMEOUT_S)
+    except slurm.SlurmError as exc:
+        notes.append(f"{exc}: SLURM's queued and running jobs are not shown")
         return {}
-    except (OSError, subprocess.SubprocessError):
-        return {}
-    if proc.returncode != 0:
-        if "Could not establish a configuration source" in proc.stderr:
-            return {}  # SLURM's client without any cluster configured: no SLURM here
-        why = (proc.stderr.strip().splitlines() or ["no answer"])[-1]
-        notes.append(f"squeue failed ({why}): SLURM's queued and running jobs are not shown")
-        return {}
-    out = proc.stdout
     jobs = {}
     here = folder.resolve()
-    for line in out.splitlines():
-        parts = line.split("|", 4)
-        if len(parts) != 5:
-            continue
-        job, state, reason, workdir, comment = parts
+    for entry in listed:
+        job, state, reason, workdir, comment = (entry[k] for k in (
+            "job", "state", "reason", "workdir", "comment"))
         try:
             same = Path(workdir).resolve() == here
         except OSError:
@@ -111,19 +96,11 @@ def job_comment(rule: str, key: str) -> str:
 
 
 def lock_holder_alive(run: Path) -> bool:
-    """Whether the training that last held the run folder's lock still runs on this host
-    (its pid is alive and is a launch.py); another host's is known from squeue only."""
-    try:
-        holder = json.loads((run / LOCK).read_text() or "{}")
-    except (OSError, ValueError):
-        return False
-    if holder.get("host") != socket.gethostname() or not holder.get("pid"):
-        return False
-    try:
-        with open(f"/proc/{int(holder['pid'])}/cmdline", "rb") as handle:
-            return b"launch.py" in handle.read()
-    except (OSError, ValueError):
-        return False
+    """Whether the training that holds the run folder's lock runs on this host (another
+    host's is known from squeue only)."""
+    who = current_holder(run)
+    return who.get("host") == socket.gethostname() and bool(who.get("pid")) and pid_alive(
+        who["pid"], who.get("since"))
 
 
 def running(status: PointStatus, run: Path) -> PointStatus:

@@ -12,15 +12,14 @@ from __future__ import annotations
 import json
 import math
 import os
-import re
 import socket
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from dlscale import cli as K
+from dlscale import slurm
 from dlscale.contract import EPOCHS, SETTINGS, read_epochs
 from dlscale.errors import RunError  # noqa: F401 (the callers' name for it)
 from dlscale.files import append_jsonl, jsonl_problem, write_json_atomic, write_jsonl_atomic
@@ -28,65 +27,11 @@ from dlscale.vocabulary import SMALL_MODELS, scaled_lr
 
 # --- cluster -----------------------------------------------------------------------
 
-def expand_slurm_hostlist(hostlist: str) -> list[str]:
-    """'gpu[01-02,05],login1' -> ['gpu01', 'gpu02', 'gpu05', 'login1'] (as
-    `scontrol show hostnames`, which is used when available)."""
-    try:
-        out = subprocess.run(["scontrol", "show", "hostnames", hostlist], capture_output=True,
-                             text=True, check=True, timeout=30).stdout.split()
-        if out:
-            return out
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return parse_hostlist(hostlist)
-
-
-def parse_hostlist(hostlist: str) -> list[str]:
-    """SLURM's hostlist grammar without scontrol: comma-separated names, each with any
-    number of [ranges] anywhere in it ('n[1-2]-ib', 'r[1-2]n[01-02]')."""
-    items, depth, start = [], 0, 0
-    for i, char in enumerate(hostlist + ","):
-        depth += (char == "[") - (char == "]")
-        if char == "," and depth == 0:
-            if hostlist[start:i]:
-                items.append(hostlist[start:i])
-            start = i + 1
-    if depth:
-        raise RunError(f"cannot read the hostlist '{hostlist}': unbalanced brackets")
-    return [host for item in items for host in _expand_item(item)]
-
-
-def _expand_item(item: str) -> list[str]:
-    match = re.search(r"\[([^\]]*)\]", item)
-    if match is None:
-        return [item]
-    head, tail = item[:match.start()], _expand_item(item[match.end():])
-    hosts = []
-    for part in match.group(1).split(","):
-        lo, _, hi = part.partition("-")
-        if not lo.isdigit() or (hi and not hi.isdigit()):
-            raise RunError(f"cannot read the range '{part}' in the hostlist item '{item}'")
-        for number in range(int(lo), int(hi or lo) + 1):
-            hosts += [f"{head}{number:0{len(lo)}d}{rest}" for rest in tail]
-    return hosts
-
-
-def expand_tasks_per_node(spec: str) -> list[int]:
-    """SLURM_STEP_TASKS_PER_NODE '2(x3),1' -> [2, 2, 2, 1]."""
-    counts = []
-    for part in spec.split(","):
-        match = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
-        if not match:
-            raise ValueError(f"cannot read tasks per node '{spec}'")
-        counts += [int(match.group(1))] * int(match.group(2) or 1)
-    return counts
-
-
 def slurm_tf_config(env: dict[str, str]) -> dict:
     """TF_CONFIG for the task `srun` started: one worker per task, ports distinct per
     task (so that several tasks, or several nodes sharing one address, never collide)."""
-    hosts = expand_slurm_hostlist(env.get("SLURM_STEP_NODELIST") or env["SLURM_JOB_NODELIST"])
-    per_node = expand_tasks_per_node(env.get("SLURM_STEP_TASKS_PER_NODE")
+    hosts = slurm.hostnames(env.get("SLURM_STEP_NODELIST") or env["SLURM_JOB_NODELIST"])
+    per_node = slurm.expand_tasks_per_node(env.get("SLURM_STEP_TASKS_PER_NODE")
                                      or env["SLURM_TASKS_PER_NODE"])
     if len(per_node) != len(hosts):
         raise RunError(f"SLURM lists {len(hosts)} nodes ({', '.join(hosts)}) but tasks "
@@ -446,31 +391,6 @@ class DeadlineReached(Exception):
         self.epoch, self.longest, self.deadline = epoch, longest, deadline
 
 
-def parse_slurm_duration(text: str) -> float | None:
-    """squeue's time format ([days-][hours:]minutes:seconds) in seconds; None for
-    UNLIMITED, NOT_SET and anything else."""
-    match = re.fullmatch(r"(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)", text.strip())
-    if not match:
-        return None
-    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
-    return float(((days * 24 + hours) * 60 + minutes) * 60 + seconds)
-
-
-def slurm_time_left(job_id: str) -> float | None:
-    """Seconds until SLURM ends the job (squeue's %L); None for no limit (UNLIMITED).
-    OSError naming squeue when it cannot be asked or does not answer."""
-    try:
-        proc = subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%L"], capture_output=True,
-                              text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise OSError(f"squeue -j {job_id} failed: {exc}") from exc
-    out = proc.stdout.strip()
-    if proc.returncode or not out:
-        why = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else "no answer"
-        raise OSError(f"squeue -j {job_id} exited {proc.returncode}: {why}")
-    return parse_slurm_duration(out.splitlines()[0])
-
-
 # Set by launch.py for the training it starts: the job's end (time.time() scale), so that
 # its watchdog and train.py's guard count from the same moment.
 JOB_END_ENV = "DLSCALE_JOB_END"
@@ -489,8 +409,8 @@ def job_deadline(time_limit_min: float | None, started: float,
     job_id = os.environ.get("SLURM_JOB_ID")
     if job_id:
         try:
-            left = slurm_time_left(job_id)
-        except OSError as exc:
+            left = slurm.time_left(job_id)
+        except slurm.SlurmError as exc:
             left = None
             if notes is not None:
                 notes.append(f"the time-limit guard cannot read the job's end ({exc}): "

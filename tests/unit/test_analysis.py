@@ -318,7 +318,7 @@ def test_a_resumed_runs_log_is_checked_by_each_epochs_last_line(tmp_path):
 def test_sacct_lines_of_real_jobs_become_the_accounted_columns():
     """tests/data/sacct/README.md: MaxRSS is the steps' maximum, energy 0 is not
     measured, a cancelled job's state is its first word."""
-    from dlscale.accounting import parse
+    from dlscale.slurm import parse_accounting as parse
 
     data = ROOT / "tests" / "data" / "sacct"
     done = parse("3", (data / "job3.txt").read_text())
@@ -332,7 +332,8 @@ def test_sacct_lines_of_real_jobs_become_the_accounted_columns():
 
 
 def test_no_accounting_leaves_the_columns_empty_with_a_note():
-    from dlscale.accounting import COLUMNS, job_accounting
+    from dlscale.slurm import ACCOUNTED as COLUMNS
+    from dlscale.slurm import accounting as job_accounting
 
     assert job_accounting(None) == (dict.fromkeys(COLUMNS), None)
     columns, note = job_accounting("4242424242")

@@ -6,13 +6,9 @@ import subprocess
 import pytest
 from conftest import IN_CI
 
-from dlscale.training import (
-    RunError,
-    expand_slurm_hostlist,
-    expand_tasks_per_node,
-    parse_hostlist,
-    slurm_tf_config,
-)
+from dlscale.errors import RunError
+from dlscale.slurm import expand_tasks_per_node, hostnames, parse_hostlist
+from dlscale.training import slurm_tf_config
 
 HOSTLISTS = {
     "gpu[01-02,05],login1": ["gpu01", "gpu02", "gpu05", "login1"],
@@ -26,7 +22,7 @@ HOSTLISTS = {
 @pytest.mark.parametrize("hostlist, hosts", HOSTLISTS.items())
 def test_hostlists_without_scontrol(hostlist, hosts, monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))  # no scontrol: the fallback parser answers
-    assert expand_slurm_hostlist(hostlist) == hosts
+    assert hostnames(hostlist) == hosts
 
 
 def scontrol_answers() -> bool:
@@ -71,14 +67,14 @@ def test_every_task_gets_its_own_port_even_on_a_shared_host():
 ])
 def test_horovod_across_nodes_is_started_by_the_sites_launcher_with_its_ranks(launcher,
                                                                              expected):
-    from launch import horovod_command
+    from dlscale.launcher import horovod_command
 
     command = ["/venv/bin/python", "train.py"]
     assert horovod_command(4, 2, command, launcher, tasks_per_node=2) == expected + command
 
 
 def test_horovod_across_nodes_without_a_launcher_is_refused():
-    from launch import horovod_command
+    from dlscale.launcher import horovod_command
 
     with pytest.raises(SystemExit, match="horovod.mpi_launcher"):
         horovod_command(4, 2, ["python"], None)

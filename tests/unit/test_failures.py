@@ -19,9 +19,10 @@ from conftest import ROOT
 from snakemake.utils import validate
 
 from dlscale import contract, outcomes
+from dlscale.slurm import parse_duration as parse_slurm_duration
 from dlscale.sources import DATASETS, DatasetError, _cifar_python_batch, parse_idx, read_idx_dataset
 from dlscale.sweep import SweepError, expand
-from dlscale.training import RunError, parse_slurm_duration, prepare_state
+from dlscale.training import RunError, prepare_state
 
 SCHEMA = str(ROOT / "config" / "schema.yaml")
 
@@ -292,7 +293,7 @@ def test_a_time_limit_guard_that_cannot_ask_squeue_says_so(monkeypatch):
     notes = []
     assert job_deadline(None, 0.0, notes) is None
     assert len(notes) == 1 and notes[0].startswith(
-        "the time-limit guard cannot read the job's end (squeue -j 999999999")
+        "the time-limit guard cannot read the job's end (squeue -h -j 999999999")
     assert job_deadline(2.0, 100.0, []) == 100.0 + 120.0  # --time-limit-min still applies
 
 

@@ -118,8 +118,8 @@ def test_the_readme_describes_the_demo_as_its_config_runs_it():
 def test_every_column_of_scaling_csv_and_the_accounted_ones_is_defined_in_the_docs():
     """docs/analysis.md defines each column of scaling.csv (and runs.csv's sacct_*) in
     the first cell of a table row: a column added to the code needs its line there."""
-    from dlscale.accounting import COLUMNS as ACCOUNTED
     from dlscale.analysis import EXTRA_COLUMNS, SCALING_COLUMNS
+    from dlscale.slurm import ACCOUNTED
 
     rows = [line.split("|")[1] for line in (ROOT / "docs" / "analysis.md").read_text()
             .splitlines() if line.startswith("| `")]
