@@ -147,7 +147,9 @@ def point_resource(name):
 
 def site_slurm_extra():
     """The profile's default `slurm_extra`, kept beside the train rules' own."""
-    for arg in getattr(workflow.resource_settings.default_resources, "args", None) or []:
+    for arg in (
+        getattr(workflow.resource_settings.default_resources, "args", None) or []
+    ):
         name, _, value = arg.partition("=")
         if name.strip() == "slurm_extra":
             return value.strip().strip("'\"") or None
@@ -159,9 +161,12 @@ SITE_SLURM_EXTRA = site_slurm_extra()
 
 def point_resources(*per_task):
     """The train rules' resources: the point's, and `per_task` ones for a job of several
-    tasks (the `mpi` resource keeps the SLURM plugin from starting one step per task)."""
-    resources = {name: point_resource(name) for name in ("gres", "cpus_per_task", "mem_mb",
-                                                         "nodes") + per_task}
+    tasks (the `mpi` resource keeps the SLURM plugin from starting one step per task).
+    """
+    resources = {
+        name: point_resource(name)
+        for name in ("gres", "cpus_per_task", "mem_mb", "nodes") + per_task
+    }
     resources["runtime"] = of_point(STUDY.runtime)
     resources["slurm_extra"] = lambda wc: STUDY.slurm_extra(point(wc), SITE_SLURM_EXTRA)
     return resources | ({"mpi": "srun"} if per_task else {})
