@@ -92,12 +92,10 @@ def horovod_command(tasks: int, nodes: int, command: list[str], mpi_launcher: st
                              "the site's MPI launcher: set horovod.mpi_launcher, e.g. "
                              "'mpirun' or 'srun --mpi=pmix'")
         launcher = shlex.split(mpi_launcher)
-        name = os.path.basename(launcher[0])
         if is_mpirun(mpi_launcher):
             launcher += ["-np", str(tasks)]
-        elif name == "srun":
-            launcher += [f"--ntasks={tasks}", "--kill-on-bad-exit=1"] + (
-                [f"--ntasks-per-node={tasks_per_node}"] if tasks_per_node else [])
+        elif slurm.is_srun(launcher):
+            launcher += slurm.srun_task_flags(tasks, tasks_per_node)
         return launcher + command
     horovodrun = os.path.join(os.path.dirname(command[0]), "horovodrun")
     if not os.path.exists(horovodrun):

@@ -206,12 +206,20 @@ def active_jobs(timeout: float = TIMEOUT_S) -> dict[str, str] | None:
 
 
 # --- job steps and the allocation --------------------------------------------------------
+def is_srun(launcher: list[str]) -> bool:
+    """Whether a launcher's words (e.g. the site's MPI launcher) start SLURM's srun."""
+    return bool(launcher) and os.path.basename(launcher[0]) == "srun"
+
+
+def srun_task_flags(tasks: int, tasks_per_node: int | None) -> list[str]:
+    """srun's flags for `tasks` tasks, the step ended whole when one task fails."""
+    return [f"--ntasks={tasks}", "--kill-on-bad-exit=1"] + (
+        [f"--ntasks-per-node={tasks_per_node}"] if tasks_per_node else [])
+
+
 def srun_command(tasks: int, tasks_per_node: int | None, command: list[str]) -> list[str]:
-    """One job step of `tasks` tasks running `command`, ended whole when one task fails."""
-    flags = ["srun", f"--ntasks={tasks}", "--kill-on-bad-exit=1", "--export=ALL"]
-    if tasks_per_node:
-        flags.append(f"--ntasks-per-node={tasks_per_node}")
-    return flags + command
+    """One job step of `tasks` tasks running `command` with the job's environment."""
+    return ["srun", *srun_task_flags(tasks, tasks_per_node), "--export=ALL", *command]
 
 
 def allocation_env(env: dict, nodes: int, tasks_per_node: int | None,

@@ -417,3 +417,43 @@ resources: {cpus_per_gpu: 1, mem_mb_per_gpu: 500, runtime_min: 1}
     assert left.stdout == "", left.stdout
     assert "Traceback" not in "".join(p.read_text(errors="replace")
                                       for p in (tmp_path / "logs").rglob("*.log"))
+
+
+def test_a_restarted_snakemake_never_holds_two_allocations_for_one_point(tmp_path, archive):
+    """Snakemake on the login node killed (SIGKILL) while its point trains, then started
+    again: it submits the point again (it does not re-attach to running jobs), but with a
+    dependency on the job that still trains it: the new job waits PENDING, holding no
+    GPUs, and when it starts it keeps the first job's completed record."""
+    config = sweep_config(tmp_path / "c.yaml", archive,
+                          sweep="{models: [SimpleCNN], gpus: [1]}",
+                          training="{epochs: 6, batch_per_gpu: 2, device: cpu}")
+    first = start_snakemake(tmp_path, *PROFILE, f"--configfile={config}", output=False)
+    point = tmp_path / "results/runs/SimpleCNN/gpus1/rep1"
+    deadline = time.time() + 600
+    while not ((point / "state/epochs.jsonl").exists()
+               and (point / "state/epochs.jsonl").read_text().count("\n") >= 1):
+        assert first.poll() is None and time.time() < deadline
+        time.sleep(0.1)
+    first.send_signal(signal.SIGKILL)  # the login node's Snakemake dies; its job runs on
+    first.wait(60)
+    [[job]] = queue("%i")
+    run_snakemake(tmp_path, "--unlock", *PROFILE, f"--configfile={config}")
+    second = start_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
+    seen = []  # (job, state, reason) of this user's jobs, as often as squeue answers
+    while second.poll() is None:
+        rows = queue("%i", "%T", "%r")
+        seen.append(rows)
+        assert sum(state == "RUNNING" for _, state, _ in rows) <= 1, rows
+        time.sleep(0.2)
+    output = second.stdout.read()
+    assert second.returncode == 0, output[-4000:]
+    assert f"is still being trained by SLURM job {job}: its new job waits for it" in output
+    waiting = {(j, reason) for rows in seen for j, state, reason in rows if state == "PENDING"}
+    assert any(j != job and reason == "Dependency" for j, reason in waiting), seen
+    record = json.loads((point / "run.json").read_text())
+    assert record["status"] == "completed" and record["env"]["SLURM_JOB_ID"] == job
+    attempts = [json.loads(line) for line in (point / "attempts.jsonl").read_text()
+                .splitlines()]
+    assert [(a["status"], a["slurm_job_id"]) for a in attempts] == [("completed", job)]
+    log = (tmp_path / "logs/train/SimpleCNN/gpus1/rep1.log").read_text()
+    assert "another job completed" in log and "nothing is trained again" in log

@@ -69,6 +69,23 @@ def test_a_requeued_job_plans_the_attempt_it_was_submitted_with(tmp_path, monkey
     assert outcomes.planned_attempt(tmp_path) == 2  # job 4 requeued: what it was given
 
 
+def test_a_kill_between_the_attempt_line_and_run_json_plans_the_point_again(
+        tmp_path, monkeypatch):
+    """The attempt line goes first: a process killed before run.json leaves the point
+    without its record (Snakemake trains it again) and its attempt counted, never a
+    failed record whose attempt is missing (planned as done for ever)."""
+    def killed(path, data):
+        raise KeyboardInterrupt  # the process ends here
+
+    monkeypatch.setattr(contract, "write_json_atomic", killed)
+    record = contract.RunRecord.ending(contract.Status.FAILED, "NaN loss at epoch 1")
+    with pytest.raises(KeyboardInterrupt):
+        record.write(tmp_path)
+    assert not (tmp_path / contract.RUN_JSON).exists()
+    assert [a["status"] for a in contract.read_attempts(tmp_path)] == ["failed"]
+    assert outcomes.planned_attempt(tmp_path) == 2
+
+
 def test_a_cut_attempt_line_does_not_hide_the_others(tmp_path):
     write_attempts(tmp_path, "failed")
     with open(tmp_path / contract.ATTEMPTS, "a") as handle:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import psutil
 from conftest import SCRIPTS
@@ -43,3 +45,31 @@ def test_every_signal_is_named_and_sigkill_says_who_sends_it():
     assert killed_reason(64) in ("the training process was killed by SIGRTMAX",
                                  "the training process was killed by signal 64")
     assert stopped_reason(signal.SIGINT).startswith("stopped by SIGINT (Ctrl-C")
+
+
+def test_a_second_sigterm_during_the_stop_does_not_cut_it_short(tmp_path):
+    """The watchdog stops a worker that takes its time to end (it traps SIGTERM); SIGTERM
+    to the launcher meanwhile (scancel) must not abandon that wait: the worker ends first,
+    then exactly one record is written, and nothing outlives the launcher."""
+    worker = (f"trap 'touch {tmp_path}/got; sleep 2; touch {tmp_path}/done; exit 0' TERM; "
+              "while true; do sleep 0.1; done")
+    # a 0.35 min limit: the watchdog (20 s before the end) stops the worker after 1 s
+    launch = subprocess.Popen(
+        [sys.executable, str(SCRIPTS / "launch.py"), "--record", str(tmp_path / "run"),
+         "--time-limit-min", "0.35", "--", "bash", "-c", worker],
+        cwd=SCRIPTS, stderr=subprocess.PIPE, text=True)
+    got = tmp_path / "got"
+    end = time.monotonic() + 120
+    while not got.exists():
+        assert launch.poll() is None and time.monotonic() < end, launch.stderr.read()
+        time.sleep(0.02)
+    launch.send_signal(signal.SIGTERM)
+    launch.send_signal(signal.SIGTERM)
+    assert launch.wait(60) == 128 + signal.SIGTERM
+    assert (tmp_path / "done").exists()  # the worker's own stop was waited for
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["status"] == "timeout"
+    attempts = (tmp_path / "run" / "attempts.jsonl").read_text().splitlines()
+    assert len(attempts) == 1
+    assert not [p for p in psutil.process_iter(["cmdline"])
+                if str(tmp_path / "got") in " ".join(p.info["cmdline"] or [])]

@@ -126,3 +126,50 @@ def test_every_column_of_scaling_csv_and_the_accounted_ones_is_defined_in_the_do
     defined = {name for cell in rows for name in re.findall(r"`([a-z_0-9]+)`", cell)}
     missing = [c for c in (*SCALING_COLUMNS, *EXTRA_COLUMNS, *ACCOUNTED) if c not in defined]
     assert missing == []
+
+
+def package_imports() -> dict[str, set[str]]:
+    """Each dlscale module's dlscale imports, at any depth in the module (lazy ones too)."""
+    import ast
+
+    graph = {}
+    for path in sorted((ROOT / "scripts" / "dlscale").glob("*.py")):
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                if node.module == "dlscale":
+                    found |= {alias.name for alias in node.names}
+                elif node.module.startswith("dlscale."):
+                    found.add(node.module.split(".")[1])
+            elif isinstance(node, ast.Import):
+                found |= {a.name.split(".")[1] for a in node.names
+                          if a.name.startswith("dlscale.")}
+        graph[path.stem] = found - {path.stem}
+    return graph
+
+
+def test_the_package_has_no_import_cycle():
+    graph = package_imports()
+    cycles = []
+
+    def visit(module, trail):
+        for imported in sorted(graph.get(module, ())):
+            if imported in trail:
+                cycles.append(trail[trail.index(imported):] + [imported])
+            elif imported not in done:
+                visit(imported, trail + [imported])
+        done.add(module)
+
+    done: set[str] = set()
+    for module in graph:
+        visit(module, [module])
+    assert cycles == []
+
+
+def test_only_dlscale_slurm_calls_slurms_commands():
+    """squeue, scontrol, sacct, sbatch and srun are run, and their answers read, in one
+    module; the rest ask it."""
+    word = re.compile(r"""["'](squeue|scontrol|sacct|sbatch|srun)["']""")
+    callers = {path.relative_to(ROOT).as_posix()
+               for path in (ROOT / "scripts").rglob("*.py") if word.search(path.read_text())}
+    assert callers == {"scripts/dlscale/slurm.py"}

@@ -1,0 +1,154 @@
+"""dlscale.locks on real processes: one writer per point with flock or with an O_EXCL file,
+stale holders, the file system named on errors, and ports no two launchers share.
+
+No file system on this machine lacks flock (ext4 and tmpfs, checked): the ENOSYS case is
+the one place where the system's answer is put in by the test."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+from conftest import SCRIPTS
+
+from dlscale import locks
+from dlscale.contract import LOCK, LOCK_HELD
+
+HOLDER = textwrap.dedent("""
+    import sys, time
+    from pathlib import Path
+    from dlscale.locks import PointLock
+    folder = Path(sys.argv[1])
+    lock = PointLock(folder, poll=0.1)
+    waited = lock.take()
+    (folder / f"taken-{sys.argv[2]}").write_text(str(waited))
+    while not (folder / f"release-{sys.argv[2]}").exists():
+        time.sleep(0.05)
+    lock.release()
+""")
+
+
+def holder(folder, name, mode):
+    env = {k: v for k, v in os.environ.items() if k != locks.MODE_ENV}
+    if mode:
+        env[locks.MODE_ENV] = mode
+    return subprocess.Popen([sys.executable, "-c", HOLDER, str(folder), name], cwd=SCRIPTS,
+                            env=env, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for(path, proc, timeout=60):
+    end = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, proc.stderr.read()
+        assert time.monotonic() < end, f"{path} did not appear"
+        time.sleep(0.05)
+    return path.read_text()
+
+
+@pytest.mark.parametrize("mode", [None, "exclusive"])
+def test_a_second_taker_waits_for_the_holder_and_is_told_who(tmp_path, mode):
+    first = holder(tmp_path, "a", mode)
+    assert wait_for(tmp_path / "taken-a", first) == "False"
+    held = tmp_path / (LOCK_HELD if mode else LOCK)
+    assert json.loads(held.read_text())["pid"] == first.pid
+    second = holder(tmp_path, "b", mode)
+    said = second.stderr.readline()  # blocks until the second says it waits
+    assert f"pid {first.pid}" in said and said.rstrip().endswith("waiting for it to end")
+    assert not (tmp_path / "taken-b").exists()
+    (tmp_path / "release-a").touch()
+    assert first.wait(60) == 0
+    assert wait_for(tmp_path / "taken-b", second) == "True"
+    assert json.loads(held.read_text())["pid"] == second.pid
+    (tmp_path / "release-b").touch()
+    assert second.wait(60) == 0
+    # released: the file names nobody (flock's is emptied, the O_EXCL file is gone)
+    assert not held.exists() or held.read_text() == ""
+
+
+@pytest.mark.parametrize("mode", [None, "exclusive"])
+def test_a_holder_killed_by_sigkill_does_not_hold_the_point(tmp_path, mode):
+    first = holder(tmp_path, "a", mode)
+    wait_for(tmp_path / "taken-a", first)
+    first.send_signal(signal.SIGKILL)
+    first.wait(60)
+    if mode:  # its file is left behind, naming a process that is gone
+        assert json.loads((tmp_path / LOCK_HELD).read_text())["pid"] == first.pid
+    second = holder(tmp_path, "b", mode)
+    assert wait_for(tmp_path / "taken-b", second) == "False"  # stale: taken at once
+    (tmp_path / "release-b").touch()
+    assert second.wait(60) == 0
+
+
+def test_a_file_system_without_flock_gets_the_lock_file(tmp_path, monkeypatch):
+    def no_flock(handle, operation):
+        raise OSError(errno.ENOSYS, os.strerror(errno.ENOSYS))
+
+    monkeypatch.setattr(fcntl, "flock", no_flock)
+    lock = locks.PointLock(tmp_path)
+    assert lock.take() is False
+    assert json.loads((tmp_path / LOCK_HELD).read_text())["pid"] == os.getpid()
+    lock.release()
+    assert not (tmp_path / LOCK_HELD).exists()
+
+
+def test_another_lock_error_names_the_file_and_its_file_system(tmp_path, monkeypatch):
+    def broken(handle, operation):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(fcntl, "flock", broken)
+    with pytest.raises(locks.LockError) as caught:
+        locks.PointLock(tmp_path).take()
+    message = str(caught.value)
+    assert message == (f"cannot lock {tmp_path / LOCK} (file system "
+                       f"{locks.file_system(tmp_path)}): Input/output error; set "
+                       "DLSCALE_POINT_LOCK=exclusive to use a lock file instead of flock")
+    assert locks.file_system(tmp_path) != "?"
+
+
+def test_a_holder_on_another_host_without_a_job_cannot_be_judged_and_is_named(tmp_path):
+    (tmp_path / LOCK_HELD).write_text(json.dumps(
+        {"host": "elsewhere-node", "pid": 4242, "slurm_job": None, "since": "x"}))
+    proc = holder(tmp_path, "a", "exclusive")
+    said = proc.stderr.readline()
+    assert "host elsewhere-node, pid 4242" in said
+    assert said.rstrip().endswith(f"if no such process runs, delete {tmp_path / LOCK_HELD}")
+    (tmp_path / LOCK_HELD).unlink()  # the user does as told
+    assert wait_for(tmp_path / "taken-a", proc) == "True"
+    (tmp_path / "release-a").touch()
+    assert proc.wait(60) == 0
+
+
+RESERVE = textwrap.dedent("""
+    import json, sys, time
+    from pathlib import Path
+    from dlscale.locks import reserve_ports
+    Path(sys.argv[1]).write_text(json.dumps(reserve_ports(int(sys.argv[2]))))
+    while not Path(sys.argv[1] + ".done").exists():
+        time.sleep(0.05)
+""")
+
+
+def test_ports_reserved_by_live_launchers_are_never_handed_out_twice(tmp_path):
+    procs = [subprocess.Popen([sys.executable, "-c", RESERVE, str(tmp_path / f"p{i}"), "8"],
+                              cwd=SCRIPTS, stderr=subprocess.PIPE, text=True)
+             for i in range(4)]
+    chosen = [json.loads(wait_for(tmp_path / f"p{i}", p)) for i, p in enumerate(procs)]
+    ports = [port for ports in chosen for port in ports]
+    assert len(ports) == 32 and len(set(ports)) == 32
+    registry = json.loads(locks._registry().read_text())
+    assert {int(p) for p, pid in registry.items() if pid in {q.pid for q in procs}} == set(ports)
+    for i, proc in enumerate(procs):
+        (tmp_path / f"p{i}.done").touch()
+        assert proc.wait(60) == 0
+    # the launchers are gone: their ports are free again, and dropped at the next choice
+    locks.reserve_ports(1)
+    registry = json.loads(locks._registry().read_text())
+    assert not set(registry.values()) & {proc.pid for proc in procs}
