@@ -107,7 +107,7 @@ def test_the_readme_describes_the_demo_as_its_config_runs_it():
     train, epochs = demo["data"]["limit_train"], demo["training"]["epochs"]
     steps = train // demo["training"]["batch_per_gpu"] * epochs  # on 1 replica
     readme = (ROOT / "README.md").read_text()
-    quick_start = readme.split("## Quick start")[1].split("## What is where")[0]
+    quick_start = readme.split("## Quick start")[1].split("\n## ")[0]
     words = " ".join(quick_start.split())
     assert f"on {train} images for {epochs} epochs" in words
     assert f"{steps} steps" in words
@@ -173,3 +173,38 @@ def test_only_dlscale_slurm_calls_slurms_commands():
     callers = {path.relative_to(ROOT).as_posix()
                for path in (ROOT / "scripts").rglob("*.py") if word.search(path.read_text())}
     assert callers == {"scripts/dlscale/slurm.py"}
+
+
+def test_the_readmes_config_snippets_are_valid_config():
+    """Each YAML block of the README, put into the demo's config, passes the schema."""
+    from snakemake.utils import validate
+
+    from dlscale import schema
+
+    blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert len(blocks) == 4
+    for block in blocks:
+        config = yaml.safe_load((ROOT / "config" / "demo.yaml").read_text())
+        for key, value in yaml.safe_load(block).items():
+            config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
+        validate(config, schema=str(schema.PATH))
+
+
+def test_the_readme_is_a_front_page():
+    readme = (ROOT / "README.md").read_text().splitlines()
+    assert len(readme) <= 200
+    first = "\n".join(readme[:40])
+    assert "make demo" in first and "make test" in first
+    for link in re.findall(r"\]\((docs/[^)#]+)", "\n".join(readme)):
+        assert (ROOT / link).exists(), link
+
+
+def test_the_benchmarks_are_by_topic_each_opening_with_its_current_figure():
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    headings = re.findall(r"^#+ .*$", text, re.M)
+    assert not [h for h in headings if re.search(r"\bissues?\s+\d", h, re.I)]
+    topics = re.split(r"^## ", text, flags=re.M)[1:]
+    assert len(topics) >= 7
+    for topic in topics:
+        opening = topic.split("\n\n", 2)[1]
+        assert opening.startswith(("**Now:**", "No GPU")), topic.splitlines()[0]
