@@ -147,3 +147,14 @@ def site_modules(root: Path) -> tuple[str, dict]:
                                 f"prepend-path PATH {Path(sys.executable).parent}\n")
     return "dlscale-stack/1.0", {"MODULEPATH": str(root / "modulefiles"),
                                  "BASH_ENV": str(MODULES_INIT)}
+
+
+def read_telemetry(path: Path) -> tuple[list[dict], int]:
+    """(rows as numbers, GPU count) of a telemetry.csv."""
+    import csv
+
+    with open(path, newline="") as handle:
+        reader = csv.DictReader(handle)
+        gpus = len([c for c in reader.fieldnames or [] if c.endswith("_util_percent")])
+        rows = [{k: float(v) for k, v in row.items() if v not in ("", None)} for row in reader]
+    return rows, gpus

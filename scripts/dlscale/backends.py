@@ -19,14 +19,13 @@ import tempfile
 from pathlib import Path
 
 from dlscale import cli as K
+from dlscale.cluster import slurm_tf_config, worker_identity
 from dlscale.training import (
     RunError,
     cuda_visible_devices,
     make_optimizer,
     make_strategy,
     setup_devices,
-    slurm_tf_config,
-    worker_identity,
 )
 
 

@@ -351,7 +351,7 @@ def main(argv=None) -> int:
         signal.signal(stopped[0], signal.SIG_DFL)
         os.kill(os.getpid(), stopped[0])
     from dlscale.telemetry import describe_system
-    from dlscale.training import environment_facts  # after: it sets TF_USE_LEGACY_KERAS
+    from dlscale.training import environment_facts
 
     uses_epochs = any(f == "epochs" for _, f, _, _ in string.Formatter().parse(args.command))
     status, reason = ending(returncode, epochs, facts, problem,

@@ -13,13 +13,16 @@ import os
 import sys
 import time
 import traceback
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dlscale import cli as K
 from dlscale import phases
 from dlscale.cli import quiet_tensorflow
+from dlscale.cluster import worker_identity
 from dlscale.contract import (
     EPOCHS,
     EXIT_STATUS,
@@ -31,43 +34,39 @@ from dlscale.contract import (
     Status,
     read_epochs,
 )
-from dlscale.files import unshare
+from dlscale.errors import RunError, disk_full
+from dlscale.files import tee_stdout, unshare
+from dlscale.resume import completed_epochs, prepare_state
+from dlscale.runinputs import input_facts, inputs
 from dlscale.settings import Settings, resume_key
 from dlscale.telemetry import describe_system
-from dlscale.training import RunError
+from dlscale.timelimit import DeadlineReached, deadline_stop, job_deadline
+
+if TYPE_CHECKING:
+    from dlscale.backends import Backend
+    from dlscale.training import RunPlan
 
 
-class Tee:
-    """Copies what Keras prints to stdout into train.log as well (see tee_stdout)."""
+@dataclass
+class Run:
+    """What every step of a run reads, made once in `run`: the settings, the backend
+    (strategy, devices, rank), the run's plan (global batch, steps, learning rate), the
+    data's manifest, the precision policy and the state folder."""
 
-    def __init__(self, stream, file):
-        self.stream, self.file = stream, file
+    settings: Settings
+    backend: Backend
+    plan: RunPlan
+    manifest: dict
+    precision: str
+    state: Path
 
-    def write(self, text):
-        self.stream.write(text)
-        self.file.write(text)
-        return len(text)
+    @property
+    def backup(self) -> Path:
+        return backup_dir(self.settings, self.state)
 
-    def flush(self):
-        self.stream.flush()
-        self.file.flush()
-
-    def __getattr__(self, name):
-        return getattr(self.stream, name)
-
-
-@contextmanager
-def tee_stdout(path: Path):
-    """stdout goes to `path` too while the block runs; then the file is closed and
-    sys.stdout is what it was."""
-    original = sys.stdout
-    with open(path, "a", buffering=1) as file:
-        sys.stdout = Tee(original, file)
-        try:
-            yield
-        finally:
-            sys.stdout.flush()
-            sys.stdout = original
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        return tuple(self.manifest["image_shape"])
 
 
 def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
@@ -98,13 +97,14 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
                       lr_scaling=settings.lr_scaling, warmup_epochs=settings.warmup_epochs,
                       xla=settings.xla, device=settings.device,
                       devices_in_process=len(backend.devices))
-    precision = T.resolve_precision(settings.precision, settings.device)
+    r = Run(settings, backend, plan, manifest,
+            T.resolve_precision(settings.precision, settings.device), state)
     notes: list[str] = []  # what went wrong beside the training: run.json and train.log
     if os.environ.get(SLOW_STEP_ENV):
         notes.append(f"slowed for a test: {SLOW_STEP_ENV}={os.environ[SLOW_STEP_ENV]} s "
                      "of sleep after every step")
-    deadline = T.job_deadline(settings.time_limit_min, started.timestamp(), notes)
-    backup = backup_dir(settings, state)
+    deadline = job_deadline(settings.time_limit_min, started.timestamp(), notes)
+    backup = r.backup
 
     def announce(epoch: int) -> None:  # what the resume did, once the first epoch begins
         if resuming and epoch:
@@ -113,20 +113,18 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
             say(f"dlscale train: the backup in {backup} held no finished epoch: starting "
                 "at epoch 1")
 
-    model, recorder, callbacks = build(settings, backend, plan, manifest, precision, state,
-                                       deadline, sampler, announce)
+    model, recorder, callbacks = build(r, deadline, sampler, announce)
     phases.mark("model")
-    done = T.completed_epochs(backup) if resuming else 0  # the order goes on from there
-    train_ds, test_ds = backend.datasets(*inputs(settings, manifest, plan, done),
-                                         plan.global_batch)
+    done = completed_epochs(backup) if resuming else 0  # the order goes on from there
+    train_ds, test_ds = backend.datasets(*inputs(r, done), plan.global_batch)
     phases.mark("data")
-    for line in filter(None, [summary(settings, backend, plan, manifest, precision), note,
+    for line in filter(None, [summary(r), note,
                               *notes, plan.xla_note]):
         say(f"dlscale train: {line}")
-    train = trainer(settings, backend, plan, model, train_ds, callbacks, state)
+    train = trainer(r, model, train_ds, callbacks)
     phases.mark("first_step")
     t0 = time.perf_counter()
-    status, reason = fit(train, settings, precision)
+    status, reason = fit(train, settings, r.precision)
     fit_seconds = time.perf_counter() - t0
     phases.mark("last_step")
     if resuming and recorder.first_epoch is None and status is Status.COMPLETED:
@@ -143,7 +141,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
         say(f"dlscale train: {reason}")
     if status is Status.COMPLETED and settings.save_model:
         backend.save_model(model, settings.out / "model.keras")
-    synthetic = (synthetic_speed(settings, backend, plan, manifest, model)
+    synthetic = (synthetic_speed(r, model)
                  if status is Status.COMPLETED and settings.synthetic_check_steps else None)
     if sampler:
         sampler.stop()
@@ -151,8 +149,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
             notes.append(f"telemetry stopped sampling: {sampler.error}")
             say(f"dlscale train: warning: {notes[-1]}")
     phases.mark("evaluated")
-    info = record(settings, backend, plan, manifest, precision, started, status, reason, test,
-                  fit_seconds, read_epochs(state / EPOCHS),
+    info = record(r, started, status, reason, test, fit_seconds, read_epochs(state / EPOCHS),
                   resumed_at=resumed_at(resuming, recorder, settings.epochs), note=note,
                   notes=notes)
     info["telemetry"] = ({"file": TELEMETRY, "interval_s": settings.telemetry_interval,
@@ -183,22 +180,24 @@ def start_telemetry(settings, backend, stack: ExitStack):
     return sampler
 
 
-def synthetic_speed(settings, backend, plan, manifest: dict, model) -> float:
+def synthetic_speed(r: Run, model) -> float:
     """Images/s of the trained model on synthetic input (one repeated random batch per
     replica, no reading or decoding): timed over --synthetic-check-steps steps after as
     many untimed ones, through the same strategy. Real / this < 1 means the input
     pipeline holds training back."""
     from dlscale import training as T
 
-    def synthetic_input(context):
-        return T.synthetic_dataset(tuple(manifest["image_shape"]), manifest["num_classes"],
-                                   context.get_per_replica_batch_size(plan.global_batch),
-                                   settings.seed)
+    plan = r.plan
 
-    train_ds, _ = backend.datasets(synthetic_input, inputs(settings, manifest, plan)[1],
-                                   plan.global_batch)  # the test input is not read
+    def synthetic_input(context):
+        return T.synthetic_dataset(r.image_shape, r.manifest["num_classes"],
+                                   context.get_per_replica_batch_size(plan.global_batch),
+                                   r.settings.seed)
+
+    train_ds, _ = r.backend.datasets(synthetic_input, inputs(r)[1],
+                                     plan.global_batch)  # the test input is not read
     step = model.make_train_function()  # Keras' own step under the strategy, without fit
-    batches, steps = iter(train_ds), settings.synthetic_check_steps
+    batches, steps = iter(train_ds), r.settings.synthetic_check_steps
     for _ in range(steps):  # untimed: tracing and warm-up
         logs = step(batches)
     float(logs["loss"])  # waits for the device to finish
@@ -209,38 +208,38 @@ def synthetic_speed(settings, backend, plan, manifest: dict, model) -> float:
     return round(steps * plan.global_batch / (time.perf_counter() - start), 2)
 
 
-def build(settings, backend, plan, manifest: dict, precision: str, state: Path, deadline,
-          sampler=None, on_first=None):
+def build(r: Run, deadline, sampler=None, on_first=None):
     """The compiled model in the backend's scope, its epoch recorder and its callbacks."""
     from dlscale import training as T
 
+    settings, backend, plan = r.settings, r.backend, r.plan
     keras = K.keras()
     keras.utils.set_random_seed(settings.seed)
-    keras.mixed_precision.set_global_policy(precision)
+    keras.mixed_precision.set_global_policy(r.precision)
     schedule = T.warmup_schedule(settings.base_lr, plan.lr, plan.warmup_steps)
-    recorder = T.epoch_recorder(state / EPOCHS, plan.steps, plan.global_batch,
+    recorder = T.epoch_recorder(r.state / EPOCHS, plan.steps, plan.global_batch,
                                 backend.lr_of(schedule), backend.chief, sampler, on_first)
     with backend.scope():
-        model = T.build_model(settings.model, tuple(manifest["image_shape"]),
-                              manifest["num_classes"], settings.image_size,
-                              settings.model_from)
-        callbacks = (backend.callbacks(recorder, str(backup_dir(settings, state)), plan)
+        model = T.build_model(settings.model, r.image_shape, r.manifest["num_classes"],
+                              settings.image_size, settings.model_from)
+        callbacks = (backend.callbacks(recorder, str(r.backup), plan)
                      if settings.loop == "fit"
                      else [recorder]) + chief_callbacks(settings, backend)
         callbacks += slow_steps()
         if deadline is not None:  # last: it stops training after the backup is saved
-            callbacks.append(T.deadline_stop(deadline, backend.agree))
+            callbacks.append(deadline_stop(deadline, backend.agree))
         model.compile(optimizer=backend.optimizer(plan, schedule), metrics=["accuracy"],
                       loss="sparse_categorical_crossentropy", jit_compile=plan.xla)
     return model, recorder, callbacks
 
 
-def trainer(settings, backend, plan, model, train_ds, callbacks: list, state: Path):
+def trainer(r: Run, model, train_ds, callbacks: list):
     """The training loop to run: Keras' fit, or the custom loop."""
+    settings, backend, plan = r.settings, r.backend, r.plan
     if settings.loop == "custom":
         from dlscale.customloop import CustomLoop
 
-        loop = CustomLoop(backend, model, plan, backup_dir(settings, state))
+        loop = CustomLoop(backend, model, plan, r.backup)
         return lambda: loop.train(train_ds, settings.epochs, callbacks, backend.chief)
     return lambda: model.fit(train_ds, epochs=settings.epochs, steps_per_epoch=plan.steps,
                              verbose=2 if backend.chief else 0, callbacks=callbacks)
@@ -278,7 +277,6 @@ def open_state(settings, backend, manifest: dict, stack: ExitStack):
     """The chief readies the run's state (resume only with the same settings) and tees
     stdout into its train.log; returns (state folder, note for the log, resuming)."""
     from dlscale.tfrecords import MANIFEST
-    from dlscale.training import prepare_state
 
     state = settings.out / STATE
     backup = backup_dir(settings, state)
@@ -297,44 +295,8 @@ def open_state(settings, backend, manifest: dict, stack: ExitStack):
     return state, note, resuming
 
 
-def inputs(settings, manifest: dict, plan, epochs_done: int = 0):
-    """(train input function of an InputContext, test input of (batch, shards, index));
-    the training input begins where `epochs_done` epochs of a resumed run left it."""
-    from dlscale import training as T
-    from dlscale.tfrecords import make_dataset
-
-    def train_input(context):
-        batch = context.get_per_replica_batch_size(plan.global_batch)
-        seed = settings.seed + context.input_pipeline_id
-        # each step takes a batch per replica of this pipeline's worker
-        taken = epochs_done * plan.steps * (context.num_replicas_in_sync
-                                            // context.num_input_pipelines)
-        if settings.synthetic:
-            return T.synthetic_dataset(tuple(manifest["image_shape"]), manifest["num_classes"],
-                                       batch, seed)
-        return make_dataset(settings.data_dir, "train", batch, training=True, seed=seed,
-                            shuffle_buffer=settings.shuffle_buffer,
-                            num_shards=context.num_input_pipelines,
-                            shard_index=context.input_pipeline_id, skip_batches=taken,
-                            cache=in_memory(settings, manifest, context.num_input_pipelines,
-                                            context.input_pipeline_id))
-
-    def test_input(batch, shards, index):
-        return make_dataset(settings.data_dir, "test", batch, training=False, num_shards=shards,
-                            shard_index=index)
-
-    return train_input, test_input
-
-
-def in_memory(settings, manifest: dict, pipelines: int, index: int) -> bool:
-    """Whether input pipeline `index` of `pipelines` holds its decoded training images in
-    memory (they take at most --cache-mb) instead of reading the shards every epoch."""
-    from dlscale.tfrecords import split_bytes
-
-    return split_bytes(manifest, "train", pipelines, index) <= settings.cache_mb * 2**20
-
-
-def summary(settings, backend, plan, manifest: dict, precision: str) -> str:
+def summary(r: Run) -> str:
+    settings, backend, plan, manifest = r.settings, r.backend, r.plan, r.manifest
     facts = input_facts(settings, backend, manifest)
     return (f"{settings.model} on {backend.replicas} replica(s) [{backend.kind}, {settings.loop}: "
             f"{', '.join(backend.devices)} x {backend.size} worker(s)], global batch "
@@ -342,7 +304,7 @@ def summary(settings, backend, plan, manifest: dict, precision: str) -> str:
             f"{manifest['splits']['train']['count']} images "
             f"({facts['resize']} resize to {facts['image_size']} px, read from "
             f"{facts['train_input']}), "
-            f"{precision}, "
+            f"{r.precision}, "
             f"xla {'on' if plan.xla else 'off'}{', synthetic input' if settings.synthetic else ''}")
 
 
@@ -350,7 +312,6 @@ def fit(train, settings, precision: str):
     """Run the training loop; (status, reason) of how it ended."""
     import tensorflow as tf
 
-    from dlscale.training import DeadlineReached
 
     try:
         train()
@@ -372,32 +333,13 @@ def fit(train, settings, precision: str):
     return Status.COMPLETED, None
 
 
-def disk_full(exc: BaseException) -> str | None:
-    """'no space left on DEVICE (path)' for a full disk or quota, which TensorFlow raises
-    as ResourceExhaustedError like device memory; None for anything else."""
-    import errno
-
-    text = str(exc)
-    number = getattr(exc, "errno", None)
-    if number == errno.ENOSPC or "No space left on device" in text:
-        what = "no space left on device"
-    elif number == errno.EDQUOT or "Disk quota exceeded" in text:
-        what = "disk quota exceeded"
-    else:
-        return None
-    where = getattr(exc, "filename", None) or next(
-        (word.strip("'\",;:") for word in text.split() if word.startswith(("/", "results/"))),
-        None)
-    return f"{what}{f' ({where})' if where else ''}: free space there and run again " \
-        f"({text.strip().splitlines()[0][:200]})"
-
-
-def record(settings, backend, plan, manifest: dict, precision: str, started: datetime,
-           status: Status, reason, test: dict, fit_seconds: float, records: list[dict], *,
-           resumed_at, note, notes: list[str]) -> RunRecord:
+def record(r: Run, started: datetime, status: Status, reason, test: dict,
+           fit_seconds: float, records: list[dict], *, resumed_at, note,
+           notes: list[str]) -> RunRecord:
     """The run record of a run that got as far as training."""
     from dlscale import training as T
 
+    settings, backend, plan, manifest = r.settings, r.backend, r.plan, r.manifest
     return RunRecord.ending(
         status, reason, settings.planned(), backend.facts(),
         replicas=backend.replicas, device_kind=settings.device,
@@ -408,7 +350,7 @@ def record(settings, backend, plan, manifest: dict, precision: str, started: dat
         profile_steps=list(settings.profile_steps) if settings.profile_steps else None,
         base_lr=settings.base_lr, lr_scaling=settings.lr_scaling, lr=plan.lr,
         warmup_epochs=settings.warmup_epochs, momentum=settings.momentum,
-        precision=precision, precision_asked=settings.precision, xla=plan.xla,
+        precision=r.precision, precision_asked=settings.precision, xla=plan.xla,
         xla_asked=settings.xla, xla_note=plan.xla_note,
         seed=settings.seed, synthetic_input=settings.synthetic,
         epochs_completed=len(records),
@@ -428,21 +370,6 @@ def record(settings, backend, plan, manifest: dict, precision: str, started: dat
         command=[Path(sys.argv[0]).name, *sys.argv[1:]])
 
 
-def input_facts(settings, backend, manifest: dict) -> dict:
-    """Where the images were brought to the model's size: prepare (shards at that size),
-    on_device (the model's first layer), or none (the dataset's own size); and where
-    this process's training input came from after the first epoch: memory, files (the
-    shards) or synthetic (one repeated batch)."""
-    size, shards = settings.model_size(manifest), manifest["image_shape"]
-    native = manifest.get("native_shape", shards)
-    resize = ("on_device" if shards[:2] != [size, size]
-              else "prepare" if native[:2] != shards[:2] else "none")
-    source = ("synthetic" if settings.synthetic
-              else "memory" if in_memory(settings, manifest, backend.size, backend.rank)
-              else "files")
-    return {"resize": resize, "image_size": size, "train_input": source}
-
-
 def resolve_strategy(settings: Settings) -> str:
     if settings.strategy != "auto":
         return settings.strategy
@@ -456,7 +383,6 @@ def chief_process() -> bool:
     for name in ("HOROVOD_RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"):
         if name in os.environ:
             return os.environ[name] == "0"
-    from dlscale.training import worker_identity
 
     return worker_identity()[0] == 0
 

@@ -1,5 +1,6 @@
-"""The error every planning check raises: one line naming the key or file and what was
-expected. rules/common.smk shows it as Snakemake's WorkflowError, once."""
+"""The errors of planning and of a run: PlanError, one line naming the key or file and
+what was expected (rules/common.smk shows it as Snakemake's WorkflowError, once);
+RunError, with train.py's exit status; a full disk told apart from full memory."""
 
 
 class PlanError(ValueError):
@@ -12,3 +13,23 @@ class RunError(Exception):
     def __init__(self, message: str, code: int = 3):
         super().__init__(message)
         self.code = code
+
+
+def disk_full(exc: BaseException) -> str | None:
+    """'no space left on DEVICE (path)' for a full disk or quota, which TensorFlow raises
+    as ResourceExhaustedError like device memory; None for anything else."""
+    import errno
+
+    text = str(exc)
+    number = getattr(exc, "errno", None)
+    if number == errno.ENOSPC or "No space left on device" in text:
+        what = "no space left on device"
+    elif number == errno.EDQUOT or "Disk quota exceeded" in text:
+        what = "disk quota exceeded"
+    else:
+        return None
+    where = getattr(exc, "filename", None) or next(
+        (word.strip("'\",;:") for word in text.split() if word.startswith(("/", "results/"))),
+        None)
+    return f"{what}{f' ({where})' if where else ''}: free space there and run again " \
+        f"({text.strip().splitlines()[0][:200]})"

@@ -1,4 +1,4 @@
-"""Writing outputs so that a reader never sees half a file."""
+"""Writing outputs so that a reader never sees half a file; stdout copied to a log."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import csv
 import json
 import os
 import shutil
+import sys
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -129,3 +130,36 @@ def write_rows(rows, path: str | Path, names: set[str] | None = None) -> None:
         writer = csv.DictWriter(handle, columns)
         writer.writeheader()
         writer.writerows(rows)
+
+
+class Tee:
+    """Copies what Keras prints to stdout into train.log as well (see tee_stdout)."""
+
+    def __init__(self, stream, file):
+        self.stream, self.file = stream, file
+
+    def write(self, text):
+        self.stream.write(text)
+        self.file.write(text)
+        return len(text)
+
+    def flush(self):
+        self.stream.flush()
+        self.file.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.stream, name)
+
+
+@contextmanager
+def tee_stdout(path: Path):
+    """stdout goes to `path` too while the block runs; then the file is closed and
+    sys.stdout is what it was."""
+    original = sys.stdout
+    with open(path, "a", buffering=1) as file:
+        sys.stdout = Tee(original, file)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stdout = original

@@ -215,7 +215,8 @@ def record_end(out: Path, returncode: int, log: str | None, started: datetime,
     (SIGTERM, SIGINT) that stopped launch.py itself, or 0."""
     from dlscale.contract import EPOCHS, STATE, read_epochs
     from dlscale.telemetry import describe_system
-    from dlscale.training import WATCHDOG_RESERVE_S, environment_facts
+    from dlscale.timelimit import WATCHDOG_RESERVE_S
+    from dlscale.training import environment_facts
 
     see = f"; see {log}" if log else ""
     notes = list(notes or [])
@@ -265,7 +266,7 @@ def run(args: argparse.Namespace, command: list[str]) -> int:
 
     os.environ.update(start_of_rule())  # where the job's time went: in every record
     started = datetime.now(UTC)
-    from dlscale.training import JOB_END_ENV, WATCHDOG_RESERVE_S, job_deadline
+    from dlscale.timelimit import JOB_END_ENV, WATCHDOG_RESERVE_S, job_deadline
 
     lock = PointLock(args.record)
     waited = lock.take()

@@ -211,15 +211,6 @@ class Sampler:
                          self.interval)
 
 
-def read_telemetry(path: Path) -> tuple[list[dict], int]:
-    """(rows as numbers, GPU count) of a telemetry.csv."""
-    with open(path, newline="") as handle:
-        reader = csv.DictReader(handle)
-        gpus = len([c for c in reader.fieldnames or [] if c.endswith("_util_percent")])
-        rows = [{k: float(v) for k, v in row.items() if v not in ("", None)} for row in reader]
-    return rows, gpus
-
-
 def summarize(rows: list[dict], gpus: int, start: float, end: float, images: int,
               interval: float) -> dict:
     """Means and peaks of the samples whose period overlaps the window from `start` to

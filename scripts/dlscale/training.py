@@ -1,4 +1,5 @@
-"""Training building blocks: devices, cluster, model, learning-rate schedule, records.
+"""Training building blocks: devices, strategy, precision, model, optimizer and
+learning-rate schedule, the epoch recorder, software checks and versions.
 
 TensorFlow is imported inside the functions so that importing this module (for
 `--help`, for tests of the pure helpers) stays fast. The Keras used everywhere is
@@ -9,7 +10,6 @@ log format the same.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import socket
@@ -19,44 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlscale import cli as K
-from dlscale import slurm
-from dlscale.contract import EPOCHS, SETTINGS, read_epochs
+from dlscale.contract import read_epochs
 from dlscale.errors import RunError  # noqa: F401 (the callers' name for it)
-from dlscale.files import append_jsonl, jsonl_problem, write_json_atomic, write_jsonl_atomic
+from dlscale.files import append_jsonl, write_jsonl_atomic
 from dlscale.vocabulary import SMALL_MODELS, scaled_lr
-
-# --- cluster -----------------------------------------------------------------------
-
-def slurm_tf_config(env: dict[str, str]) -> dict:
-    """TF_CONFIG for the task `srun` started: one worker per task, ports distinct per
-    task (so that several tasks, or several nodes sharing one address, never collide)."""
-    hosts = slurm.hostnames(env.get("SLURM_STEP_NODELIST") or env["SLURM_JOB_NODELIST"])
-    per_node = slurm.expand_tasks_per_node(env.get("SLURM_STEP_TASKS_PER_NODE")
-                                     or env["SLURM_TASKS_PER_NODE"])
-    if len(per_node) != len(hosts):
-        raise RunError(f"SLURM lists {len(hosts)} nodes ({', '.join(hosts)}) but tasks "
-                       f"per node for {len(per_node)}")
-    base = int(env.get("DLSCALE_PORT_BASE") or 12000 + int(env.get("SLURM_JOB_ID", 0)) % 1000 * 50)
-    workers, rank = [], 0
-    for host, count in zip(hosts, per_node):
-        for _ in range(count):
-            workers.append(f"{host}:{base + rank}")
-            rank += 1
-    return {"cluster": {"worker": workers},
-            "task": {"type": "worker", "index": int(env["SLURM_PROCID"])}}
-
-
-def worker_identity() -> tuple[int, int, int]:
-    """(task index, number of workers, local index on the node) from TF_CONFIG or SLURM."""
-    if os.environ.get("TF_CONFIG"):
-        config = json.loads(os.environ["TF_CONFIG"])
-        index = int(config["task"]["index"])
-        return index, len(config["cluster"]["worker"]), int(os.environ.get("SLURM_LOCALID", 0))
-    if "SLURM_PROCID" in os.environ and "SLURM_STEP_ID" in os.environ:
-        return (int(os.environ["SLURM_PROCID"]), int(os.environ.get("SLURM_NTASKS", 1)),
-                int(os.environ.get("SLURM_LOCALID", 0)))
-    return 0, 1, 0
-
 
 # --- devices and strategy ------------------------------------------------------------
 
@@ -379,188 +345,3 @@ def versions() -> dict:
             "python": ".".join(map(str, sys.version_info[:3]))}
 
 
-# --- time limit ---------------------------------------------------------------------------
-
-class DeadlineReached(Exception):
-    """Raised as an epoch begins when it would not end before the job's time limit. An
-    exception, not stop_training: a normal end of `fit` makes BackupAndRestore delete the
-    backup that the rerun resumes from."""
-
-    def __init__(self, epoch: int, longest: float, deadline: float):
-        super().__init__(f"epoch {epoch}")
-        self.epoch, self.longest, self.deadline = epoch, longest, deadline
-
-
-# Set by launch.py for the training it starts: the job's end (time.time() scale), so that
-# its watchdog and train.py's guard count from the same moment.
-JOB_END_ENV = "DLSCALE_JOB_END"
-
-
-def job_deadline(time_limit_min: float | None, started: float,
-                 notes: list[str] | None = None) -> float | None:
-    """When this process must be done (time.time() scale): $DLSCALE_JOB_END when launch.py
-    set it, else the SLURM job's end inside a job, else start + --time-limit-min, else
-    None (no limit). When squeue cannot say, the reason goes to `notes` and the
-    --time-limit-min rule applies."""
-    try:
-        return float(os.environ[JOB_END_ENV])
-    except (KeyError, ValueError):
-        pass
-    job_id = os.environ.get("SLURM_JOB_ID")
-    if job_id:
-        try:
-            left = slurm.time_left(job_id)
-        except slurm.SlurmError as exc:
-            left = None
-            if notes is not None:
-                notes.append(f"the time-limit guard cannot read the job's end ({exc}): "
-                             "a time limit reached mid-epoch loses that epoch")
-        if left is not None:
-            return time.time() + left
-    return started + time_limit_min * 60 if time_limit_min else None
-
-
-# Seconds kept at the end of a job for what follows the last epoch: the evaluation, the
-# records, the process's exit and Snakemake's job step. Under load that took 13 s on the
-# test cluster (train.py done at 14:27:08, the job step at 14:27:21), and SLURM marks a
-# job that reaches its limit TIMEOUT, which makes Snakemake drop its outputs.
-END_OF_JOB_RESERVE_S = 30.0
-# launch.py's watchdog stops a training still running this many seconds before the end
-# (an epoch longer than the time left): less than the reserve above, so that a training
-# that stopped itself at an epoch boundary has 10 s to evaluate and write its records;
-# then KILL_GRACE_S, the record and the job step's end fit in what is left.
-WATCHDOG_RESERVE_S = 20.0
-
-
-def deadline_stop(deadline: float, agree, reserve: float = END_OF_JOB_RESERVE_S):
-    """Keras callback that ends training at an epoch boundary when the next epoch, taken
-    as 1.5 x the longest so far, plus `reserve` seconds for the end of the job, would
-    end after `deadline`. `agree(flag)` makes every worker take the same decision."""
-    keras = K.keras()
-
-    class DeadlineStop(keras.callbacks.Callback):
-        # decided at the end of an epoch, raised as the next begins: by then Keras has
-        # printed the finished epoch's line and BackupAndRestore has saved it
-        def __init__(self):
-            super().__init__()
-            self.longest, self._start, self.stop = 0.0, 0.0, None
-
-        def on_epoch_begin(self, epoch, logs=None):
-            if self.stop is not None:
-                raise self.stop
-            self._start = time.time()
-
-        def on_epoch_end(self, epoch, logs=None):
-            self.longest = max(self.longest, time.time() - self._start)
-            late = time.time() + 1.5 * self.longest + reserve > deadline
-            if agree(late):
-                self.stop = DeadlineReached(epoch + 1, self.longest, deadline)
-
-    return DeadlineStop()
-
-
-# --- resuming -------------------------------------------------------------------------------
-
-def describe_change(old: dict, new: dict) -> str:
-    changed = [k for k in new if old.get(k) != new.get(k)]
-    return ", ".join(f"{k} {old.get(k)!r} -> {new.get(k)!r}" for k in changed)
-
-
-def completed_epochs(backup: Path) -> int:
-    """The epochs an earlier attempt finished, as its backup holds them (0: none): Keras'
-    BackupAndRestore saves the last finished epoch's index (ckpt_saved_epoch, -1 unused),
-    the custom loop the count (epoch)."""
-    import tensorflow as tf
-
-    folder = backup / "chief" if (backup / "chief").is_dir() else backup
-    latest = tf.train.latest_checkpoint(str(folder)) if folder.is_dir() else None
-    if latest is None:
-        return 0
-    reader = tf.train.load_checkpoint(latest)
-    for name, done in (("ckpt_saved_epoch", lambda v: v + 1), ("epoch", lambda v: v)):
-        key = f"{name}/.ATTRIBUTES/VARIABLE_VALUE"
-        if reader.has_tensor(key):
-            return max(int(done(reader.get_tensor(key))), 0)
-    return 0
-
-
-def checkpoint_problem(backup: Path) -> str | None:
-    """Why the newest checkpoint in a backup folder cannot be restored (every tensor is
-    read once), or None; an empty or missing folder has none."""
-    if not backup.is_dir() or not any(p.is_file() for p in backup.rglob("*")):
-        return None
-    import tensorflow as tf
-
-    folders = sorted({p.parent for p in backup.rglob("checkpoint")}) or [backup]
-    for folder in folders:
-        try:
-            latest = tf.train.latest_checkpoint(str(folder))
-            if latest is None:
-                return f"{folder} names no checkpoint"
-            reader = tf.train.load_checkpoint(latest)
-            for name in reader.get_variable_to_shape_map():
-                reader.get_tensor(name)
-        except Exception as exc:  # DataLossError, NotFoundError, a parse error ...
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            return f"checkpoint {folder.relative_to(backup.parent)} cannot be read ({first[:160]})"
-    return None
-
-
-def state_problem(state: Path, backup: Path) -> str | None:
-    """What makes a saved state unusable, or None: settings that cannot be read, records
-    with a cut or damaged line or a gap, a checkpoint that cannot be restored."""
-    settings = state / SETTINGS
-    if settings.exists():
-        try:
-            json.loads(settings.read_bytes())
-        except (OSError, ValueError) as exc:
-            return f"{SETTINGS} cannot be read ({type(exc).__name__})"
-    if problem := jsonl_problem(state / EPOCHS):
-        return problem
-    numbers = [r.get("epoch") for r in read_epochs(state / EPOCHS)]
-    if numbers != list(range(1, len(numbers) + 1)):
-        return f"{EPOCHS} holds epochs {numbers}, not 1 to {len(numbers)}"
-    return checkpoint_problem(backup)
-
-
-def move_aside(state: Path, prefix: str) -> Path:
-    aside = state.parent / f"{prefix}-{time.strftime('%Y%m%dT%H%M%S')}"
-    state.rename(aside)
-    return aside
-
-
-def prepare_state(state: Path, settings: dict, epochs: int, backup: Path | None = None
-                  ) -> str | None:
-    """Make `state` ready for a run with `settings`; return a note for train.log.
-
-    A state that cannot be used (`state_problem`: unreadable settings, damaged records,
-    a checkpoint that does not restore) is moved aside to state.corrupt-<time>/ and the
-    run starts over: a crash loop on every rerun helps no one.
-    Same settings: the backup is kept (the run resumes), unless it already holds more
-    finished epochs than `epochs` asks for (RunError: that would silently drop them).
-    Other settings: the old state is moved aside to superseded-<time>/ and the run
-    starts over."""
-    saved_path = state / SETTINGS
-    note = None
-    if state.is_dir() and (problem := state_problem(state, backup or state / "backup")):
-        aside = move_aside(state, f"{state.name}.corrupt")
-        note = f"the saved state cannot be used ({problem}): starting over; it is in {aside}"
-    if state.is_dir() and any(state.iterdir()):
-        try:
-            saved = json.loads(saved_path.read_bytes())
-        except (OSError, ValueError):  # missing, not UTF-8, not JSON: not resumable
-            saved = {}
-        if {k: saved.get(k) for k in settings} != settings:
-            aside = move_aside(state, "superseded")
-            what = describe_change(saved, settings) if saved else "no settings recorded"
-            note = (f"the saved state was made with other settings ({what}): starting over; "
-                    f"the old state is in {aside}")
-        else:
-            finished = len(read_epochs(state / EPOCHS))
-            if finished > epochs:
-                raise RunError(f"{finished} epochs of this run are already finished in {state} "
-                               f"but --epochs is {epochs}: ask for at least {finished}, or move "
-                               f"{state} away to start over", 2)
-    state.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(saved_path, settings)  # a kill while writing keeps the old settings
-    return note

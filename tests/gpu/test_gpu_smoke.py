@@ -47,7 +47,9 @@ def test_nvml_telemetry_samples_the_visible_gpus(gpus, tmp_path):
     """The NVML code paths of dlscale.telemetry, on a machine with a GPU."""
     import time
 
-    from dlscale.telemetry import Sampler, describe_gpus, read_telemetry
+    from conftest import read_telemetry
+
+    from dlscale.telemetry import Sampler, describe_gpus
 
     described = describe_gpus()
     assert described["gpu_count"] >= 1 and described["gpu_model"], described

@@ -15,7 +15,7 @@ from conftest import ROOT
 from dlscale import runtable
 from dlscale.analysis import scaling, summarize_runs, t95
 from dlscale.contract import RunRecord, Status
-from dlscale.keraslog import parse_file
+from dlscale.keraslog import parse_text, read_text
 
 STUDY = ROOT / "tests" / "data" / "reference-study"
 
@@ -23,7 +23,8 @@ STUDY = ROOT / "tests" / "data" / "reference-study"
 def study_epochs() -> pd.DataFrame:
     rows = []
     for gpus in (1, 2, 4):
-        parsed = parse_file(str(STUDY / f"ResNet50_{gpus}gpu.out"))
+        log = STUDY / f"ResNet50_{gpus}gpu.out"
+        parsed = parse_text(read_text(log), str(log))
         rows += parse_logs.table(parsed, {"run": f"ref{gpus}", "model": "ResNet50V2",
                                           "gpus": gpus, "images_per_epoch": 50000,
                                           "global_batch": 256 * gpus, "source": "external"})

@@ -92,7 +92,7 @@ def test_trains_fit_calls_no_callback_between_steps(tmp_path):
     """train.py's callbacks for fit have no step hooks, so Keras runs an epoch's steps
     without calling into Python between them; NaN is caught by the epoch recorder. Keras'
     TerminateOnNaN read the loss after every step, and with it in the list Keras called
-    every callback's step hooks (about 1 ms per step: docs/benchmarks.md, issue 26)."""
+    every callback's step hooks (about 1 ms per step: docs/benchmarks.md, "Training overhead")."""
     import time
 
     from dlscale import driver
@@ -105,9 +105,9 @@ def test_trains_fit_calls_no_callback_between_steps(tmp_path):
     backend.setup()
     plan = plan_run(**{**PLAN, "replicas": 1, "device": "cpu", "devices_in_process": 1,
                        "batch_per_gpu": 8, "train_images": 64})
-    model, recorder, callbacks = driver.build(
-        settings, backend, plan, {"image_shape": [8, 8, 3], "num_classes": 10}, "float32",
-        tmp_path / "state", deadline=time.time() + 3600)
+    run = driver.Run(settings, backend, plan, {"image_shape": [8, 8, 3], "num_classes": 10},
+                     "float32", tmp_path / "state")
+    model, recorder, callbacks = driver.build(run, deadline=time.time() + 3600)
     assert recorder in callbacks and len(callbacks) >= 3  # recorder, backup, deadline stop
     hooks = keras().callbacks.CallbackList(callbacks, model=model)
     assert not hooks._should_call_train_batch_hooks  # Keras' own test of "any step hook"

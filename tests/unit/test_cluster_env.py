@@ -6,9 +6,9 @@ import subprocess
 import pytest
 from conftest import IN_CI
 
+from dlscale.cluster import slurm_tf_config
 from dlscale.errors import RunError
 from dlscale.slurm import expand_tasks_per_node, hostnames, parse_hostlist
-from dlscale.training import slurm_tf_config
 
 HOSTLISTS = {
     "gpu[01-02,05],login1": ["gpu01", "gpu02", "gpu05", "login1"],

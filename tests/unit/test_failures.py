@@ -19,10 +19,11 @@ from conftest import ROOT
 from snakemake.utils import validate
 
 from dlscale import contract, outcomes
+from dlscale.resume import prepare_state
 from dlscale.slurm import parse_duration as parse_slurm_duration
 from dlscale.sources import DATASETS, DatasetError, _cifar_python_batch, parse_idx, read_idx_dataset
 from dlscale.sweep import SweepError, expand
-from dlscale.training import RunError, prepare_state
+from dlscale.training import RunError
 
 SCHEMA = str(ROOT / "config" / "schema.yaml")
 
@@ -303,7 +304,7 @@ def test_labels_are_drawn_literally_and_missing_points_are_named(tmp_path):
 
 
 def test_a_time_limit_guard_that_cannot_ask_squeue_says_so(monkeypatch):
-    from dlscale.training import job_deadline
+    from dlscale.timelimit import job_deadline
 
     # a job id SLURM does not know: squeue (or its absence) cannot give the end
     monkeypatch.setenv("SLURM_JOB_ID", "999999999")

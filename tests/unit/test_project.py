@@ -129,13 +129,18 @@ def test_every_column_of_scaling_csv_and_the_accounted_ones_is_defined_in_the_do
 
 
 def package_imports() -> dict[str, set[str]]:
-    """Each dlscale module's dlscale imports, at any depth in the module (lazy ones too)."""
+    """Each dlscale module's dlscale imports, at any depth in the module (lazy ones too;
+    not those for type checkers only, under `if TYPE_CHECKING:`)."""
     import ast
 
     graph = {}
     for path in sorted((ROOT / "scripts" / "dlscale").glob("*.py")):
         found = set()
-        for node in ast.walk(ast.parse(path.read_text())):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+                node.body = []
+        for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module:
                 if node.module == "dlscale":
                     found |= {alias.name for alias in node.names}

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from conftest import ROOT
+from conftest import ROOT, read_telemetry
 
-from dlscale.telemetry import HOST_COLUMNS, read_telemetry, summarize
+from dlscale.telemetry import HOST_COLUMNS, summarize
 
 RECORDED = ROOT / "tests" / "data" / "telemetry" / "telemetry.csv"
 
