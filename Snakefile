@@ -16,10 +16,10 @@ include: "rules/analysis.smk"
 
 
 # `snakemake --report` opens on the study's answer (rules/analysis.smk: report_page)
-report: report_first_page()
+report: STUDY.report_first_page(C.REPORT_PAGE, "report/workflow.rst")
 
 
 rule all:
     default_target: True
     input:
-        all_targets(),
+        STUDY.targets(PLOT_NAMES),

@@ -50,9 +50,9 @@ def write_images(folder: Path, count: int) -> None:
 
 def stage(work: Path, size: int) -> None:
     """Child process: list, then prepare, printing the figures."""
-    import prepare_data
     import tensorflow  # noqa: F401  (start-up is not part of the preparation)
 
+    from dlscale import preparation
     from dlscale.imagefolder import scan
 
     source = work / "images"
@@ -60,7 +60,7 @@ def stage(work: Path, size: int) -> None:
     listing = scan(source, 0.2)
     listed = time.perf_counter() - start
     start = time.perf_counter()
-    manifest = prepare_data.prepare("folder", source, work / "out", size, 16)
+    manifest = preparation.prepare("folder", source, work / "out", size, 16)
     seconds = time.perf_counter() - start
     total = sum(s["count"] for s in manifest["splits"].values())
     assert total == sum(len(v) for v in listing.files.values())

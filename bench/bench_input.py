@@ -55,12 +55,13 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     import make_synthetic_cifar
-    import prepare_data
+
+    from dlscale import preparation
 
     archive, data = args.work / "cifar.tar.gz", args.work / "data32"
     if not (data / "manifest.json").exists():
         make_synthetic_cifar.write_archive(archive, "python", args.images, 256, seed=0)
-        prepare_data.prepare("cifar10", archive, data, 32, 4)
+        preparation.prepare("cifar10", archive, data, 32, 4)
 
     import tensorflow as tf
     from bare_keras import load

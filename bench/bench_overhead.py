@@ -71,12 +71,13 @@ def prepared(work: Path, images: int) -> tuple[Path, Path]:
     """The generated CIFAR-10 archive (python layout, `images` training and 256 test
     images) and its 32 px TFRecord shards, made once in `work`."""
     import make_synthetic_cifar
-    import prepare_data
+
+    from dlscale import preparation
 
     archive, data = work / "cifar.tar.gz", work / "data32"
     if not (data / "manifest.json").exists():
         make_synthetic_cifar.write_archive(archive, "python", images, 256, seed=0)
-        prepare_data.prepare("cifar10", archive, data, 32, 4)
+        preparation.prepare("cifar10", archive, data, 32, 4)
     return archive, data
 
 

@@ -50,14 +50,15 @@ def main() -> int:
     args = parser.parse_args()
 
     import make_synthetic_cifar
-    import prepare_data
+
+    from dlscale import preparation
 
     args.work.mkdir(parents=True, exist_ok=True)
     data = args.work / "data"
     if not (data / "manifest.json").exists():
         archive = make_synthetic_cifar.write_archive(args.work / "cifar.tar.gz", "python",
                                                      args.images, 500, 1)
-        prepare_data.prepare("cifar10", archive, data, 32, 4)
+        preparation.prepare("cifar10", archive, data, 32, 4)
     on, off = [], []
     for pair in range(args.pairs):  # on first in even pairs, off first in odd ones
         for interval in ((1.0, 0.0) if pair % 2 == 0 else (0.0, 1.0)):

@@ -65,13 +65,14 @@ def main(argv=None) -> int:
               "figures, or on a GPU node", file=sys.stderr)
         return 5
     import make_synthetic_cifar
-    import prepare_data
+
+    from dlscale import preparation
 
     data = args.work / f"data{args.size}"
     if not (data / "manifest.json").exists():
         archive = make_synthetic_cifar.write_archive(args.work / "cifar.tar.gz", "python",
                                                      args.images, 1000, seed=0)
-        prepare_data.prepare("cifar10", archive, data, args.size, 16)
+        preparation.prepare("cifar10", archive, data, args.size, 16)
     print(f"machine: {platform.node()}, {name}, TensorFlow via {sys.executable}")
     print(f"{args.images} images at {args.size} px, {args.epochs} epochs, first left out\n")
     print("| model | setting | batch/GPU | real input [images/s] | synthetic [images/s] | "

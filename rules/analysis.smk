@@ -25,7 +25,7 @@ rule tabulate_run:
 
 rule parse_external_log:
     input:
-        of_external(lambda key: EXTERNAL[key][0]["log"]),
+        by_wildcards(lambda key: EXTERNAL[key][0]["log"], "ext"),
     output:
         f"{C.EXTERNAL}/{{ext}}/{C.RUN_TABLE}",
     log:
@@ -37,7 +37,7 @@ rule parse_external_log:
         "../envs/dlscale.yaml"
     params:
         script=script("parse_logs.py"),
-        meta=of_external(STUDY.external_flags),
+        meta=by_wildcards(STUDY.external_flags, "ext"),
     shell:
         "python {params.script:q} {input:q} {params.meta} -o {output:q} > {log:q} 2>&1"
 
@@ -157,7 +157,7 @@ rule plot_scaling:
         runs=C.table("runs"),
         amdahl=C.table("amdahl"),
         others=[path for _, path in STUDY.compare],
-        history=history_studies(),
+        history=STUDY.history_studies(),
     output:
         [
             report(
@@ -178,7 +178,7 @@ rule plot_scaling:
         script=script("plot_scaling.py"),
         plots=folder_of(0),
         compare=STUDY.compare_flags(),
-        history=" ".join(f"--history {shlex.quote(p)}" for p in history_studies()),
+        history=" ".join(f"--history {shlex.quote(p)}" for p in STUDY.history_studies()),
     shell:
         "python {params.script:q} {input.scaling:q} --runs {input.runs:q} "
         "--amdahl {input.amdahl:q} {params.compare} {params.history} "

@@ -12,15 +12,15 @@ rule download_dataset:
         "../envs/dlscale.yaml"
     params:
         script=script("download.py"),
-        url=download_url,
-        md5=download_md5_flag,
+        url=by_wildcards(STUDY.download_url, "dataset", "filename"),
+        md5=by_wildcards(STUDY.download_md5_flag, "dataset", "filename"),
     shell:
         "python {params.script:q} {params.url:q} -o {output:q} {params.md5} > {log:q} 2>&1"
 
 
 rule prepare_dataset:
     input:
-        prepare_input,
+        by_wildcards(STUDY.prepare_inputs, "dataset", "size"),
     output:
         f"{C.DATA}/{{dataset}}-{{size}}px/{MANIFEST}",
     log:
@@ -39,7 +39,7 @@ rule prepare_dataset:
         runtime=60,
     params:
         script=script("prepare_data.py"),
-        flags=prepare_flags,
+        flags=by_wildcards(STUDY.prepare_flags_of, "dataset", "size"),
         out=lambda wildcards, output: str(Path(output[0]).parent),
     shell:
         "python {params.script:q} {params.flags} --out {params.out:q} > {log:q} 2>&1"

@@ -20,12 +20,14 @@ rule find_batch_size:
         SOFTWARE_CONTAINER
     envmodules:
         *SOFTWARE_MODULES,
-    threads: finder_resource("cpus_per_task")
+    threads: by_wildcards(partial(STUDY.finder_resource, "cpus_per_task"), "model")
     resources:
-        gres=finder_resource("gres"),
-        cpus_per_task=finder_resource("cpus_per_task"),
-        mem_mb=finder_resource("mem_mb"),
-        runtime=finder_resource("runtime"),
+        gres=by_wildcards(partial(STUDY.finder_resource, "gres"), "model"),
+        cpus_per_task=by_wildcards(
+            partial(STUDY.finder_resource, "cpus_per_task"), "model"
+        ),
+        mem_mb=by_wildcards(partial(STUDY.finder_resource, "mem_mb"), "model"),
+        runtime=by_wildcards(partial(STUDY.finder_resource, "runtime"), "model"),
     params:
         script=script("find_batch_size.py"),
         data=data_dir,
@@ -39,7 +41,7 @@ rule find_batch_size:
 
 rule train:
     input:
-        unpack(train_input),
+        unpack(by_wildcards(STUDY.train_inputs, "point")),
     output:
         run=f"{C.RUNS}/{{point}}/{C.RUN_JSON}",
         epochs=f"{C.RUNS}/{{point}}/{C.EPOCHS}",
@@ -49,7 +51,7 @@ rule train:
     benchmark:
         "benchmarks/train/{point}.tsv"
     wildcard_constraints:
-        point=points_where(multi_task=False),
+        point=one_of(STUDY.points_where(multi_task=False)),
     conda:
         "../envs/dlscale.yaml"
     container:
@@ -84,7 +86,7 @@ rule train:
 # tasks_per_gpu=1 gives one task per GPU).
 use rule train as train_workers with:
     wildcard_constraints:
-        point=points_where(multi_task=True),
+        point=one_of(STUDY.points_where(multi_task=True)),
     resources:
         **point_resources("tasks", "tasks_per_gpu"),
 
@@ -103,7 +105,7 @@ rule train_command:
     benchmark:
         "benchmarks/train/{point}.tsv"
     wildcard_constraints:
-        point=points_where(multi_task=False, command=True),
+        point=one_of(STUDY.points_where(multi_task=False, command=True)),
     conda:
         "../envs/dlscale.yaml"
     container:
@@ -130,6 +132,6 @@ rule train_command:
 # the job step once per task (the plugin refuses it for one task, hence two rules).
 use rule train_command as train_command_tasks with:
     wildcard_constraints:
-        point=points_where(multi_task=True, command=True),
+        point=one_of(STUDY.points_where(multi_task=True, command=True)),
     resources:
         **point_resources("tasks"),

@@ -119,11 +119,11 @@ analysis: {{accuracy_tolerance: 1.0}}
 @pytest.fixture(scope="session")
 def small_data(tmp_path_factory) -> Path:
     """400 training and 100 test images at 32 px in 4 shards per split."""
-    import prepare_data
+    from dlscale import preparation
 
     root = tmp_path_factory.mktemp("small")
     archive = make_synthetic_cifar.write_archive(root / "cifar.tar.gz", "python", 400, 100, 3)
-    prepare_data.prepare("cifar10", archive, root / "data", 32, 4)
+    preparation.prepare("cifar10", archive, root / "data", 32, 4)
     return root / "data"
 
 

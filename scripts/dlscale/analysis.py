@@ -328,7 +328,7 @@ THIS_STUDY = "this study"
 def parse_compare(items: list[str], as_json: str | None = None) -> list[tuple[str, Path]]:
     """LABEL=PATH pairs (the label may hold '=': the path is after the last one), then
     the [label, path] pairs of `as_json` (how the workflow passes them: see
-    plan.html_safe_json)."""
+    analysisplan.html_safe_json)."""
     pairs = []
     for item in items:
         label, sep, path = item.rpartition("=")

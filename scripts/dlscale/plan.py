@@ -7,8 +7,6 @@ raises PlanError with a one-line message naming the key and what was expected.
 
 from __future__ import annotations
 
-import difflib
-import hashlib
 import json
 import re
 import shlex
@@ -19,24 +17,21 @@ from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
 from dlscale import schema, usermodel
+from dlscale.analysisplan import AnalysisPlan, meta_flags
 from dlscale.command import check_template
 from dlscale.contract import (
     BATCH,
     DATA,
     DOWNLOADS,
-    EXTERNAL,
     KEPT,
-    PARSED,
     RUN_JSON,
-    RUN_TABLE,
     run_dir,
 )
 from dlscale.errors import PlanError
-from dlscale.external import entry_key
-from dlscale.external import resolve as resolve_external
 from dlscale.files import write_json_atomic
 from dlscale.keraslog import compile_patterns
 from dlscale.outcomes import failed_record, planned_attempt, runtime_factor
+from dlscale.schema import check_raw_config  # noqa: F401 (rules/common.smk's)
 from dlscale.sources import DATASETS, FOLDER, find_cached
 from dlscale.sweep import Point, command_spec, folder_listing, plan_sweep
 from dlscale.tfrecords import MANIFEST
@@ -46,35 +41,6 @@ LISTING_SUFFIX = ".listing.json"  # beside results/data/folder-NNpx/: record_lis
 URL_FILE_NAME = re.compile(r"[A-Za-z0-9._+-]+")
 # steps timed on synthetic input by analysis.synthetic_check (after as many untimed ones)
 SYNTHETIC_CHECK_STEPS = 10
-
-
-
-
-def check_raw_config(config: dict) -> None:
-    """What validation cannot say well: an all-digit md5 that YAML read as a number; a
-    model name that is none of the known ones nor a builder (validation would only say
-    that it matches none of the forms)."""
-    md5 = (config.get("data") or {}).get("md5")
-    if isinstance(md5, (int, float)) and not isinstance(md5, bool):
-        raise PlanError(f"data.md5 was read as the number {md5!r}: put the checksum in quotes, "
-                        'e.g. md5: "c58f30108f718f92721af3b95e74349a"')
-    models = (config.get("sweep") or {}).get("models") or []
-    commands = (config.get("sweep") or {}).get("commands") or {}
-    labels = [(e.get("label"), "sweep.models") for e in models if isinstance(e, dict)] + [
-        (k, "sweep.commands") for k in (commands if isinstance(commands, dict) else [])]
-    for label, where in labels:
-        if isinstance(label, str) and len(label) > usermodel.LABEL_MAX:
-            raise PlanError(f"{where}: the label '{label[:40]}...' has {len(label)} "
-                            f"characters: expected at most {usermodel.LABEL_MAX} (it names "
-                            "the points' folders)")
-    known = schema.load()["$defs"]["model"]["enum"]
-    for name in models if isinstance(models, list) else []:
-        if isinstance(name, str) and ":" not in name and name not in known:
-            close = difflib.get_close_matches(name, known, n=1)
-            raise PlanError(f"sweep.models: unknown model '{name}'"
-                            + (f" (did you mean {close[0]}?)" if close else "")
-                            + ": expected a keras.applications name such as ResNet50V2, "
-                            "SimpleCNN, MLP, or your own as path/to/file.py:function")
 
 
 @dataclass(frozen=True)
@@ -133,44 +99,11 @@ def resolve_source(data: dict, dataset: str) -> Source:
     return Source(dataset, str(path), md5)
 
 
-def unreadable_file(path: str | Path) -> str | None:
-    """Why `path` cannot be read as a file ("does not exist", "is a directory" ...), or
-    None when it can."""
-    import os
-
-    path = Path(path)
-    if path.is_symlink() and not path.exists():
-        return "is a symbolic link that leads nowhere (a loop, or a missing target)"
-    if not path.exists():
-        return "does not exist"
-    if path.is_dir():
-        return "is a directory, expected a file"
-    if not path.is_file():
-        return "is not a regular file"
-    if not os.access(path, os.R_OK):
-        return "cannot be read (permission denied)"
-    return None
-
-
-def html_safe_json(value) -> str:
-    """JSON whose text holds no <, > or & (written as \\u003c, \\u003e, \\u0026, which
-    json.loads reads back unchanged). Snakemake's report embeds the params of report
-    rules in a <script> element as they are: a label such as '</script><script>...' from
-    a shared file must not end that element."""
-    return (json.dumps(value).replace("<", "\\u003c").replace(">", "\\u003e")
-            .replace("&", "\\u0026"))
-
-
-def meta_flags(meta: dict) -> str:
-    """--meta KEY=VALUE flags for parse_logs.py, quoted for the shell."""
-    return " ".join(f"--meta {shlex.quote(f'{k}={v}')}" for k, v in meta.items())
-
-
 def batch_file(p: Point) -> str:
     return f"{BATCH}/{p.model}/{p.precision}.json"
 
 
-class Study:
+class Study(AnalysisPlan):
     """The validated config, read once: points, external runs, sources, flags."""
 
     def __init__(self, config: dict, basedir: str | Path, job_step: bool = False):
@@ -400,98 +333,94 @@ class Study:
 
     # --- analysis ------------------------------------------------------------------------
 
-    def _external_runs(self) -> dict[str, tuple[dict, list[dict]]]:
-        """{key: (entry, per-run values)}, each log read now: what it lacks fails here."""
-        runs = {}
-        for index, item in enumerate(self.config["external_runs"]):
-            where = f"external_runs[{index}]"
-            for name in ("log", "err_log"):
-                if item.get(name) and (problem := unreadable_file(item[name])):
-                    raise PlanError(f"{where}: {name} '{item[name]}' {problem}")
-            key = entry_key(item)
-            if key in runs and Path(runs[key][0]["log"]).resolve() != Path(item["log"]).resolve():
-                # another log of the same name (job.out in two folders): told apart by path
-                digest = hashlib.sha256(str(Path(item["log"]).resolve()).encode()).hexdigest()
-                key = f"{key}-{digest[:8]}"
-            if key in runs:
-                raise PlanError(f"{where}: a second entry for model {item['model']} and log "
-                                f"{item['log']} (set repeat for a repeated study)")
-            try:
-                per_run, warnings = resolve_external(item, where, PARSED)
-            except ValueError as exc:
-                raise PlanError(str(exc)) from exc
-            self.warnings += warnings
-            runs[key] = (item, per_run)
-        return runs
+    def announce(self) -> None:
+        """Say at planning what a user should know (notes), and record the image folder's
+        listing (in the planning process only); PlanError when it cannot be written."""
+        notes = self.notes()
+        if not self.job_step:
+            try:  # the folder's content: the input that prepares it again when it changes
+                notes.append(self.record_listing())
+            except OSError as exc:
+                raise PlanError(f"cannot write the image folder's listing: {exc}") from None
+        for note in filter(None, notes):
+            print(f"dlscale: {note}", file=sys.stderr)
 
-    def _references(self) -> list[dict]:
-        from dlscale.references import ReferenceError, load
+    def points_where(self, multi_task: bool, command: bool = False) -> list[str]:
+        """The keys of dlscale's points (or with `command` sweep.commands') that do (or do
+        not) start several tasks: the train rules' wildcard constraints."""
+        return [k for k, p in self.points.items()
+                if bool(p.command) == command and (p.tasks > 1) == multi_task]
 
-        spec = self.config["references"]
-        if not spec:
-            return []
-        models = {p.model for p in self.points.values()}
-        models |= {item["model"] for item, _ in self.external.values()}
-        try:
-            return load(spec, self.basedir, schema.load(), models)
-        except ReferenceError as exc:
-            raise PlanError(str(exc)) from exc
+    @staticmethod
+    def report_first_page(page: str, fallback: str) -> str:
+        """What `snakemake --report` opens on: the study's answer once written, else a page
+        that says how to get it."""
+        return str(Path(page).resolve()) if Path(page).exists() else fallback
 
-    def _compared(self) -> list[tuple[str, str]]:
-        """(label, path) of each compared study, its table read now: a missing file or
-        column fails here, not after the training."""
-        import pandas as pd
+    @staticmethod
+    def site_slurm_extra(default_resources_args) -> str | None:
+        """The profile's default `slurm_extra` (Snakemake's default-resources as
+        name=value texts), kept beside the train rules' own."""
+        for arg in default_resources_args or []:
+            name, _, value = arg.partition("=")
+            if name.strip() == "slurm_extra":
+                return value.strip().strip("'\"") or None
+        return None
 
-        from dlscale.analysis import THIS_STUDY, read_table
-        from dlscale.vocabulary import COMPARED_COLUMNS
+    # --- what the rules ask, by wildcard value (rules/common.smk: by_wildcards) -----------
+    def download_url(self, dataset: str, filename: str) -> str:
+        return self.download(dataset, filename)[0]
 
-        compared, labels = [], set()
-        for index, item in enumerate(self.config["compare"]):
-            where = f"compare[{index}]"
-            if item["label"] in labels:
-                raise PlanError(f"{where}: label '{item['label']}' is given twice")
-            if item["label"].strip().lower() == THIS_STUDY:
-                raise PlanError(f"{where}: label '{item['label']}' is how the plots name the "
-                                "study being run: give the compared study another label")
-            labels.add(item["label"])
-            if problem := unreadable_file(item["scaling"]):
-                raise PlanError(f"{where}: scaling '{item['scaling']}' {problem}")
-            try:
-                table = read_table(item["scaling"], list(COMPARED_COLUMNS))
-            except ValueError as exc:
-                raise PlanError(f"{where}: {exc}") from exc
-            for column in COMPARED_COLUMNS[1:]:  # all numbers but the series' name
-                numbers = pd.to_numeric(table[column], errors="coerce")
-                wrong = table[column].notna() & numbers.isna()
-                if wrong.any():
-                    row = int(wrong.idxmax())
-                    raise PlanError(
-                        f"{where}: {item['scaling']} line {row + 2}, column {column}: "
-                        f"'{table[column][row]}' is not a number")
-            compared.append((item["label"], item["scaling"]))
-        return compared
+    def download_md5_flag(self, dataset: str, filename: str) -> str:
+        md5 = self.download(dataset, filename)[1]
+        return f"--md5 {md5}" if md5 else ""  # checked hex (schema) or official
 
-    def _check_history_path(self) -> None:
-        """history.path names a file whose folder exists or can be made: said now, not
-        by the history step after the training."""
-        path = self.config["history"]["path"]
-        if not path:
-            return
-        target = Path(path).expanduser()
-        if target.is_dir():
-            raise PlanError(f"history.path '{path}' is a folder: expected the history's file "
-                            "(e.g. history.sqlite in it)")
-        folder = target.parent
-        while not folder.exists() and folder != folder.parent:
-            folder = folder.parent
-        if not folder.is_dir():
-            raise PlanError(f"history.path '{path}': its folder cannot be made, {folder} is "
-                            "a file")
+    def prepare_inputs(self, dataset: str, size: str) -> list[str]:
+        if dataset == FOLDER:  # what the folder holds, not its top folder's mtime
+            return [self.listing_file(size)]
+        source = self.source(dataset)
+        return list(source.downloads) or [source.path]
 
-    def compare_flags(self) -> str:
-        if not self.compare:
-            return ""
-        return f"--compare-json {shlex.quote(html_safe_json(self.compare))}"
+    def prepare_flags_of(self, dataset: str, size: str) -> str:
+        return self.source(dataset).prepare_flags(self.data, size)
+
+    def train_inputs(self, key: str) -> dict:
+        """A point's inputs: the data, its batch search (auto), its model's files."""
+        p = self.points[key]
+        inputs = {"manifest": f"{self.data_dir}/{MANIFEST}"}
+        if p.batch_per_gpu == "auto":
+            inputs["batch"] = batch_file(p)
+        if p.model_from:  # an edited model trains again
+            inputs["model"] = self.model_files(p)
+        return inputs
+
+    def finder_resource(self, name: str, model: str):
+        """A batch search's resource: one GPU's worth of its model's (overrides applied)."""
+        from dlscale import sweep
+
+        return sweep.finder_resources(self.config, model)[name]
+
+    def targets(self, plot_names) -> list[str]:
+        """What `rule all` asks for."""
+        from dlscale.contract import CHECKS, PLOTS, REPORT_PAGE, table
+
+        return (
+            [table("scaling"), table("failed")]
+            # each point's record too: one that went missing is trained again, never
+            # "up to date" because the tables built from it still exist
+            + [f"{run_dir(key)}/{RUN_JSON}" for key in self.points]
+            + [f"{PLOTS}/{n}.png" for n in plot_names]
+            + [f"{CHECKS}/points.txt", REPORT_PAGE]
+            + ([table("verdicts")] if self.references else [])
+            + ([table("compared")] if self.compare else [])
+            + ([table("history")] if self.history_db else []))
+
+    def history_studies(self) -> list[str]:
+        """The earlier studies' points the plots draw (history.compare), or none."""
+        from dlscale.contract import table
+
+        compare = self.history_db and self.config["history"]["compare"]
+        return [table("history_studies")] if compare else []
 
     @staticmethod
     def rules_of(p: Point) -> list[str]:
@@ -509,52 +438,3 @@ class Study:
 
         Path(PLAN).parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(PLAN, plan_record(self.points, self.rules_of))
-
-    @property
-    def history_db(self) -> str | None:
-        """The results history's database (config history.path), None for none."""
-        return self.config["history"]["path"]
-
-    def history_flags(self) -> str:
-        """record_history.py's flags: the database, what to compare, the study's config."""
-        h = self.config["history"]
-        flags = [f"--db {shlex.quote(h['path'])}", f"--compare {h['compare']}",
-                 f"--tolerance {h['tolerance']}", f"--workflow {shlex.quote(str(self.basedir))}",
-                 f"--config-json {shlex.quote(html_safe_json(self.config))}"]
-        if h["system"]:
-            flags.append(f"--system {shlex.quote(h['system'])}")
-        return " ".join(flags)
-
-    def analysis_flags(self) -> str:
-        a = self.config["analysis"]
-        flags = [f"--skip-epochs {a['skip_epochs']}",
-                 f"--accuracy-tolerance {a['accuracy_tolerance']}"]
-        if a["target_accuracy"] is not None:
-            flags.append(f"--target-accuracy {a['target_accuracy']}")
-        if a["gpu_hour_price"] is not None:
-            flags.append(f"--gpu-hour-price {a['gpu_hour_price']}")
-        if self.references:
-            flags.append(f"--references {shlex.quote(html_safe_json(self.references))}")
-        return " ".join(flags)
-
-    def external_flags(self, key: str) -> str:
-        """--meta for the entry, --per-run for each run's values, --pattern for patterns."""
-        item, per_run = self.external[key]
-        meta = {"run": f"external/{key}", "source": "external",
-                "series": item.get("label", f"{item['model']} (external)"),
-                "model": item["model"], "repeat": item["repeat"],
-                "images_per_epoch": item.get("train_images", ""),
-                "precision": item["precision"],
-                "strategy": item["strategy"]}
-        if not isinstance(item["nodes"], list):  # else one per run, in --per-run
-            meta["nodes"] = item["nodes"]
-        if item.get("skip_epochs") is not None:
-            meta["skip_epochs"] = item["skip_epochs"]
-        patterns = "".join(f" --pattern {shlex.quote(f'{k}={v}')}"
-                           for k, v in item.get("patterns", {}).items())
-        return (f"{meta_flags(meta)} --per-run {shlex.quote(json.dumps(per_run))}{patterns}"
-                f" --cache {shlex.quote(PARSED)}")
-
-    def run_tables(self) -> list[str]:
-        return ([f"{run_dir(k)}/{RUN_TABLE}" for k in self.points]
-                + [f"{EXTERNAL}/{k}/{RUN_TABLE}" for k in self.external])

@@ -8,8 +8,9 @@ import pytest
 from conftest import ROOT
 
 from dlscale.analysis import read_studies
+from dlscale.analysisplan import unreadable_file
 from dlscale.errors import PlanError
-from dlscale.plan import Study, unreadable_file
+from dlscale.plan import Study
 from dlscale.references import ReferenceError, load
 from dlscale.schema import load as load_schema
 from dlscale.sweep import check_gres

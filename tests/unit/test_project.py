@@ -213,3 +213,15 @@ def test_the_benchmarks_are_by_topic_each_opening_with_its_current_figure():
     for topic in topics:
         opening = topic.split("\n\n", 2)[1]
         assert opening.startswith(("**Now:**", "No GPU")), topic.splitlines()[0]
+
+
+def test_scripts_are_command_lines_and_modules_have_one_job():
+    """scripts/*.py parse flags and call the package (at most 150 lines); no package
+    module over 450 lines; rules/common.smk stays glue (at most 130 lines)."""
+    sizes = {path.relative_to(ROOT).as_posix(): len(path.read_text().splitlines())
+             for path in [*(ROOT / "scripts").glob("*.py"),
+                          *(ROOT / "scripts" / "dlscale").glob("*.py")]}
+    too_long = {name: n for name, n in sizes.items()
+                if n > (450 if "/dlscale/" in name else 150)}
+    assert too_long == {}
+    assert len((ROOT / "rules" / "common.smk").read_text().splitlines()) <= 130

@@ -9,6 +9,7 @@ import numpy as np
 import prepare_data
 import pytest
 
+from dlscale import preparation
 from dlscale.sources import DatasetError
 from dlscale.tfrecords import ExampleEncoder, make_dataset, shard_bounds
 
@@ -38,8 +39,8 @@ def _digests(folder):
 
 
 def test_prepare_writes_manifest_and_identical_bytes_twice(cifar_python, tmp_path):
-    first = prepare_data.prepare("cifar10", cifar_python, tmp_path / "a", 48, 3)
-    prepare_data.prepare("cifar10", cifar_python, tmp_path / "b", 48, 3)
+    first = preparation.prepare("cifar10", cifar_python, tmp_path / "a", 48, 3)
+    preparation.prepare("cifar10", cifar_python, tmp_path / "b", 48, 3)
     assert _digests(tmp_path / "a") == _digests(tmp_path / "b")
     manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
     assert manifest == first
@@ -54,24 +55,24 @@ def test_prepare_writes_manifest_and_identical_bytes_twice(cifar_python, tmp_pat
 
 
 def test_limits_keep_the_first_images(cifar_python, tmp_path):
-    manifest = prepare_data.prepare("cifar10", cifar_python, tmp_path, 32, 2,
+    manifest = preparation.prepare("cifar10", cifar_python, tmp_path, 32, 2,
                                     limit_train=30, limit_test=10)
     assert manifest["splits"]["train"]["count"] == 30
     with pytest.raises(DatasetError, match="limit_train=500 but the train split has only 100"):
-        prepare_data.prepare("cifar10", cifar_python, tmp_path / "x", 32, 2, limit_train=500)
+        preparation.prepare("cifar10", cifar_python, tmp_path / "x", 32, 2, limit_train=500)
 
 
 def test_failed_preparation_leaves_no_manifest_and_keeps_nothing(cifar_python, tmp_path):
     out = tmp_path / "out"
-    prepare_data.prepare("cifar10", cifar_python, out, 32, 2)
+    preparation.prepare("cifar10", cifar_python, out, 32, 2)
     with pytest.raises(DatasetError, match="checksum mismatch"):
-        prepare_data.prepare("cifar10", cifar_python, out, 32, 2, md5="f" * 32)
+        preparation.prepare("cifar10", cifar_python, out, 32, 2, md5="f" * 32)
     # checksum is checked before anything is touched: the earlier good output is intact
     assert (out / "manifest.json").exists()
     bad = cifar_python.parent / "truncated.tar.gz"
     bad.write_bytes(cifar_python.read_bytes()[:5000])
     with pytest.raises(DatasetError):
-        prepare_data.prepare("cifar10", bad, tmp_path / "bad", 32, 2)
+        preparation.prepare("cifar10", bad, tmp_path / "bad", 32, 2)
     assert not (tmp_path / "bad" / "manifest.json").exists()
     assert not list(tmp_path.glob(".*partial*"))
 
@@ -87,7 +88,7 @@ def test_cli_reports_errors_without_traceback(cifar_python, tmp_path, capsys):
 @pytest.fixture(scope="module")
 def prepared(cifar_python, tmp_path_factory):
     out = tmp_path_factory.mktemp("prepared")
-    prepare_data.prepare("cifar10", cifar_python, out, 40, 4)
+    preparation.prepare("cifar10", cifar_python, out, 40, 4)
     return out
 
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import prepare_data
 import pytest
 from conftest import FASHION, needs_fashion, run_script
 
+from dlscale import preparation
 from dlscale.tfrecords import make_dataset
 
 tf = pytest.importorskip("tensorflow")
@@ -36,8 +36,8 @@ def model_input(data_dir, image_size):
 
 
 def test_both_paths_give_the_same_model_input(cifar_python, tmp_path):
-    prepare_data.prepare("cifar10", cifar_python, tmp_path / "native", 64, 2)  # prepare path
-    prepare_data.prepare("cifar10", cifar_python, tmp_path / "small", 32, 2)   # native size
+    preparation.prepare("cifar10", cifar_python, tmp_path / "native", 64, 2)  # prepare path
+    preparation.prepare("cifar10", cifar_python, tmp_path / "small", 32, 2)   # native size
     prepared, labels_p, _, plain = model_input(tmp_path / "native", 64)
     on_device, labels_d, raw, resizing = model_input(tmp_path / "small", 64)
     assert "resize" in [layer.name for layer in resizing.layers]
@@ -67,7 +67,7 @@ def train(data_dir, out, image_size):
 @needs_fashion
 def test_a_point_trains_the_same_either_way(tmp_path):
     for name, size in (("prepared", 56), ("native", 28)):
-        prepare_data.prepare("fashion_mnist", FASHION, tmp_path / name, size, 2,
+        preparation.prepare("fashion_mnist", FASHION, tmp_path / name, size, 2,
                              limit_train=1024, limit_test=256)
     manifest = json.loads((tmp_path / "native" / "manifest.json").read_text())
     assert manifest["image_shape"] == [28, 28, 3]
