@@ -131,6 +131,7 @@ lint: setup
 docs: setup
 	$(VENV)/bin/python -m dlscale.schema_docs config/schema.yaml > docs/configuration.md.tmp
 	mv docs/configuration.md.tmp docs/configuration.md
+	$(VENV)/bin/python -m dlscale.columns --write docs/analysis.md
 
 clean:
 	rm -rf results logs benchmarks .snakemake

@@ -33,8 +33,9 @@ import numpy as np
 import pandas as pd
 
 from dlscale.amdahl import karp_flatt
+from dlscale.columns import ACCOUNTED_COLUMNS as ACCOUNTED
+from dlscale.columns import EXTRA_COLUMNS, MEASURED, SCALING_COLUMNS
 from dlscale.contract import Status
-from dlscale.slurm import ACCOUNTED
 from dlscale.vocabulary import (
     COMPARED_COLUMNS,
     EPOCH_METRICS,
@@ -49,17 +50,6 @@ T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.
        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
        2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
 POINT_KEYS = ["series", "nodes", "gpus"]
-SCALING_COLUMNS = ["series", "model", "strategy", "precision", "nodes", "gpus", "global_batch",
-                   "repeats", "epochs_used", "epoch_time_s", "epoch_time_std",
-                   "epoch_time_ci95", "images_per_s", "final_accuracy", "test_accuracy",
-                   "speedup", "efficiency", "accuracy_delta", "test_accuracy_delta",
-                   "accuracy_flag"]
-# added by this round's analysis; older scaling.csv files (compared studies) may lack them
-EXTRA_COLUMNS = ["scaling", "serial_fraction", "gpu_hours_per_epoch",
-                 "gpu_hours_per_100_epochs", "cost_per_epoch", "time_to_target_s",
-                 "target_reached", *TELEMETRY_FIELDS, "synthetic_images_per_s",
-                 "input_ratio", "input_bound", "gpu_model", "job_s", "overhead_s",
-                 "overhead_fraction", "flags"]
 PEAKS = ("rss_mb_peak", "gpu_mem_mb_peak")  # the rest of TELEMETRY_FIELDS are means
 FAILED_COLUMNS = ["run", "source", "series", "model", "nodes", "gpus", "repeat", "status",
                   "epochs_done", "epochs_expected", "problem"]
@@ -282,9 +272,7 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
             **{name: pd.to_numeric(point_runs[name], errors="coerce").mean()
                for name in ("job_s", "overhead_s")},
         })
-    table = pd.DataFrame(rows, columns=SCALING_COLUMNS[:15] + [
-        "scaling", "time_to_target_s", "target_reached", *TELEMETRY_FIELDS,
-        "synthetic_images_per_s", "gpu_model", "gpus_logged", "job_s", "overhead_s"])
+    table = pd.DataFrame(rows, columns=[*MEASURED, "gpus_logged"])
     if table.empty:
         return pd.DataFrame(columns=SCALING_COLUMNS + EXTRA_COLUMNS)
     base = table[(table["gpus"] == 1) & (table["nodes"] == 1)].set_index("series")

@@ -20,6 +20,7 @@ import re
 import shutil
 import subprocess
 
+from dlscale.columns import ACCOUNTED_COLUMNS as ACCOUNTED
 from dlscale.errors import RunError
 
 # how long a query waits for the controller: one that does not answer (a login node
@@ -250,8 +251,6 @@ def allocation_env(env: dict, nodes: int, tasks_per_node: int | None,
 # never a sum), the energy the site measured for the allocation (ConsumedEnergyRaw of the
 # job's own line, never summed over steps; 0 or empty means the site does not measure it:
 # left empty) and the allocation's TRES.
-ACCOUNTED = ("sacct_state", "sacct_elapsed_s", "sacct_cpu_s", "sacct_max_rss_mb",
-             "sacct_energy_j", "sacct_alloc_tres")
 SACCT_FIELDS = "JobID,State,ElapsedRaw,TotalCPU,MaxRSS,ConsumedEnergyRaw,AllocTRES"
 MEMORY = {"": 1 / 1024 ** 2, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0 ** 2}
 

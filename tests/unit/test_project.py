@@ -121,8 +121,8 @@ def test_every_column_of_scaling_csv_and_the_accounted_ones_is_defined_in_the_do
     from dlscale.analysis import EXTRA_COLUMNS, SCALING_COLUMNS
     from dlscale.slurm import ACCOUNTED
 
-    rows = [line.split("|")[1] for line in (ROOT / "docs" / "analysis.md").read_text()
-            .splitlines() if line.startswith("| `")]
+    prose = (ROOT / "docs" / "analysis.md").read_text().split("## Columns and units")[0]
+    rows = [line.split("|")[1] for line in prose.splitlines() if line.startswith("| `")]
     defined = {name for cell in rows for name in re.findall(r"`([a-z_0-9]+)`", cell)}
     missing = [c for c in (*SCALING_COLUMNS, *EXTRA_COLUMNS, *ACCOUNTED) if c not in defined]
     assert missing == []
@@ -225,3 +225,17 @@ def test_scripts_are_command_lines_and_modules_have_one_job():
                 if n > (450 if "/dlscale/" in name else 150)}
     assert too_long == {}
     assert len((ROOT / "rules" / "common.smk").read_text().splitlines()) <= 130
+
+
+def test_the_column_registry_is_what_scaling_csv_holds_and_what_the_docs_list():
+    """dlscale.columns declares each column once (name, unit, meaning): scaling.csv is
+    built in its order, and docs/analysis.md carries its table as `make docs` writes it."""
+    from dlscale import analysis, columns
+
+    # both paths of analysis.scaling select these, in this order
+    assert analysis.SCALING_COLUMNS + analysis.EXTRA_COLUMNS == [c.name for c in columns.SCALING]
+    assert set(analysis.MEASURED) < set(analysis.SCALING_COLUMNS + analysis.EXTRA_COLUMNS)
+    text = (ROOT / "docs" / "analysis.md").read_text()
+    assert text.split(columns.BEGIN)[1].split(columns.END)[0] == columns.render()
+    assert len({c.name for c in columns.SCALING + columns.ACCOUNTED}) == len(
+        columns.SCALING + columns.ACCOUNTED)

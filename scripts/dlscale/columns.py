@@ -1,0 +1,122 @@
+"""The columns of scaling.csv and runs.csv's accounting, declared once with their units.
+
+Like ReFrame's performance variables: each number the study reports is named here with
+its unit and a one-line meaning. analysis.py builds scaling.csv in this order;
+docs/analysis.md carries the table `render()` makes (`make docs`; a test compares them)
+beside its longer definitions.
+
+  python -m dlscale.columns                          # the table, on stdout
+  python -m dlscale.columns --write docs/analysis.md  # between its markers
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dlscale.vocabulary import TELEMETRY_FIELDS
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    unit: str  # "" for labels and counts, "1" for ratios
+    meaning: str
+    measured: bool = False  # taken from the runs (else derived from other columns)
+    since_v1: bool = True  # in every scaling.csv (else older studies' may lack it)
+
+
+def _later(*columns: Column) -> tuple[Column, ...]:
+    return tuple(Column(c.name, c.unit, c.meaning, c.measured, False) for c in columns)
+
+
+TELEMETRY_UNITS = {"cpu_percent": ("%", "host CPU, mean over the steady epochs"),
+                   "rss_mb_peak": ("MB", "peak resident memory of the chief"),
+                   "gpu_util_percent": ("%", "GPU utilisation, mean over GPUs and samples"),
+                   "gpu_mem_mb_peak": ("MB", "peak GPU memory"),
+                   "energy_j": ("J", "GPU energy per epoch, summed over GPUs"),
+                   "j_per_image": ("J", "GPU energy per training image")}
+
+SCALING = (
+    Column("series", "", "the point's series (a model, or your label)", True),
+    Column("model", "", "the model", True),
+    Column("strategy", "", "tf.distribute strategy or Horovod", True),
+    Column("precision", "", "float32, mixed_float16 or mixed_bfloat16", True),
+    Column("nodes", "", "nodes the point ran on", True),
+    Column("gpus", "", "GPUs over all nodes", True),
+    Column("global_batch", "images", "images per step over all GPUs", True),
+    Column("repeats", "", "counted runs pooled", True),
+    Column("epochs_used", "", "epochs entering epoch_time_s, over the repeats", True),
+    Column("epoch_time_s", "s", "mean epoch time after skip_epochs", True),
+    Column("epoch_time_std", "s", "standard deviation of those epochs", True),
+    Column("epoch_time_ci95", "s", "half-width of the mean's 95 % confidence interval", True),
+    Column("images_per_s", "images/s", "images per epoch / epoch_time_s", True),
+    Column("final_accuracy", "1", "training accuracy of the last epoch", True),
+    Column("test_accuracy", "1", "accuracy on the test split", True),
+    Column("speedup", "1", "1-GPU epoch time / this epoch time"),
+    Column("efficiency", "1", "speedup / gpus"),
+    Column("accuracy_delta", "1", "final_accuracy minus the 1-GPU point's"),
+    Column("test_accuracy_delta", "1", "test_accuracy minus the 1-GPU point's"),
+    Column("accuracy_flag", "", "accuracy_delta beyond accuracy_tolerance"),
+    *_later(
+        Column("scaling", "", "weak or strong", True),
+        Column("serial_fraction", "1", "Karp-Flatt serial fraction"),
+        Column("gpu_hours_per_epoch", "GPU-h", "gpus x epoch_time_s / 3600"),
+        Column("gpu_hours_per_100_epochs", "GPU-h", "100 x gpu_hours_per_epoch"),
+        Column("cost_per_epoch", "price", "gpu_hours_per_epoch x gpu_hour_price"),
+        Column("time_to_target_s", "s", "training time to the target accuracy", True),
+        Column("target_reached", "", "runs that reached it, of all", True),
+        *(Column(name, *TELEMETRY_UNITS[name], True) for name in TELEMETRY_FIELDS),
+        Column("synthetic_images_per_s", "images/s", "throughput on synthetic input", True),
+        Column("input_ratio", "1", "images_per_s / synthetic_images_per_s"),
+        Column("input_bound", "", "input_ratio under the input-bound threshold"),
+        Column("gpu_model", "", "the GPU model the runs reported", True),
+        Column("job_s", "s", "the point's job, start to record", True),
+        Column("overhead_s", "s", "job_s minus the training", True),
+        Column("overhead_fraction", "1", "overhead_s / job_s"),
+        Column("flags", "", "what the report flags about the point"),
+    ),
+)
+# what SLURM's accounting says of a point's job (runs.csv; dlscale.slurm reads it)
+ACCOUNTED = (
+    Column("sacct_state", "", "the job's final state", True),
+    Column("sacct_elapsed_s", "s", "the job's elapsed time", True),
+    Column("sacct_cpu_s", "s", "the job's CPU time", True),
+    Column("sacct_max_rss_mb", "MiB", "largest resident memory of any step", True),
+    Column("sacct_energy_j", "J", "energy of the allocation's nodes", True),
+    Column("sacct_alloc_tres", "", "the allocation's trackable resources", True),
+)
+
+SCALING_COLUMNS = [c.name for c in SCALING if c.since_v1]
+EXTRA_COLUMNS = [c.name for c in SCALING if not c.since_v1]  # older tables may lack them
+MEASURED = [c.name for c in SCALING if c.measured]  # one value per point, from its runs
+ACCOUNTED_COLUMNS = tuple(c.name for c in ACCOUNTED)
+
+
+def render() -> str:
+    """The Markdown table of every column with its unit and meaning."""
+    lines = ["| column | table | unit | meaning |", "|---|---|---|---|"]
+    for table, columns in (("scaling.csv", SCALING), ("runs.csv", ACCOUNTED)):
+        lines += [f"| `{c.name}` | {table} | {c.unit or '-'} | {c.meaning} |" for c in columns]
+    return "\n".join(lines) + "\n"
+
+
+BEGIN, END = "<!-- columns: generated -->\n", "<!-- columns: end -->\n"
+
+
+def write(path: str) -> None:
+    """Replace what stands between BEGIN and END in `path` with render()'s table."""
+    from pathlib import Path
+
+    text = Path(path).read_text()
+    head, _, rest = text.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    Path(path).write_text(head + BEGIN + render() + END + tail)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:2] == ["--write"]:
+        write(sys.argv[2])
+    else:
+        print(render(), end="")
