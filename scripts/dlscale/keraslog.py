@@ -1,28 +1,11 @@
-"""Parse Keras training output into runs of epoch records, whatever the Keras version.
+"""Read Keras training output into runs of epoch records, whatever the Keras version:
+whole files (`parse_file_runs`, `parse_text`), or a live output line by line
+(`LogReader`), with the parse of an external log kept for the rules that read it again.
 
-Understood (tests/unit/test_keraslog.py has each, and real captured logs):
-  verbose=2, Keras 2 (2021):   196/196 - 45s - loss: 1.7626 - accuracy: 0.3536
-  verbose=2, Keras 2.11-2.13:  25/25 - 14s - loss: 2.1255 - accuracy: 0.2195 - 14s/epoch
-                               - 544ms/step (one line)
-  verbose=2, tf-keras 2.21:    4/4 - 1s - loss: 2.3112 - accuracy: 0.1133 - 878ms/epoch - 219ms/step
-  verbose=2, Keras 3:          8/8 - 9s - 1s/step - accuracy: 0.0918 - loss: 2.6331
-  verbose=1, Keras 2:          600/600 [====] - 2s 3ms/step - loss: 0.3 - acc: 0.9
-  verbose=1, TF 1.x:           60000/60000 [====] - 8s 131us/sample - loss: 0.2 - acc: 0.94
-  verbose=1, Keras 3:          8/8 ━━━━━━━━━━━━━━━━━━━━ 9s 1s/step - accuracy: 0.0918 - loss: 2.6
-ANSI escape codes (Keras 3 colours its bars even in files) are removed first;
-progress-bar updates (with ETA, or overwritten through \r and \b) are skipped.
-`acc`/`val_acc` are reported as `accuracy`/`val_accuracy`.
-
-A log is a sequence of runs (one job's .out often holds several): a new run starts
-where the epoch count restarts (`Epoch 1/N` after finished epochs, or another N) or a
-run's settings are stated again after finished epochs. Settings come from lines that
-state them (SETTINGS below: the echoed command line, `Num_replicas: 2`, `Batch_size:
-4096`, `Model ResNet50 2 GPUs`, TensorFlow's `Using MirroredStrategy with devices (...)`,
-`Number of devices: 4`, Horovod's size) and from user patterns. A run resumed after a
-cut (`Epoch k/N` right after epoch k-1) stays one run; an earlier epoch coming back
-inside a run is taken as a resume from an older backup, with a warning naming the line.
-A last line without its end (no newline, or stopping inside a `name: value` pair)
-leaves that epoch unfinished: the run is cut and the epoch not counted.
+The line grammar (Keras 2 and 3, verbose 1 and 2, TF 1.x; settings stated in headers) is
+dlscale.loglines'; one task's or rank's stream is dlscale.logstream's. A log is a
+sequence of runs (one job's .out often holds several): a new run starts where the epoch
+count restarts or a run's settings are stated again after finished epochs.
 """
 
 from __future__ import annotations
