@@ -423,10 +423,12 @@ def test_a_restarted_snakemake_never_holds_two_allocations_for_one_point(tmp_pat
     """Snakemake on the login node killed (SIGKILL) while its point trains, then started
     again: it submits the point again (it does not re-attach to running jobs), but with a
     dependency on the job that still trains it: the new job waits PENDING, holding no
-    GPUs, and when it starts it keeps the first job's completed record."""
+    GPUs, and when it starts it keeps the first job's completed record. (The first job's
+    training is held with SIGSTOP while Snakemake restarts, so that it cannot end first
+    however fast the machine is.)"""
     config = sweep_config(tmp_path / "c.yaml", archive,
                           sweep="{models: [SimpleCNN], gpus: [1]}",
-                          training="{epochs: 6, batch_per_gpu: 2, device: cpu}")
+                          training="{epochs: 3, batch_per_gpu: 4, device: cpu}")
     first = start_snakemake(tmp_path, *PROFILE, f"--configfile={config}", output=False)
     point = tmp_path / "results/runs/SimpleCNN/gpus1/rep1"
     deadline = time.time() + 600
@@ -434,16 +436,22 @@ def test_a_restarted_snakemake_never_holds_two_allocations_for_one_point(tmp_pat
                and (point / "state/epochs.jsonl").read_text().count("\n") >= 1):
         assert first.poll() is None and time.time() < deadline
         time.sleep(0.1)
+    [training] = training_processes(tmp_path, "SimpleCNN/gpus1/rep1")
+    training.suspend()  # SIGSTOP: the first job goes on holding its allocation
     first.send_signal(signal.SIGKILL)  # the login node's Snakemake dies; its job runs on
     first.wait(60)
-    [[job]] = queue("%i")
+    [job] = [j for j, state in queue("%i", "%T") if state == "RUNNING"]
     run_snakemake(tmp_path, "--unlock", *PROFILE, f"--configfile={config}")
     second = start_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
-    seen = []  # (job, state, reason) of this user's jobs, as often as squeue answers
+    seen, held = [], True  # this user's jobs, as often as squeue answers
     while second.poll() is None:
         rows = queue("%i", "%T", "%r")
         seen.append(rows)
         assert sum(state == "RUNNING" for _, state, _ in rows) <= 1, rows
+        if held and any(j != job and state == "PENDING" and reason == "Dependency"
+                        for j, state, reason in rows):
+            training.resume()  # the new job waits on the first: let the first finish
+            held = False
         time.sleep(0.2)
     output = second.stdout.read()
     assert second.returncode == 0, output[-4000:]

@@ -29,7 +29,8 @@ HOLDER = textwrap.dedent("""
     folder = Path(sys.argv[1])
     lock = PointLock(folder, poll=0.1)
     waited = lock.take()
-    (folder / f"taken-{sys.argv[2]}").write_text(str(waited))
+    (folder / f"tmp-{sys.argv[2]}").write_text(str(waited))  # renamed whole: never seen empty
+    (folder / f"tmp-{sys.argv[2]}").rename(folder / f"taken-{sys.argv[2]}")
     while not (folder / f"release-{sys.argv[2]}").exists():
         time.sleep(0.05)
     lock.release()
@@ -130,7 +131,8 @@ RESERVE = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
     from dlscale.locks import reserve_ports
-    Path(sys.argv[1]).write_text(json.dumps(reserve_ports(int(sys.argv[2]))))
+    Path(sys.argv[1] + ".tmp").write_text(json.dumps(reserve_ports(int(sys.argv[2]))))
+    Path(sys.argv[1] + ".tmp").rename(sys.argv[1])  # whole, or not there
     while not Path(sys.argv[1] + ".done").exists():
         time.sleep(0.05)
 """)
