@@ -46,7 +46,7 @@ def dry_run(work: Path, path: Path, profile: Path | None) -> tuple[float, int]:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
     command = [sys.executable, *(["-m", "cProfile", "-o", str(profile)] if profile else []),
                "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(work),
-               "--profile", str(ROOT / "profiles/local"), f"--configfile={path}", "-n", "-q"]
+               "--profile", str(ROOT / "profiles/local"), f"--configfile={path}", "-n"]
     began = time.perf_counter()
     proc = subprocess.run(command, capture_output=True, text=True, env=env)
     seconds = time.perf_counter() - began

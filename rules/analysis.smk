@@ -11,7 +11,7 @@ rule tabulate_run:
     log:
         "logs/tabulate_run/{point}.log",
     wildcard_constraints:
-        point=one_of(POINTS),
+        point=POINT,
     localrule: True
     conda:
         "../envs/dlscale.yaml"

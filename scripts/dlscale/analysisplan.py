@@ -14,6 +14,7 @@ from dlscale import schema
 from dlscale.contract import (
     EXTERNAL,
     PARSED,
+    RUN_JSON,
     RUN_TABLE,
     run_dir,
 )
@@ -199,3 +200,31 @@ class AnalysisPlan:
     def run_tables(self) -> list[str]:
         return ([f"{run_dir(k)}/{RUN_TABLE}" for k in self.points]
                 + [f"{EXTERNAL}/{k}/{RUN_TABLE}" for k in self.external])
+
+    def targets(self, plot_names) -> list[str]:
+        """What `rule all` asks for."""
+        from dlscale.contract import CHECKS, PLOTS, REPORT_PAGE, table
+
+        return (
+            [table("scaling"), table("failed")]
+            # each point's record too: one that went missing is trained again, never
+            # "up to date" because the tables built from it still exist
+            + [f"{run_dir(key)}/{RUN_JSON}" for key in self.points]
+            + [f"{PLOTS}/{n}.png" for n in plot_names]
+            + [f"{CHECKS}/points.txt", REPORT_PAGE]
+            + ([table("verdicts")] if self.references else [])
+            + ([table("compared")] if self.compare else [])
+            + ([table("history")] if self.history_db else []))
+
+    def history_studies(self) -> list[str]:
+        """The earlier studies' points the plots draw (history.compare), or none."""
+        from dlscale.contract import table
+
+        compare = self.history_db and self.config["history"]["compare"]
+        return [table("history_studies")] if compare else []
+
+    @staticmethod
+    def report_first_page(page: str, fallback: str) -> str:
+        """What `snakemake --report` opens on: the study's answer once written, else a page
+        that says how to get it."""
+        return str(Path(page).resolve()) if Path(page).exists() else fallback

@@ -25,12 +25,12 @@ from dlscale import slurm
 from dlscale.contract import RUN_JSON, RecordError, RunRecord, Status, read_attempts
 
 
-def planned_attempt(run_dir: str | Path) -> int:
+def planned_attempt(run_dir: str | Path, attempts: list[dict] | None = None) -> int:
     """1 + the failed attempts so far: it grows only when an attempt fails, so a point
     that failed is planned again and one that completed stays done. A point whose last
     attempt completed keeps the number that attempt ran with: a job that SLURM requeued
     (killed, then completed under the same number) is not planned again."""
-    attempts = read_attempts(run_dir)
+    attempts = read_attempts(run_dir) if attempts is None else attempts
     if attempts and attempts[-1].get("status") == Status.COMPLETED and isinstance(
             attempts[-1].get("attempt"), int):
         return attempts[-1]["attempt"]
@@ -43,10 +43,10 @@ def planned_attempt(run_dir: str | Path) -> int:
                    for a in attempts)
 
 
-def runtime_factor(run_dir: str | Path) -> int:
+def runtime_factor(run_dir: str | Path, attempts: list[dict] | None = None) -> int:
     """1 + the timeouts since the point last completed."""
     factor = 1
-    for attempt in read_attempts(run_dir):
+    for attempt in read_attempts(run_dir) if attempts is None else attempts:
         factor = 1 if attempt.get("status") == Status.COMPLETED else factor + (
             attempt.get("status") == Status.TIMEOUT)
     return factor

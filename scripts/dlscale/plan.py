@@ -24,7 +24,10 @@ from dlscale.contract import (
     DATA,
     DOWNLOADS,
     KEPT,
+    LOCK,
+    LOCK_HELD,
     RUN_JSON,
+    read_attempts,
     run_dir,
 )
 from dlscale.errors import PlanError
@@ -133,6 +136,8 @@ class Study(AnalysisPlan):
                 raise PlanError(f"models.{label}: no model of sweep.models is labelled "
                                 f"'{label}' (and it is not a model dlscale knows)")
         self._model_files: dict[str, list[str]] = {}
+        self._attempts: dict[str, list[dict]] = {}
+        self._active: dict[str, str] | None = None  # SLURM's active jobs (slurm_extra)
         for builder in dict.fromkeys(p.model_from for p in points
                                      if p.model_from and not job_step):
             # relative to the working directory, as the jobs run; nothing of it is run
@@ -182,9 +187,15 @@ class Study(AnalysisPlan):
                 str(f) for f in usermodel.source_files(p.model_from)]
         return self._model_files[p.model_from]
 
+    def attempts(self, p: Point) -> list[dict]:
+        """The point's attempts.jsonl, read once per planning."""
+        if p.key not in self._attempts:
+            self._attempts[p.key] = read_attempts(run_dir(p.key))
+        return self._attempts[p.key]
+
     def attempt(self, p: Point) -> int:
         """Grows when an attempt at the point fails, so the next run plans it again."""
-        return planned_attempt(run_dir(p.key))
+        return planned_attempt(run_dir(p.key), self.attempts(p))
 
     def slurm_extra(self, p: Point, site: str | None) -> str | None:
         """The job's `slurm_extra`: the site's (the profile's default), and a dependency on
@@ -192,13 +203,15 @@ class Study(AnalysisPlan):
         the new job waits PENDING, holding no GPUs, and keeps that job's record."""
         from dlscale import locks, slurm
 
-        if self.job_step or not slurm.available():
+        if self.job_step:
             return site or None
-        if not hasattr(self, "_active"):
+        if self._active is None:  # once: squeue only when a lock names a SLURM job
+            held = [k for k in self.points if (Path(run_dir(k)) / LOCK).exists()
+                    or (Path(run_dir(k)) / LOCK_HELD).exists()]
             holders = any(locks.current_holder(Path(run_dir(k))).get("slurm_job")
-                          for k in self.points)
-            self._active = slurm.active_jobs() if holders else {}
-        job = locks.held_by_job(run_dir(p.key), self._active)
+                          for k in held)
+            self._active = (slurm.active_jobs() if holders else None) or {}
+        job = locks.held_by_job(run_dir(p.key), self._active) if self._active else None
         if job is None:
             return site or None
         print(f"dlscale: {p.key} is still being trained by SLURM job {job}: its new job "
@@ -208,7 +221,7 @@ class Study(AnalysisPlan):
 
     def runtime(self, p: Point) -> int:
         """Minutes: runtime_min, times 1 + the timeouts since the point last completed."""
-        return p.runtime * runtime_factor(run_dir(p.key))
+        return p.runtime * runtime_factor(run_dir(p.key), self.attempts(p))
 
     def shard_size(self) -> int:
         """The shards' image size: data.image_size when preparation resizes, the dataset's
@@ -307,6 +320,8 @@ class Study(AnalysisPlan):
         return " ".join(f"--{k} {shlex.quote(str(v))}" for k, v in flags.items())
 
     def launch_flags(self, p: Point) -> str:
+        if p.command:  # the command starts its own tasks (dlscale.command)
+            return ""
         flags = f"--tasks {p.tasks} --tasks-per-node {p.tasks_per_node} --nodes {p.nodes}"
         launcher = self.config["horovod"]["mpi_launcher"]
         if p.strategy == "horovod":
@@ -319,6 +334,23 @@ class Study(AnalysisPlan):
     def horovod_python(self) -> str:
         python = Path(self.config["horovod"]["python"])
         return str(python if python.is_absolute() else self.basedir / python)
+
+    def worker_command(self, p: Point) -> str:
+        """What launch.py runs for the point (after --), every value quoted: train.py with
+        its flags, or run_command.py with your command's."""
+        script = self.basedir / "scripts" / ("run_command.py" if p.command else "train.py")
+        tail = f"--attempt {self.attempt(p)} --out {shlex.quote(run_dir(p.key))}"
+        if p.command:
+            return f"python {shlex.quote(str(script))} {self.command_flags(p)} {tail}"
+        return (f"{shlex.quote(self.python(p))} {shlex.quote(str(script))} "
+                f"{self.train_flags(p)} {tail} --data-dir {shlex.quote(self.data_dir)}")
+
+    @staticmethod
+    def tasks_per_gpu(p: Point):
+        """dlscale's multi-task points: one task per GPU (1), or "" for per node."""
+        if p.tasks == 1 or p.command:
+            return None
+        return "" if p.tasks_per_gpu is None else p.tasks_per_gpu
 
     def python(self, p: Point) -> str:
         """The interpreter of a point: the Horovod environment's for horovod points."""
@@ -345,17 +377,7 @@ class Study(AnalysisPlan):
         for note in filter(None, notes):
             print(f"dlscale: {note}", file=sys.stderr)
 
-    def points_where(self, multi_task: bool, command: bool = False) -> list[str]:
-        """The keys of dlscale's points (or with `command` sweep.commands') that do (or do
-        not) start several tasks: the train rules' wildcard constraints."""
-        return [k for k, p in self.points.items()
-                if bool(p.command) == command and (p.tasks > 1) == multi_task]
 
-    @staticmethod
-    def report_first_page(page: str, fallback: str) -> str:
-        """What `snakemake --report` opens on: the study's answer once written, else a page
-        that says how to get it."""
-        return str(Path(page).resolve()) if Path(page).exists() else fallback
 
     @staticmethod
     def site_slurm_extra(default_resources_args) -> str | None:
@@ -387,6 +409,8 @@ class Study(AnalysisPlan):
     def train_inputs(self, key: str) -> dict:
         """A point's inputs: the data, its batch search (auto), its model's files."""
         p = self.points[key]
+        if p.command:  # your command reads its own data
+            return {}
         inputs = {"manifest": f"{self.data_dir}/{MANIFEST}"}
         if p.batch_per_gpu == "auto":
             inputs["batch"] = batch_file(p)
@@ -400,35 +424,12 @@ class Study(AnalysisPlan):
 
         return sweep.finder_resources(self.config, model)[name]
 
-    def targets(self, plot_names) -> list[str]:
-        """What `rule all` asks for."""
-        from dlscale.contract import CHECKS, PLOTS, REPORT_PAGE, table
 
-        return (
-            [table("scaling"), table("failed")]
-            # each point's record too: one that went missing is trained again, never
-            # "up to date" because the tables built from it still exist
-            + [f"{run_dir(key)}/{RUN_JSON}" for key in self.points]
-            + [f"{PLOTS}/{n}.png" for n in plot_names]
-            + [f"{CHECKS}/points.txt", REPORT_PAGE]
-            + ([table("verdicts")] if self.references else [])
-            + ([table("compared")] if self.compare else [])
-            + ([table("history")] if self.history_db else []))
-
-    def history_studies(self) -> list[str]:
-        """The earlier studies' points the plots draw (history.compare), or none."""
-        from dlscale.contract import table
-
-        compare = self.history_db and self.config["history"]["compare"]
-        return [table("history_studies")] if compare else []
 
     @staticmethod
     def rules_of(p: Point) -> list[str]:
-        """The rule that trains a point (rules/train.smk: by command and task count)."""
-        base = "train_command" if p.command else "train"
-        if p.tasks > 1:
-            return [f"{base}_tasks" if p.command else "train_workers"]
-        return [base]
+        """The rule that trains a point (rules/train.smk)."""
+        return ["train"]
 
     def write_plan(self) -> None:
         """results/plan.json: the points `dlscale status` reports on."""

@@ -32,6 +32,11 @@ class SweepError(PlanError):
         return f"invalid sweep: {super().__str__()}"
 
 
+# what a point's key looks like (`{series}[/levels]/gpus{g}/rep{r}`): the train and
+# tabulate rules' wildcard constraint, the same length however many points there are
+POINT_PATTERN = r"[^/]+(?:/[^/]+)*?/gpus\d+/rep\d+"
+
+
 @dataclass(frozen=True)
 class Point:
     key: str

@@ -29,7 +29,7 @@ def test_a_multi_node_study_is_one_sweep_through_the_slurm_profile(tmp_path):
                         f"--configfile={ROOT / 'tests' / 'configs' / 'multinode.yaml'}")
     jobs = {}
     for block in dry.stdout.split("\nrule ")[1:]:
-        if not block.startswith(("train:", "train_workers:")):
+        if not block.startswith("train:"):
             continue
         point = re.search(r"wildcards: point=(\S+)", block).group(1)
         resources = dict(item.split("=", 1) for item in

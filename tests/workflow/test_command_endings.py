@@ -100,7 +100,7 @@ def test_every_ending_of_a_command_is_its_own_row_and_nothing_outlives_its_point
     dry = run_snakemake(tmp_path, *PROFILE, ENDINGS, "-n")
     stats = dry.stdout.split("Job stats:")[1].split("total")[0]
     assert [line.split() for line in stats.splitlines() if line.startswith("train")] == [
-        ["train_command", "6"]]
+        ["train", "6"]]
 
 
 def kill_tree(pid: int) -> None:

@@ -62,7 +62,7 @@ def test_your_own_script_is_scaled_and_a_failing_command_is_a_failed_row(tmp_pat
     dry = run_snakemake(tmp_path, *PROFILE, config, "-n")  # only the failed points again
     stats = dry.stdout.split("Job stats:")[1].split("total")[0]
     assert [line.split() for line in stats.splitlines() if line.startswith("train")] == [
-        ["train_command", "2"]]
+        ["train", "2"]]
 
 
 def folder_config(path, source, **data) -> str:
