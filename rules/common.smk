@@ -30,8 +30,7 @@ POINTS, EXTERNAL, DATA_DIR = STUDY.points, STUDY.external, STUDY.data_dir
 POINT = sweep.POINT_PATTERN  # a run folder's key, whatever the sweep's size
 RESOURCES = ("gres", "cpus_per_task", "mem_mb", "nodes")
 PLOT_NAMES = vocabulary.PLOT_NAMES
-# the site's software stack for the rules that run TensorFlow (prepare, batch search,
-# train): environment modules (--sdm env-modules) or a container (--sdm apptainer)
+# the site's software for the TensorFlow rules: modules (--sdm env-modules) or a container
 SOFTWARE_MODULES = config["software"]["modules"]
 SOFTWARE_CONTAINER = config["software"]["container"]
 
@@ -60,9 +59,7 @@ def planned(method):
 
 
 def rule_function(function):
-    """`function` with its signature computed once: Snakemake asks inspect.signature of
-    every input, params and resources function for every job, and inspect answers from
-    __signature__ at once (a 450-point dry run: 5,800 calls)."""
+    """`function` with its signature computed once (Snakemake asks for it per job)."""
     function.__signature__ = inspect.signature(function)
     return function
 
@@ -115,9 +112,8 @@ SITE_SLURM_EXTRA = STUDY.site_slurm_extra(
 
 
 def point_resources():
-    """The train rule's resources, from the point's expansion. Only a point of several
-    tasks gets `tasks` (dlscale's also `tasks_per_gpu`) and `mpi`: a resource that is
-    None is left out, and the SLURM plugin refuses `mpi` for one task."""
+    """The train rule's resources. Only a point of several tasks gets `tasks` and `mpi`
+    (None leaves a resource out; the SLURM plugin refuses `mpi` for one task)."""
     resources = {name: point_resource(name) for name in RESOURCES}
     return resources | {
         "runtime": of_point(STUDY.runtime),
