@@ -38,6 +38,8 @@ SETTINGS = "settings.json"  # in STATE: what a backup was made with
 TELEMETRY = "telemetry.csv"
 LOCK = ".lock"  # the launcher's lock while a point trains; names its holder (dlscale.locks)
 LOCK_HELD = ".lock.held"  # the lock where flock is not to be had (O_EXCL)
+MODEL_FILE = "model.keras"  # a completed run's saved model (training.save_model)
+TENSORBOARD = "tensorboard"  # its event files and profiler traces
 COMMAND_OUT = "out"  # a sweep.commands point's {out_dir}: the command's own files
 RUN_TABLE = "epochs.csv"  # a run's (or an external log's) per-epoch table
 # the last completed record (run.json, epochs.jsonl, train.log; hard links, not copies),

@@ -26,9 +26,11 @@ from dlscale.cluster import worker_identity
 from dlscale.contract import (
     EPOCHS,
     EXIT_STATUS,
+    MODEL_FILE,
     RUN_JSON,
     STATE,
     TELEMETRY,
+    TENSORBOARD,
     TRAIN_LOG,
     RunRecord,
     Status,
@@ -140,7 +142,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     elif reason:
         say(f"dlscale train: {reason}")
     if status is Status.COMPLETED and settings.save_model:
-        backend.save_model(model, settings.out / "model.keras")
+        backend.save_model(model, settings.out / MODEL_FILE)
     synthetic = (synthetic_speed(r, model)
                  if status is Status.COMPLETED and settings.synthetic_check_steps else None)
     if sampler:
@@ -250,7 +252,7 @@ def chief_callbacks(settings, backend) -> list:
     if not backend.chief or not (settings.tensorboard or settings.profile_steps):
         return []
     keras = K.keras()
-    return [keras.callbacks.TensorBoard(log_dir=str(settings.out / "tensorboard"),
+    return [keras.callbacks.TensorBoard(log_dir=str(settings.out / TENSORBOARD),
                                         profile_batch=settings.profile_steps or 0)]
 
 
@@ -344,9 +346,9 @@ def record(r: Run, started: datetime, status: Status, reason, test: dict,
         status, reason, settings.planned(), backend.facts(),
         replicas=backend.replicas, device_kind=settings.device,
         global_batch=plan.global_batch, optimizer=settings.optimizer, loop=settings.loop,
-        model_file="model.keras" if settings.save_model and status is Status.COMPLETED
+        model_file=MODEL_FILE if settings.save_model and status is Status.COMPLETED
         else None,
-        tensorboard="tensorboard" if settings.tensorboard or settings.profile_steps else None,
+        tensorboard=TENSORBOARD if settings.tensorboard or settings.profile_steps else None,
         profile_steps=list(settings.profile_steps) if settings.profile_steps else None,
         base_lr=settings.base_lr, lr_scaling=settings.lr_scaling, lr=plan.lr,
         warmup_epochs=settings.warmup_epochs, momentum=settings.momentum,

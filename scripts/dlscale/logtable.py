@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from dlscale.cli import parse_meta
+from dlscale.contract import Status
 from dlscale.files import write_rows
 from dlscale.keraslog import LogError, ParsedLog, compile_patterns, parse_file_runs
 from dlscale.vocabulary import EPOCH_METRICS
@@ -66,7 +67,7 @@ def log_runs(path, meta: dict, per_run: list[dict] | None, patterns: dict,
         failed = per_run[0]
         print(f"{path}: no finished epoch: a failed run", file=sys.stderr)
         row = {**meta, **{k: v for k, v in failed.items() if k in ("gpus", "global_batch")},
-               "file": str(path), "log_run": 1, "status": "failed",
+               "file": str(path), "log_run": 1, "status": Status.FAILED.value,
                "failure": failed["failed"],
                **dict.fromkeys(("epoch", "seconds", "loss", "accuracy"))}
         return set(row), [row]

@@ -24,7 +24,7 @@ from datetime import datetime
 from pathlib import Path
 
 from dlscale import slurm
-from dlscale.contract import EPOCHS, PLAN, RUN_JSON, RUNS, STATE, RecordError, RunRecord
+from dlscale.contract import EPOCHS, PLAN, RUN_JSON, RUNS, STATE, RecordError, RunRecord, Status
 from dlscale.files import read_jsonl
 from dlscale.locks import current_holder, pid_alive
 
@@ -152,10 +152,10 @@ def point_status(folder: Path, point: dict, jobs: dict[str, dict]) -> PointStatu
         record = RunRecord.read(run / RUN_JSON)
     except RecordError:
         return status if not (run / RUN_JSON).exists() else PointStatus(
-            key, "failed", "run.json cannot be read", epochs=point.get("epochs"))
+            key, Status.FAILED.value, "run.json cannot be read", epochs=point.get("epochs"))
     status.state = record["status"]
     epochs = record.get("epochs_completed")
-    if record.status.value == "completed":
+    if record.status is Status.COMPLETED:
         status.detail = f"{epochs} epoch(s)"
     else:
         status.detail = f"{epochs} of {record.get('epochs')} epoch(s): {record.get('failure')}"
