@@ -1,4 +1,4 @@
-"""The columns of scaling.csv and runs.csv's accounting, declared once with their units.
+"""The columns of scaling.csv and runs.csv, declared once with their units.
 
 Like ReFrame's performance variables: each number the study reports is named here with
 its unit and a one-line meaning. analysis.py builds scaling.csv in this order;
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dlscale.vocabulary import TELEMETRY_FIELDS
+from dlscale.vocabulary import SYSTEM_FIELDS, TELEMETRY_FIELDS
 
 
 @dataclass(frozen=True)
@@ -76,6 +76,32 @@ SCALING = (
         Column("flags", "", "what the report flags about the point"),
     ),
 )
+# runs.csv: one row per run; beside scaling.csv's columns (per run) it has these
+RUNS = (
+    Column("run", "", "the run: its folder below results/runs, or external/<entry>[#run]", True),
+    Column("source", "", "dlscale (trained here) or external (a log you brought)", True),
+    Column("repeat", "", "the repeat's number (seed = seed + repeat - 1)", True),
+    Column("host", "", "the host the run's records name", True),
+    Column("slurm_job_id", "", "the SLURM job that ran it; empty outside SLURM", True),
+    Column("dataset", "", "the dataset's name", True),
+    Column("device", "", "gpu or cpu (logical CPU devices)", True),
+    Column("image_size", "px", "the model's input size", True),
+    Column("resize", "", "on_device, prepare or none: where images got that size", True),
+    Column("images_per_epoch", "images", "steps x global batch, or train_images", True),
+    Column("epochs_expected", "", "the epochs the run was planned with", True),
+    Column("epochs_done", "", "the epochs it finished", True),
+    Column("final_loss", "1", "training loss of the last epoch", True),
+    Column("status", "", "completed, failed, out_of_memory, timeout or killed", True),
+    Column("counted", "", "whether the run enters scaling.csv", True),
+    Column("problem", "", "why it does not count, or empty", True),
+    Column("log_check", "", "ok, or how the printed log differs from the records", True),
+    Column("streams", "", "workers whose lines an external log held", True),
+    Column("gpus_logged", "", "the GPU count the log stated, where it differs", True),
+    Column("logged_images_per_s", "images/s", "a benchmark's printed throughput", True),
+    Column("notes", "", "what went wrong beside the training", True),
+    *(Column(f"system_{name}", "", f"the run's system description: {name}", True)
+      for name in SYSTEM_FIELDS),
+)
 # what SLURM's accounting says of a point's job (runs.csv; dlscale.slurm reads it)
 ACCOUNTED = (
     Column("sacct_state", "", "the job's final state", True),
@@ -95,7 +121,7 @@ ACCOUNTED_COLUMNS = tuple(c.name for c in ACCOUNTED)
 def render() -> str:
     """The Markdown table of every column with its unit and meaning."""
     lines = ["| column | table | unit | meaning |", "|---|---|---|---|"]
-    for table, columns in (("scaling.csv", SCALING), ("runs.csv", ACCOUNTED)):
+    for table, columns in (("scaling.csv", SCALING), ("runs.csv", RUNS + ACCOUNTED)):
         lines += [f"| `{c.name}` | {table} | {c.unit or '-'} | {c.meaning} |" for c in columns]
     return "\n".join(lines) + "\n"
 

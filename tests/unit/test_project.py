@@ -237,5 +237,28 @@ def test_the_column_registry_is_what_scaling_csv_holds_and_what_the_docs_list():
     assert set(analysis.MEASURED) < set(analysis.SCALING_COLUMNS + analysis.EXTRA_COLUMNS)
     text = (ROOT / "docs" / "analysis.md").read_text()
     assert text.split(columns.BEGIN)[1].split(columns.END)[0] == columns.render()
-    assert len({c.name for c in columns.SCALING + columns.ACCOUNTED}) == len(
-        columns.SCALING + columns.ACCOUNTED)
+    declared = columns.SCALING + columns.RUNS + columns.ACCOUNTED
+    assert len({c.name for c in declared}) == len(declared)
+
+
+def test_every_column_of_runs_csv_is_declared_with_its_unit(tmp_path):
+    """runs.csv, as aggregate.py writes it from the published study's log: each column is
+    in the registry (scaling.csv's per run, runs.csv's own, the accounting), so in the
+    table docs/analysis.md carries. (The demo's test checks a dlscale study's runs.csv.)"""
+    import aggregate
+    import pandas as pd
+    import parse_logs
+
+    from dlscale import columns
+
+    study = ROOT / "tests" / "data" / "reference-study"
+    out = tmp_path / "epochs.csv"
+    assert parse_logs.main([str(study / "ResNet50_1gpu.out"), "--meta", "gpus=1",
+                            "--meta", "global_batch=256", "--meta", "images_per_epoch=50000",
+                            "--meta", "run=external/study", "--meta", "model=ResNet50V2",
+                            "-o", str(out)]) == 0
+    assert aggregate.main([str(out), "--out-dir", str(tmp_path / "t")]) == 0
+
+    written = list(pd.read_csv(tmp_path / "t" / "runs.csv", nrows=0).columns)
+    declared = {c.name for c in columns.SCALING + columns.RUNS + columns.ACCOUNTED}
+    assert [c for c in written if c not in declared] == []

@@ -35,6 +35,11 @@ def test_the_demo_ends_with_tables_plots_and_a_report(tmp_path):
             str(ROOT / "profiles" / "local")]
     run_snakemake(tmp_path, *demo, timeout=1200)
     runs = pd.read_csv(tmp_path / "results/tables/runs.csv")
+    # every column of a dlscale study's runs.csv is declared, with its unit (docs/analysis.md)
+    from dlscale import columns
+
+    declared = {c.name for c in columns.SCALING + columns.RUNS + columns.ACCOUNTED}
+    assert [c for c in runs.columns if c not in declared] == []
     assert len(runs) == 6 and runs["counted"].all()  # 2 models x 1, 2, 4 replicas
     assert (tmp_path / "results/checks/points.txt").read_text().count("completed") == 6
     run_snakemake(tmp_path, *demo, "--report", str(tmp_path / "report.html"))
