@@ -37,12 +37,28 @@ HOLDER = textwrap.dedent("""
 """)
 
 
+STARTED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def no_process_left():
+    """The holders a test started end with it, whether it passed or not."""
+    yield
+    while STARTED:
+        proc = STARTED.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(60)
+
+
 def holder(folder, name, mode):
     env = {k: v for k, v in os.environ.items() if k != locks.MODE_ENV}
     if mode:
         env[locks.MODE_ENV] = mode
-    return subprocess.Popen([sys.executable, "-c", HOLDER, str(folder), name], cwd=SCRIPTS,
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(folder), name], cwd=SCRIPTS,
                             env=env, stderr=subprocess.PIPE, text=True)
+    STARTED.append(proc)
+    return proc
 
 
 def wait_for(path, proc, timeout=60):
@@ -142,6 +158,7 @@ def test_ports_reserved_by_live_launchers_are_never_handed_out_twice(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-c", RESERVE, str(tmp_path / f"p{i}"), "8"],
                               cwd=SCRIPTS, stderr=subprocess.PIPE, text=True)
              for i in range(4)]
+    STARTED.extend(procs)
     chosen = [json.loads(wait_for(tmp_path / f"p{i}", p)) for i, p in enumerate(procs)]
     ports = [port for ports in chosen for port in ports]
     assert len(ports) == 32 and len(set(ports)) == 32
