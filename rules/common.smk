@@ -1,6 +1,5 @@
 # Config validation and the small wildcard functions the rules call; what needs no
 # wildcard lives in the package (dlscale/plan.py), where unit tests reach it.
-import inspect
 import re
 import shlex
 import sys
@@ -58,17 +57,9 @@ def planned(method):
     return call
 
 
-def rule_function(function):
-    """`function` with its signature computed once (Snakemake asks for it per job)."""
-    function.__signature__ = inspect.signature(function)
-    return function
-
-
 def by_wildcards(method, *names):
     """A Study method of the named wildcards' values as a rule function."""
-    return rule_function(
-        lambda wildcards: planned(method)(*(getattr(wildcards, n) for n in names))
-    )
+    return lambda wildcards: planned(method)(*(getattr(wildcards, n) for n in names))
 
 
 def one_of(keys):
@@ -88,12 +79,12 @@ def point(wildcards):
 
 def of_point(method):
     """A Study method of a Point as a function of the rule's wildcards."""
-    return rule_function(lambda wildcards: method(point(wildcards)))
+    return lambda wildcards: method(point(wildcards))
 
 
 def folder_of(output_key):
     """The folder of one of the outputs (by name or index), as a param."""
-    return rule_function(lambda wildcards, output: str(Path(output[output_key]).parent))
+    return lambda wildcards, output: str(Path(output[output_key]).parent)
 
 
 def point_resource(name):
@@ -103,7 +94,7 @@ def point_resource(name):
         value = getattr(point(wildcards), name)
         return "" if value is None else value  # gres null: request no GRES
 
-    return rule_function(resource)
+    return resource
 
 
 SITE_SLURM_EXTRA = STUDY.site_slurm_extra(

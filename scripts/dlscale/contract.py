@@ -46,6 +46,7 @@ RUN_TABLE = "epochs.csv"  # a run's (or an external log's) per-epoch table
 # kept until the next completed one replaces it: Snakemake deletes a job's outputs
 # before it reruns it
 KEPT = "completed"
+KEPT_FILES = (EPOCHS, TRAIN_LOG, RUN_JSON)  # what KEPT holds, run.json last
 
 # --- layout (relative to the working directory; the rules use these too) -----------------
 RESULTS = "results"
@@ -196,13 +197,21 @@ def keep_completed(out: Path) -> None:
     fresh, old = out / f"{KEPT}.new", out / f"{KEPT}.old"
     shutil.rmtree(fresh, ignore_errors=True)
     fresh.mkdir()
-    for name in (RUN_JSON, EPOCHS, TRAIN_LOG):
+    for name in KEPT_FILES:
         link_or_copy(out / name, fresh / name)
     shutil.rmtree(old, ignore_errors=True)
     if (out / KEPT).exists():
         (out / KEPT).rename(old)
     fresh.rename(out / KEPT)
     shutil.rmtree(old, ignore_errors=True)
+
+
+def restore_completed(out: Path) -> None:
+    """Put out/KEPT's records back in place (Snakemake removed a job's outputs before a
+    rerun that now keeps them), run.json last."""
+    for name in KEPT_FILES:
+        with atomic(out / name) as tmp:
+            link_or_copy(out / KEPT / name, tmp)
 
 
 def read_epochs(path: str | Path) -> list[dict]:

@@ -62,7 +62,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dlscale import slurm
-from dlscale.contract import KEPT, RUN_JSON, RecordError, RunRecord, Status
+from dlscale.contract import (
+    KEPT,
+    RUN_JSON,
+    RecordError,
+    RunRecord,
+    Status,
+    restore_completed,
+)
 from dlscale.locks import PointLock, reserve_ports
 from dlscale.processes import (
     adopt_orphans,
@@ -179,12 +186,7 @@ def finished_meanwhile(out: Path, command: list[str], waited: bool) -> bool:
             except (TypeError, ValueError):
                 continue
         if path.parent != out:  # put the kept outputs back in place
-            from dlscale.contract import EPOCHS, TRAIN_LOG
-            from dlscale.files import atomic, link_or_copy
-
-            for name in (EPOCHS, TRAIN_LOG, RUN_JSON):  # run.json last
-                with atomic(out / name) as tmp:
-                    link_or_copy(out / KEPT / name, tmp)
+            restore_completed(out)
         return True
     return False
 
@@ -281,7 +283,6 @@ def run(args: argparse.Namespace, command: list[str]) -> int:
     end = job_deadline(args.time_limit_min, started.timestamp(), notes)
     if end is not None:
         os.environ[JOB_END_ENV] = f"{end:.3f}"
-    terminated = STOPS
     # SIGTERM (scancel) or SIGINT (Ctrl-C): noted; the supervision loop ends the workers
     # in full, and a second signal cannot cut that short
     signal.signal(signal.SIGTERM, lambda signum, frame: STOPS.append(signum))
@@ -293,9 +294,9 @@ def run(args: argparse.Namespace, command: list[str]) -> int:
               "time limit: the training was stopped", file=sys.stderr, flush=True)
     if not (args.record / RUN_JSON).exists():
         record_end(args.record, returncode, args.log, started, command,
-                   terminated=terminated[0] if terminated else 0, late=late, notes=notes)
+                   terminated=STOPS[0] if STOPS else 0, late=late, notes=notes)
     lock.release()
-    return 128 + terminated[0] if terminated else 0
+    return 128 + STOPS[0] if STOPS else 0
 
 
 def start(args: argparse.Namespace, command: list[str],

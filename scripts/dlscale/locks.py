@@ -142,8 +142,7 @@ class PointLock:
             try:
                 fcntl.flock(self.handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                say(f"{self.folder} is being trained by another process "
-                    f"({describe(read_holder(path))}): waiting for it to end")
+                self._say_waiting(read_holder(path))
                 fcntl.flock(self.handle, fcntl.LOCK_EX)
                 waited = True
         except OSError as exc:
@@ -169,8 +168,7 @@ class PointLock:
         said, waited = False, False
         while (who := holding()) is not None:
             if not said:
-                say(f"{self.folder} is being trained by another process ({describe(who)}): "
-                    "waiting for it to end")
+                self._say_waiting(who)
                 said = True
             waited = True
             time.sleep(self.poll)
@@ -192,10 +190,8 @@ class PointLock:
                         os.unlink(aside)
                     continue
                 if not said:
-                    extra = ("" if holder_state(who) == "live" else
-                             f"; if no such process runs, delete {path}")
-                    say(f"{self.folder} is being trained by another process "
-                        f"({describe(who)}): waiting for it to end{extra}")
+                    self._say_waiting(who, "" if holder_state(who) == "live" else
+                                      f"; if no such process runs, delete {path}")
                     said = True
                 waited = True
                 time.sleep(self.poll)
@@ -206,6 +202,10 @@ class PointLock:
                 self._write(handle)
             self.held_file = path
             return waited
+
+    def _say_waiting(self, who: dict, extra: str = "") -> None:
+        say(f"{self.folder} is being trained by another process ({describe(who)}): "
+            f"waiting for it to end{extra}")
 
     def _stale(self, path: Path, who: dict) -> bool:
         if not who:  # being written, or its writer died before writing
@@ -277,14 +277,3 @@ def reserve_ports(count: int) -> list[int]:
         tmp.write_text(json.dumps({str(p): pid for p, pid in taken.items()}))
         os.replace(tmp, path)
     return chosen
-
-
-# --- planning: a point another job still trains -----------------------------------------
-def held_by_job(folder: str | Path, active: dict | None) -> str | None:
-    """The SLURM job that holds the point's lock and still runs (`active`: slurm's
-    active_jobs), or None: the job a new job of the point is to wait for."""
-    who = current_holder(Path(folder))
-    job = str(who.get("slurm_job") or "")
-    if not job or active is None or job == os.environ.get("SLURM_JOB_ID"):
-        return None
-    return job if job in active else None

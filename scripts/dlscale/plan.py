@@ -8,6 +8,7 @@ raises PlanError with a one-line message naming the key and what was expected.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import sys
@@ -24,8 +25,6 @@ from dlscale.contract import (
     DATA,
     DOWNLOADS,
     KEPT,
-    LOCK,
-    LOCK_HELD,
     RUN_JSON,
     read_attempts,
     run_dir,
@@ -137,7 +136,7 @@ class Study(AnalysisPlan):
                                 f"'{label}' (and it is not a model dlscale knows)")
         self._model_files: dict[str, list[str]] = {}
         self._attempts: dict[str, list[dict]] = {}
-        self._active: dict[str, str] | None = None  # SLURM's active jobs (slurm_extra)
+        self._held: dict[str, str] | None = None  # point -> the live job holding it
         for builder in dict.fromkeys(p.model_from for p in points
                                      if p.model_from and not job_step):
             # relative to the working directory, as the jobs run; nothing of it is run
@@ -205,13 +204,13 @@ class Study(AnalysisPlan):
 
         if self.job_step:
             return site or None
-        if self._active is None:  # once: squeue only when a lock names a SLURM job
-            held = [k for k in self.points if (Path(run_dir(k)) / LOCK).exists()
-                    or (Path(run_dir(k)) / LOCK_HELD).exists()]
-            holders = any(locks.current_holder(Path(run_dir(k))).get("slurm_job")
-                          for k in held)
-            self._active = (slurm.active_jobs() if holders else None) or {}
-        job = locks.held_by_job(run_dir(p.key), self._active) if self._active else None
+        if self._held is None:  # once: every lock read, squeue asked if one names a job
+            named = {k: str(job) for k in self.points
+                     if (job := locks.current_holder(Path(run_dir(k))).get("slurm_job"))}
+            active = (slurm.active_jobs() if named else None) or {}
+            own = os.environ.get("SLURM_JOB_ID")
+            self._held = {k: job for k, job in named.items() if job in active and job != own}
+        job = self._held.get(p.key)
         if job is None:
             return site or None
         print(f"dlscale: {p.key} is still being trained by SLURM job {job}: its new job "

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 import time
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ from pathlib import Path
 from dlscale import slurm
 from dlscale.contract import EPOCHS, PLAN, RUN_JSON, RUNS, STATE, RecordError, RunRecord, Status
 from dlscale.files import read_jsonl
-from dlscale.locks import current_holder, pid_alive
+from dlscale.locks import current_holder, holder_state
 
 
 @dataclass
@@ -98,9 +97,7 @@ def job_comment(rule: str, key: str) -> str:
 def lock_holder_alive(run: Path) -> bool:
     """Whether the training that holds the run folder's lock runs on this host (another
     host's is known from squeue only)."""
-    who = current_holder(run)
-    return who.get("host") == socket.gethostname() and bool(who.get("pid")) and pid_alive(
-        who["pid"], who.get("since"))
+    return holder_state(current_holder(run), active={}) == "live"
 
 
 def running(status: PointStatus, run: Path) -> PointStatus:
