@@ -2,8 +2,9 @@
 
 A backend knows who this process is (rank, size, local rank), sets up the devices and
 the scope models are built in, wraps the optimizer, adds the callbacks it needs, shards
-the input, reduces metrics over the workers, says whether a killed run can resume, and
-adds its facts to run.json. `make_backend(kind, settings)` picks one, as tensorflow/models'
+the input, evaluates and reduces metrics over the workers, says whether a killed run can
+resume, and adds its facts to run.json. DataParallel is Keras 3 on JAX
+(keras.distribution); the others are TensorFlow's, under Keras 2 or (mirrored) Keras 3. `make_backend(kind, settings)` picks one, as tensorflow/models'
 `get_distribution_strategy` does; the driver (scripts/train.py) has no strategy branches.
 
 TensorFlow and Horovod are imported inside the methods, so that importing this module
@@ -31,6 +32,7 @@ from dlscale.training import (
 
 class Backend:
     kind = ""
+    distribution = ""   # what spreads the replicas, as run.json names it
     can_resume = True   # whether BackupAndRestore can bring a killed run back
     several_processes = False
 
@@ -81,6 +83,10 @@ class Backend:
         # outlives fit (RunRecord.write drops it once run.json is written), so a job killed
         # during the evaluation or the record resumes with every epoch done. None has step
         # hooks: Keras then calls no callback between steps
+        if K.keras_version() == 3:
+            from dlscale.keras3 import backup_callback
+
+            return [recorder, backup_callback(backup_dir)]
         return [recorder, keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=False)]
 
     def datasets(self, train_input, test_input, global_batch: int):
@@ -91,6 +97,10 @@ class Backend:
         options.experimental_distribute.auto_shard_policy = \
             tf.data.experimental.AutoShardPolicy.DATA
         return train, test_input(global_batch, 1, 0).with_options(options)
+
+    def evaluate(self, model, test_ds, manifest: dict) -> dict:
+        """The test split's loss and accuracy over every worker."""
+        return self.reduce_test(model.evaluate(test_ds, verbose=0, return_dict=True), manifest)
 
     def reduce_test(self, test: dict, manifest: dict) -> dict:
         return test  # the strategy evaluated over every replica already
@@ -111,13 +121,15 @@ class Backend:
         return bool(flag)
 
     def facts(self) -> dict:
-        return {"strategy": self.kind, "workers": self.size,
+        return {"strategy": self.kind, "distribution": self.distribution,
+                "workers": self.size,
                 "devices": list(self.strategy.extended.worker_devices), "cluster": None,
                 "communication": None, "horovod": None}
 
 
 class Mirrored(Backend):
     kind = "mirrored"
+    distribution = "tf.distribute.MirroredStrategy"
 
     def __init__(self, settings):
         super().__init__(settings)
@@ -128,6 +140,7 @@ class Mirrored(Backend):
 
 class MultiWorker(Backend):
     kind = "multiworker"
+    distribution = "tf.distribute.MultiWorkerMirroredStrategy"
     several_processes = True
     saves_on_every_worker = True
 
@@ -155,6 +168,7 @@ class Horovod(Backend):
     """One process per GPU started by horovodrun (or the site's MPI launcher); Horovod
     averages the gradients itself, so there is no tf.distribute strategy."""
     kind = "horovod"
+    distribution = "horovod.tensorflow.keras"
     can_resume = False  # every rank would have to restore the same epoch (not yet)
     several_processes = True
 
@@ -232,7 +246,8 @@ class Horovod(Backend):
 
     def facts(self) -> dict:
         hvd = self.hvd
-        return {"strategy": self.kind, "workers": self.size, "devices": self.devices,
+        return {"strategy": self.kind, "distribution": self.distribution,
+                "workers": self.size, "devices": self.devices,
                 "cluster": None, "communication": "horovod",
                 "horovod": {"size": hvd.size(), "local_size": hvd.local_size(),
                             "nodes": self.nodes,
@@ -240,7 +255,81 @@ class Horovod(Backend):
                             "gloo": bool(hvd.gloo_built()), "mpi": bool(hvd.mpi_built())}}
 
 
-BACKENDS = {b.kind: b for b in (Mirrored, MultiWorker, Horovod)}
+class DataParallel(Backend):
+    """Keras 3 on JAX: one process holds the replicas (GPUs, or XLA host devices on CPUs,
+    which cli.use_keras asked for), keras.distribution.DataParallel splits every global
+    batch over them. tf.data only reads: TensorFlow is kept off the GPUs, which JAX owns."""
+    kind = "dataparallel"
+    distribution = "keras.distribution.DataParallel"
+
+    def setup(self) -> None:
+        import jax
+        import tensorflow as tf
+
+        tf.config.set_visible_devices([], "GPU")
+        keras = K.keras()
+        platform = "gpu" if self.settings.device == "gpu" else "cpu"
+        try:
+            found = jax.devices(platform)
+        except RuntimeError as exc:  # no GPU backend: JAX says which platforms it has
+            raise RunError(f"{self.settings.gpus} GPU(s) asked for but JAX has none ({exc}, "
+                           f"CUDA_VISIBLE_DEVICES={cuda_visible_devices()}); use device: "
+                           "cpu to run replicas on CPUs") from None
+        if len(found) < self.settings.gpus:
+            raise RunError(f"{self.settings.gpus} replicas asked for but JAX sees "
+                           f"{len(found)} {platform} device(s) "
+                           f"(CUDA_VISIBLE_DEVICES={cuda_visible_devices()}, XLA_FLAGS="
+                           f"{os.environ.get('XLA_FLAGS', '<unset>')})")
+        self.jax_devices = found[:self.settings.gpus]
+        self.devices = [f"{d.platform}:{d.id}" for d in self.jax_devices]
+        keras.distribution.set_distribution(
+            keras.distribution.DataParallel(devices=self.jax_devices))
+        self.replicas = len(self.jax_devices)
+
+    def scope(self):
+        import contextlib
+
+        return contextlib.nullcontext()
+
+    def datasets(self, train_input, test_input, global_batch: int):
+        """One input pipeline of global batches; Keras shards each over the devices."""
+        import tensorflow as tf
+
+        context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
+                                             num_replicas_in_sync=1)
+        self.test_batch = global_batch
+        return train_input(context), test_input(global_batch, 1, 0)
+
+    def evaluate(self, model, test_ds, manifest: dict) -> dict:
+        """The whole test split: the batches that divide over the devices under the
+        distribution, the rest (JAX cannot shard it) on one device, weighed by images."""
+        keras = K.keras()
+        images = manifest["splits"]["test"]["count"]
+        batch = self.test_batch
+        full = images // batch
+        rest = images - full * batch
+        parts = []
+        if full:
+            parts.append((full * batch, model.evaluate(test_ds.take(full), verbose=0,
+                                                       return_dict=True)))
+        if rest:
+            distribution = keras.distribution.distribution()
+            keras.distribution.set_distribution(None)
+            try:
+                parts.append((rest, model.evaluate(test_ds.skip(full), verbose=0,
+                                                   return_dict=True)))
+            finally:
+                keras.distribution.set_distribution(distribution)
+        total = sum(n for n, _ in parts)
+        return {k: sum(n * float(m[k]) for n, m in parts) / total for k in parts[0][1]}
+
+    def facts(self) -> dict:
+        return {"strategy": self.kind, "distribution": self.distribution, "workers": 1,
+                "devices": self.devices, "cluster": None, "communication": None,
+                "horovod": None}
+
+
+BACKENDS = {b.kind: b for b in (Mirrored, MultiWorker, Horovod, DataParallel)}
 
 
 def make_backend(kind: str, settings) -> Backend:

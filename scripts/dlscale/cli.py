@@ -8,11 +8,38 @@ import sys
 from typing import NoReturn
 
 
+# which Keras this process trains with: "2" (tf-keras, the default) or "3"; set by
+# use_keras before TensorFlow, Keras or JAX is imported
+KERAS_ENV = "DLSCALE_KERAS"
+
+
+def use_keras(version: int, backend: str = "tensorflow", host_devices: int = 1) -> None:
+    """Choose the Keras of this process before anything imports it (docs/keras.md):
+    Keras 2 (tf-keras) or Keras 3 on `backend`. On JAX, `host_devices` > 1 shows that many
+    CPU devices (XLA's host platform), the way TensorFlow gets logical CPU devices."""
+    os.environ[KERAS_ENV] = str(version)
+    if version == 3:
+        os.environ["TF_USE_LEGACY_KERAS"] = "0"  # tf.keras is Keras 3 too (users' models)
+        os.environ["KERAS_BACKEND"] = backend
+        if backend == "jax" and host_devices > 1:
+            flag = f"--xla_force_host_platform_device_count={host_devices}"
+            os.environ["XLA_FLAGS"] = " ".join(
+                [f for f in os.environ.get("XLA_FLAGS", "").split()
+                 if not f.startswith("--xla_force_host_platform_device_count")] + [flag])
+    quiet_tensorflow()
+
+
+def keras_version() -> int:
+    return 3 if os.environ.get(KERAS_ENV) == "3" else 2
+
+
 def quiet_tensorflow() -> None:
     """Keep TensorFlow's C++ start-up chatter out of logs unless the user asked for it."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    # Keras 2 everywhere (docs/keras.md): tf-keras with TensorFlow 2.21; TensorFlow 2.15
-    # (the Horovod environment) has Keras 2 built in and fails if asked for tf_keras.
+    if keras_version() == 3:
+        return
+    # Keras 2 (docs/keras.md): tf-keras with TensorFlow 2.21; TensorFlow 2.15 (the
+    # Horovod environment) has Keras 2 built in and fails if asked for tf_keras.
     if importlib.util.find_spec("tf_keras") is not None:
         os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
     else:
@@ -25,10 +52,15 @@ def fail(message: str, code: int = 1) -> NoReturn:
 
 
 def keras():
-    """Keras 2 in either environment: tf-keras with TensorFlow 2.21 (the main one), or
-    TensorFlow 2.15's own tf.keras, which is Keras 2 (the Horovod environment, where
-    horovod.tensorflow.keras works on tf.keras and a second Keras copy would not mix)."""
+    """The Keras use_keras chose. Keras 3: `import keras`. Keras 2 in either environment:
+    tf-keras with TensorFlow 2.21 (the main one), or TensorFlow 2.15's own tf.keras, which
+    is Keras 2 (the Horovod environment, where horovod.tensorflow.keras works on tf.keras
+    and a second Keras copy would not mix)."""
     quiet_tensorflow()
+    if keras_version() == 3:
+        import keras as keras3
+
+        return keras3
     try:
         import tf_keras
     except ImportError:

@@ -9,6 +9,7 @@ its `code`); every other ending is a status of the record.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import time
@@ -78,6 +79,12 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
 
     if problem := T.software_problem(settings.modules, settings.container):
         raise RunError(problem, 2)
+    from dlscale.sweep import framework_problem
+
+    strategy = resolve_strategy(settings)
+    if problem := framework_problem(settings.keras, settings.backend, strategy,
+                                    settings.nodes, settings.loop, settings.profile_steps):
+        raise RunError(problem, 2)
     quiet_tensorflow()
     import tensorflow  # noqa: F401  (imported here, so that its cost is its phase's)
 
@@ -87,7 +94,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     K.keras()
     phases.mark("imports")
 
-    backend = make_backend(resolve_strategy(settings), settings)
+    backend = make_backend(strategy, settings)
     manifest = load_manifest(settings.data_dir)
     state, note, resuming = open_state(settings, backend, manifest, stack)
     say = print if backend.chief else (lambda *a, **k: None)
@@ -99,6 +106,10 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
                       lr_scaling=settings.lr_scaling, warmup_epochs=settings.warmup_epochs,
                       xla=settings.xla, device=settings.device,
                       devices_in_process=len(backend.devices))
+    if backend.kind == "dataparallel":  # JAX compiles every step; it has no choice
+        plan = dataclasses.replace(plan, xla=True, xla_note=None if settings.xla else
+                                   "XLA is on: JAX compiles every step (xla: false asks "
+                                   "TensorFlow only)")
     r = Run(settings, backend, plan, manifest,
             T.resolve_precision(settings.precision, settings.device), state)
     notes: list[str] = []  # what went wrong beside the training: run.json and train.log
@@ -136,8 +147,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
         status, reason = Status.FAILED, "loss became NaN or infinite; training was stopped"
     test = {}
     if status is Status.COMPLETED and not settings.synthetic:
-        test = backend.reduce_test(model.evaluate(test_ds, verbose=0, return_dict=True),
-                                   manifest)
+        test = backend.evaluate(model, test_ds, manifest)
         say(f"dlscale train: test loss {test['loss']:.4f}, test accuracy {test['accuracy']:.4f}")
     elif reason:
         say(f"dlscale train: {reason}")
@@ -198,6 +208,10 @@ def synthetic_speed(r: Run, model) -> float:
 
     train_ds, _ = r.backend.datasets(synthetic_input, inputs(r)[1],
                                      plan.global_batch)  # the test input is not read
+    if K.keras_version() == 3:
+        from dlscale.keras3 import synthetic_speed as through_fit
+
+        return through_fit(model, train_ds, r.settings.synthetic_check_steps, plan.global_batch)
     step = model.make_train_function()  # Keras' own step under the strategy, without fit
     batches, steps = iter(train_ds), r.settings.synthetic_check_steps
     for _ in range(steps):  # untimed: tracing and warm-up
@@ -218,7 +232,11 @@ def build(r: Run, deadline, sampler=None, on_first=None):
     keras = K.keras()
     keras.utils.set_random_seed(settings.seed)
     keras.mixed_precision.set_global_policy(r.precision)
-    schedule = T.warmup_schedule(settings.base_lr, plan.lr, plan.warmup_steps)
+    if K.keras_version() == 3:
+        from dlscale.keras3 import warmup_schedule
+    else:
+        warmup_schedule = T.warmup_schedule
+    schedule = warmup_schedule(settings.base_lr, plan.lr, plan.warmup_steps)
     recorder = T.epoch_recorder(r.state / EPOCHS, plan.steps, plan.global_batch,
                                 backend.lr_of(schedule), backend.chief, sampler, on_first)
     with backend.scope():
@@ -300,7 +318,9 @@ def open_state(settings, backend, manifest: dict, stack: ExitStack):
 def summary(r: Run) -> str:
     settings, backend, plan, manifest = r.settings, r.backend, r.plan, r.manifest
     facts = input_facts(settings, backend, manifest)
-    return (f"{settings.model} on {backend.replicas} replica(s) [{backend.kind}, {settings.loop}: "
+    keras = f"Keras 3 on {settings.backend}" if settings.keras == 3 else "Keras 2"
+    return (f"{settings.model} on {backend.replicas} replica(s) [{keras}, {backend.kind}, "
+            f"{settings.loop}: "
             f"{', '.join(backend.devices)} x {backend.size} worker(s)], global batch "
             f"{plan.global_batch}, lr {plan.lr:g}, {plan.steps} steps/epoch of "
             f"{manifest['splits']['train']['count']} images "
@@ -323,10 +343,13 @@ def fit(train, settings, precision: str):
             f"stopped after epoch {stop.epoch} of {settings.epochs}: the next epoch (up to "
             f"{1.5 * stop.longest:.0f} s) would not end within the {left:.0f} s left before "
             "the time limit; a rerun continues from the last epoch, with more time")
-    except (tf.errors.ResourceExhaustedError, OSError) as exc:
-        if full := disk_full(exc):
+    except Exception as exc:
+        from dlscale.keras3 import out_of_memory
+
+        oom = isinstance(exc, tf.errors.ResourceExhaustedError) or out_of_memory(exc)
+        if (oom or isinstance(exc, OSError)) and (full := disk_full(exc)):
             return Status.FAILED, full
-        if isinstance(exc, OSError):
+        if not oom:
             raise
         return Status.OUT_OF_MEMORY, (
             f"out of memory with {settings.batch_per_gpu} images per GPU ({precision}, "
@@ -367,6 +390,7 @@ def record(r: Run, started: datetime, status: Status, reason, test: dict,
                  "native_shape": manifest.get("native_shape")},
         **input_facts(settings, backend, manifest),
         **T.environment_facts(), versions=(versions := T.versions()),
+        keras=getattr(K.keras(), "__version__", None), backend=settings.backend,
         system=describe_system(versions), state_note=note, notes=notes,
         started=started.isoformat(timespec="seconds"),
         command=[Path(sys.argv[0]).name, *sys.argv[1:]])
@@ -375,6 +399,8 @@ def record(r: Run, started: datetime, status: Status, reason, test: dict,
 def resolve_strategy(settings: Settings) -> str:
     if settings.strategy != "auto":
         return settings.strategy
+    if settings.keras == 3 and settings.backend == "jax":
+        return "dataparallel"
     tasks = int(os.environ.get("SLURM_STEP_NUM_TASKS", os.environ.get("SLURM_NTASKS", 1)))
     multi = settings.nodes > 1 or os.environ.get("TF_CONFIG") or tasks > 1
     return "multiworker" if multi else "mirrored"
@@ -405,6 +431,8 @@ def record_failure(settings: Settings, reason: str, started: datetime) -> None:
 def main(settings: Settings) -> int:
     """Run the point and record how it ended; train.py's exit status."""
     started = datetime.now(UTC)
+    K.use_keras(settings.keras, settings.backend,
+                host_devices=settings.gpus if settings.device == "cpu" else 1)
     try:
         with ExitStack() as stack:  # what run() opens is closed before a failure is recorded
             info = run(settings, started, stack)

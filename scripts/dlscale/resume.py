@@ -22,7 +22,11 @@ def describe_change(old: dict, new: dict) -> str:
 def completed_epochs(backup: Path) -> int:
     """The epochs an earlier attempt finished, as its backup holds them (0: none): Keras'
     BackupAndRestore saves the last finished epoch's index (ckpt_saved_epoch, -1 unused),
-    the custom loop the count (epoch)."""
+    the custom loop the count (epoch), Keras 3's BackupAndRestore the count in a JSON."""
+    from dlscale import keras3
+
+    if keras3.is_backup(backup):
+        return keras3.completed_epochs(backup)
     import tensorflow as tf
 
     folder = backup / "chief" if (backup / "chief").is_dir() else backup
@@ -42,6 +46,10 @@ def checkpoint_problem(backup: Path) -> str | None:
     read once), or None; an empty or missing folder has none."""
     if not backup.is_dir() or not any(p.is_file() for p in backup.rglob("*")):
         return None
+    from dlscale import keras3
+
+    if keras3.is_backup(backup):
+        return keras3.backup_problem(backup)
     import tensorflow as tf
 
     folders = sorted({p.parent for p in backup.rglob("checkpoint")}) or [backup]

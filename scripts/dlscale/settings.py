@@ -17,6 +17,8 @@ from dlscale.vocabulary import (
     COMMUNICATIONS,
     DEFAULTS,
     DEVICES,
+    KERAS_BACKENDS,
+    KERAS_VERSIONS,
     LOOPS,
     LR_SCALINGS,
     OPTIMIZERS,
@@ -36,6 +38,8 @@ class Settings:
     gpus: int
     nodes: int
     strategy: str
+    keras: int               # 2: tf-keras; 3: Keras 3 (docs/keras.md)
+    backend: str             # Keras 3's backend: tensorflow or jax
     epochs: int
     batch_per_gpu: int
     batch_per_gpu_file: Path | None
@@ -76,6 +80,7 @@ class Settings:
         return {"model": self.model, "model_from": self.model_from,
                 "gpus_asked": self.gpus, "nodes": self.nodes,
                 "strategy": self.strategy, "precision": self.precision,
+                "keras_asked": self.keras, "backend": self.backend,
                 "batch_per_gpu": self.batch_per_gpu, "global_batch": self.global_batch,
                 "epochs": self.epochs, "attempt": self.attempt}
 
@@ -90,6 +95,7 @@ def resume_key(settings: Settings, strategy_kind: str, manifest: dict, manifest_
     the manifest, which lists every shard."""
     s = settings
     return {"model": s.model, "gpus": s.gpus, "strategy": strategy_kind,
+            "keras": s.keras, "backend": s.backend,
             "batch_per_gpu": s.batch_per_gpu, "base_lr": s.base_lr,
             "lr_scaling": s.lr_scaling, "warmup_epochs": s.warmup_epochs,
             "momentum": s.momentum, "precision": s.precision, "seed": s.seed,
@@ -138,6 +144,12 @@ def build_parser(description: str = DESCRIPTION) -> argparse.ArgumentParser:
     add("--strategy", choices=["auto", *STRATEGIES], default="auto",
         help="auto: mirrored in one process, multiworker when there are several workers; "
              "horovod: one process per GPU, started by horovodrun (see launch.py)")
+    add("--keras", type=int, choices=KERAS_VERSIONS, default=train["keras"],
+        help="2: tf-keras (Keras 2); 3: Keras 3 (`import keras`) on --backend (default: "
+             "%(default)s)")
+    add("--backend", choices=KERAS_BACKENDS, default=train["backend"],
+        help="Keras 3's backend; jax trains with keras.distribution.DataParallel "
+             "(default: %(default)s)")
     add("--epochs", type=int, default=train["epochs"])
     add("--batch-per-gpu", type=int, default=train["batch_per_gpu"],
         help="images per replica per step")
@@ -215,5 +227,7 @@ def parse(argv=None, description: str = DESCRIPTION) -> Settings:
         parser.error(f"--cache-mb must be at least 0, got {args.cache_mb}")
     if args.base_lr <= 0 or args.warmup_epochs < 0 or not 0 <= args.momentum < 1:
         parser.error("--base-lr must be > 0, --warmup-epochs >= 0 and 0 <= --momentum < 1")
+    if args.backend == "jax" and args.keras != 3:
+        parser.error("--backend jax runs Keras 3 only: add --keras 3")
     args.modules = tuple(args.modules)
     return Settings(**vars(args))

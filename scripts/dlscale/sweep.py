@@ -2,8 +2,8 @@
 
 Pure Python (no Snakemake, no TensorFlow) so that rules/common.smk and the tests share
 it. A point's `key` is its run folder below results/runs/: `{model}/gpus{g}/rep{r}` for
-the study, with `nodes{n}/` (an explicit list of node counts), `{strategy}/`, `{loop}/`
-and `{precision}/` levels added only when the sweep varies them. With `nodes: auto` a
+the study, with `nodes{n}/` (an explicit list of node counts), `{strategy}/`, `{loop}/`,
+`{precision}/`, `keras{k}/` and `{backend}/` levels added only when the sweep varies them. With `nodes: auto` a
 point's nodes follow from its GPUs (as few nodes as hold them), so no level is needed.
 """
 
@@ -50,6 +50,8 @@ class Point:
     rep: int
     strategy: str
     precision: str
+    keras: int           # 2: tf-keras; 3: Keras 3 (docs/keras.md)
+    backend: str         # Keras 3's backend: tensorflow or jax
     epochs: int
     batch_per_gpu: int | str   # "auto": results/batch/{model}/{precision}.json decides
     global_batch: int | None
@@ -158,6 +160,51 @@ def why_not(gpus: int, nodes: int, chosen: str, strategy_listed: bool, config: d
     return None
 
 
+def default_strategy(nodes: int, keras: int, backend: str) -> str:
+    """A point's strategy when the sweep names none: JAX's keras.distribution.DataParallel,
+    else mirrored on one node and multiworker across nodes."""
+    if keras == 3 and backend == "jax":
+        return "dataparallel"
+    return "multiworker" if nodes > 1 else "mirrored"
+
+
+KERAS3_ISSUE = "keras-team/keras#20585"  # Keras 3's fit under MultiWorkerMirroredStrategy
+
+
+def framework_problem(keras: int, backend: str, chosen: str, nodes: int, loop: str,
+                      profile_steps) -> str | None:
+    """Why a point of this Keras, backend, strategy, nodes and loop cannot train, or None
+    (docs/keras.md): known at planning, so that no job fails on it."""
+    if backend == "jax" and keras == 2:
+        return "backend jax runs Keras 3 only: set training.keras (or sweep.keras) to 3"
+    if chosen == "dataparallel" and backend != "jax":
+        return ("strategy dataparallel is keras.distribution.DataParallel on JAX: it needs "
+                "keras 3 and backend jax")
+    if keras == 2:
+        return None
+    if chosen == "horovod":
+        return "Horovod trains tf-keras (Keras 2) only: use keras 2 for horovod points"
+    if loop == "custom":
+        return ("the custom training loop is written for tf-keras (Keras 2): use loop fit "
+                "with Keras 3")
+    if backend == "jax":
+        if chosen != "dataparallel":
+            return (f"strategy {chosen} is TensorFlow's: Keras 3 on JAX trains with "
+                    "keras.distribution.DataParallel (strategy dataparallel, or no strategy)")
+        if nodes > 1:
+            return ("Keras 3 on JAX trains on one node here: jax.distributed across nodes is "
+                    "not supported yet")
+        if profile_steps:
+            return ("training.profile_steps traces TensorFlow's steps; on JAX it is not "
+                    "supported yet: set it to null")
+        return None
+    if chosen != "mirrored" or nodes > 1:
+        return (f"Keras 3 on TensorFlow trains under MirroredStrategy on one node: its fit "
+                f"fails under MultiWorkerMirroredStrategy ({KERAS3_ISSUE}); use keras 2 "
+                "for multi-node or multiworker points")
+    return None
+
+
 def batch_of(over: dict, gpus: int, scaling: str, model: str) -> tuple[int | str, int | None]:
     """(batch per GPU, global batch): weak keeps the first, strong the second."""
     if scaling == "weak":
@@ -201,13 +248,18 @@ def plan_sweep(config: dict, checked: bool = False, train_images: int | None = N
     precisions = sweep.get("precision") or [training["precision"]]
     strategies = sweep.get("strategy") or [None]
     loops = sweep.get("loop") or [training["loop"]]
+    frameworks = list(itertools.product(sweep.get("keras") or [training["keras"]],
+                                        sweep.get("backend") or [training["backend"]]))
+    levels = (sweep["nodes"] != "auto" and len(sweep["nodes"]) > 1,
+              len(strategies) > 1, len(loops) > 1, len(precisions) > 1,
+              len(sweep.get("keras") or ()) > 1, len(sweep.get("backend") or ()) > 1)
     scaling = sweep["scaling"]
     image_size = config["data"]["image_size"]
-    node_level = sweep["nodes"] != "auto" and len(sweep["nodes"]) > 1
     points, skipped = [], {}
-    for (model, builder), strategy, loop, precision, gpus, rep in itertools.product(
-            usermodel.entries(sweep["models"]), strategies, loops, precisions, sweep["gpus"],
-            range(1, sweep["repeats"] + 1)):
+    for (model, builder), strategy, loop, precision, (keras, backend), gpus, rep in \
+            itertools.product(usermodel.entries(sweep["models"]), strategies, loops,
+                              precisions, frameworks, sweep["gpus"],
+                              range(1, sweep["repeats"] + 1)):
         need = 1 if builder else MIN_IMAGE_SIZE.get(model, DEFAULT_MIN_IMAGE_SIZE)
         if image_size < need:
             raise SweepError(f"model {model} needs images of at least {need}px, but "
@@ -215,21 +267,23 @@ def plan_sweep(config: dict, checked: bool = False, train_images: int | None = N
         over = model_settings(config, model)
         batch_per_gpu, global_batch = batch_of(over, gpus, scaling, model)
         for nodes in node_counts(gpus, sweep["nodes"], res["max_gpus_per_node"]):
-            chosen = strategy or ("multiworker" if nodes > 1 else "mirrored")
+            chosen = strategy or default_strategy(nodes, keras, backend)
             reason = why_not(gpus, nodes, chosen, strategy is not None, config)
+            what = f"{gpus} GPU(s) on {nodes} node(s) with {chosen}"
+            if not reason and (reason := framework_problem(
+                    keras, backend, chosen, nodes, loop, training["profile_steps"])):
+                what += f" on Keras {keras} ({backend}, loop {loop})"
             if reason:
-                skipped.setdefault((gpus, nodes, chosen), reason)
+                skipped.setdefault(what, reason)
                 continue
             if chosen == "horovod" and loop == "custom":
                 raise SweepError("the custom training loop runs mirrored and multiworker points; "
                                  "horovod points train with fit (training.loop or sweep.loop)")
             points.append(make_point(config, (model, builder), gpus, nodes, chosen, loop,
-                                     precision, rep, batch_per_gpu, global_batch, levels=(
-                                         node_level, len(strategies) > 1, len(loops) > 1,
-                                         len(precisions) > 1)))
+                                     precision, rep, batch_per_gpu, global_batch,
+                                     levels=levels, framework=(keras, backend)))
     points += command_points(config, skipped)
-    notes = [f"sweep: {gpus} GPU(s) on {nodes} node(s) with {chosen} left out: {reason}"
-             for (gpus, nodes, chosen), reason in skipped.items()]
+    notes = [f"sweep: {what} left out: {reason}" for what, reason in skipped.items()]
     if (sweep["models"] or sweep["commands"]) and not points:
         raise SweepError("no point of the sweep can run: " + "; ".join(
             dict.fromkeys(skipped.values())))
@@ -264,13 +318,13 @@ def command_points(config: dict, skipped: dict) -> list[Point]:
         for nodes in node_counts(gpus, sweep["nodes"], res["max_gpus_per_node"]):
             reason = why_not(gpus, nodes, COMMAND, False, config)
             if reason:
-                skipped.setdefault((gpus, nodes, COMMAND), reason)
+                skipped.setdefault(f"{gpus} GPU(s) on {nodes} node(s) with {COMMAND}", reason)
                 continue
             point = make_point(config, (label, None), gpus, nodes, COMMAND, "fit",
                                config["training"]["precision"], rep, batch_per_gpu,
                                global_batch, levels=(sweep["nodes"] != "auto"
                                                      and len(sweep["nodes"]) > 1,
-                                                     False, False, False))
+                                                     False, False, False, False, False))
             tasks = TASKS[spec["tasks"]](gpus, nodes)
             points.append(dataclasses.replace(
                 point, command=spec["run"], tasks=tasks, tasks_per_node=tasks // nodes,
@@ -280,11 +334,13 @@ def command_points(config: dict, skipped: dict) -> list[Point]:
 
 def make_point(config: dict, entry: tuple[str, str | None], gpus: int, nodes: int,
                chosen: str, loop: str, precision: str, rep: int, batch_per_gpu, global_batch,
-               levels: tuple[bool, bool, bool, bool]) -> Point:
+               levels: tuple[bool, ...], framework: tuple[int, str] | None = None) -> Point:
     """One point of the model `entry` (label, builder or None); `levels` says which of
-    nodes, strategy, loop and precision the sweep varies (each varied one is a folder
-    level and, but nodes, part of the series)."""
+    nodes, strategy, loop, precision, Keras and backend the sweep varies (each varied one
+    is a folder level and, but nodes, part of the series); `framework`: (Keras, backend),
+    training's by default."""
     training, res, scaling = config["training"], config["resources"], config["sweep"]["scaling"]
+    keras, backend = framework or (training["keras"], training["backend"])
     model, builder = entry
     over = model_settings(config, model)
     per_node = gpus // nodes
@@ -295,16 +351,16 @@ def make_point(config: dict, entry: tuple[str, str | None], gpus: int, nodes: in
     else:
         tasks_per_node = 1
     gpus_per_task = per_node // tasks_per_node
-    node_level, strategy_level, loop_level, precision_level = levels
-    folder = [model] + [v for v, on in ((f"nodes{nodes}", node_level), (chosen, strategy_level),
-                                         (loop, loop_level), (precision, precision_level)) if on]
-    series = " ".join([model] + [v for v, on in ((chosen, strategy_level), (loop, loop_level),
-                                                  (precision, precision_level)) if on])
+    varied = [v for v, on in zip((f"nodes{nodes}", chosen, loop, precision, f"keras{keras}",
+                                  backend), levels, strict=True) if on]
+    folder = [model, *varied]
+    series = " ".join([model] + [v for v in varied if v != f"nodes{nodes}"])
     return Point(
         key="/".join(folder + [f"gpus{gpus}", f"rep{rep}"]), series=series, model=model,
         model_from=builder, command=None,
         gpus=gpus, nodes=nodes, gpus_per_node=per_node, rep=rep, strategy=chosen,
-        precision=precision, epochs=over["epochs"], batch_per_gpu=batch_per_gpu,
+        precision=precision, keras=keras, backend=backend, epochs=over["epochs"],
+        batch_per_gpu=batch_per_gpu,
         global_batch=global_batch, scaling=scaling,
         base_lr=over["base_lr"], optimizer=over["optimizer"], loop=loop,
         # strong scaling keeps the learning rate with the global batch

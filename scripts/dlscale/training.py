@@ -3,9 +3,9 @@ learning-rate schedule, the epoch recorder, software checks and versions.
 
 TensorFlow is imported inside the functions so that importing this module (for
 `--help`, for tests of the pure helpers) stays fast. The Keras used everywhere is
-tf-keras (Keras 2): Keras 3's `fit` fails under MultiWorkerMirroredStrategy with this
-TensorFlow (docs/keras.md), and one Keras for every strategy keeps the records and the
-log format the same.
+tf-keras (Keras 2) unless the point asks for Keras 3 (`cli.use_keras`; what differs is
+in dlscale.keras3): Keras 3's `fit` fails under MultiWorkerMirroredStrategy with this
+TensorFlow (docs/keras.md), and Horovod knows only Keras 2.
 """
 
 from __future__ import annotations
@@ -338,8 +338,11 @@ def versions() -> dict:
     keras_version = (getattr(keras, "__version__", None)
                      or f"built into TensorFlow {tf.__version__}")
     horovod = sys.modules.get("horovod")  # loaded by the Horovod backend, if it runs
+    jax = sys.modules.get("jax") if os.environ.get("KERAS_BACKEND") == "jax" and \
+        K.keras_version() == 3 else None  # Keras 3's JAX backend, when it trains
     return {"tensorflow": tf.__version__,
             "keras": f"{keras.__name__.split('.')[0]} {keras_version}",
+            "jax": getattr(jax, "__version__", None),
             "cuda_build": build.get("cuda_version"), "cudnn_build": build.get("cudnn_version"),
             "horovod": getattr(horovod, "__version__", None),
             "python": ".".join(map(str, sys.version_info[:3]))}
