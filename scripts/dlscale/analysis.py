@@ -94,7 +94,7 @@ def _defaults(epochs: pd.DataFrame) -> pd.DataFrame:
         if "log_run" in epochs:
             epochs["run"] += "#" + epochs["log_run"].astype(str)
     for column in (*EPOCH_METRICS, "skip_epochs", "gpus_asked", "epochs_expected", "notes",
-                   "dataset", "device", "image_size", "resize", "test_accuracy",
+                   "dataset", "device", "backend", "image_size", "resize", "test_accuracy",
                    "images_per_epoch", "streams", "gpus_logged",
                    "logged_images_per_s", "job_s", "overhead_s",
                    "failure", "synthetic_images_per_s", *TELEMETRY_FIELDS,
@@ -196,7 +196,7 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
             **{f"system_{name}": first[f"system_{name}"] for name in SYSTEM_FIELDS},
             "host": first.get("host"), "slurm_job_id": first.get("slurm_job_id"),
             "notes": notes, "dataset": first["dataset"], "device": first["device"],
-            "image_size": first["image_size"], "resize": first["resize"],
+            "backend": first["backend"], "image_size": first["image_size"], "resize": first["resize"],
             "status": first["status"], "epochs_expected": expected,
             "log_check": first["log_check"], "streams": first["streams"],
             "gpus_logged": first["gpus_logged"],

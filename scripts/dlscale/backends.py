@@ -282,8 +282,11 @@ class DataParallel(Backend):
                            f"{os.environ.get('XLA_FLAGS', '<unset>')})")
         self.jax_devices = found[:self.settings.gpus]
         self.devices = [f"{d.platform}:{d.id}" for d in self.jax_devices]
-        keras.distribution.set_distribution(
-            keras.distribution.DataParallel(devices=self.jax_devices))
+        if len(self.jax_devices) > 1:
+            keras.distribution.set_distribution(
+                keras.distribution.DataParallel(devices=self.jax_devices))
+        else:  # a distribution over one device made JAX compile epoch 2's step again
+            self.distribution = "none (one device)"
         self.replicas = len(self.jax_devices)
 
     def scope(self):

@@ -85,6 +85,7 @@ RUNS = (
     Column("slurm_job_id", "", "the SLURM job that ran it; empty outside SLURM", True),
     Column("dataset", "", "the dataset's name", True),
     Column("device", "", "gpu or cpu (logical CPU devices)", True),
+    Column("backend", "", "the Keras backend that trained it: tensorflow or jax", True),
     Column("image_size", "px", "the model's input size", True),
     Column("resize", "", "on_device, prepare or none: where images got that size", True),
     Column("images_per_epoch", "images", "steps x global batch, or train_images", True),

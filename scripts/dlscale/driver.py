@@ -14,6 +14,7 @@ import os
 import sys
 import time
 import traceback
+import warnings
 from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -92,6 +93,8 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     from dlscale.tfrecords import load_manifest
 
     K.keras()
+    # Keras 3 warns that fit does not shuffle a tf.data input: dlscale's shuffles itself
+    warnings.filterwarnings("ignore", "`shuffle=True` was passed", UserWarning)
     phases.mark("imports")
 
     backend = make_backend(strategy, settings)
@@ -147,7 +150,9 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
         status, reason = Status.FAILED, "loss became NaN or infinite; training was stopped"
     test = {}
     if status is Status.COMPLETED and not settings.synthetic:
-        test = backend.evaluate(model, test_ds, manifest)
+        with warnings.catch_warnings():  # Keras 3 warns at the end of a finite test set
+            warnings.filterwarnings("ignore", "Your input ran out of data", UserWarning)
+            test = backend.evaluate(model, test_ds, manifest)
         say(f"dlscale train: test loss {test['loss']:.4f}, test accuracy {test['accuracy']:.4f}")
     elif reason:
         say(f"dlscale train: {reason}")

@@ -141,6 +141,10 @@ class Study(AnalysisPlan):
                                      if p.model_from and not job_step):
             # relative to the working directory, as the jobs run; nothing of it is run
             self._model_files[builder] = [str(f) for f in usermodel.check(builder)]
+            imported = usermodel.keras_of(self._model_files[builder])
+            for asked in dict.fromkeys(p.keras for p in points if p.model_from == builder):
+                if problem := usermodel.keras_problem(builder, imported, asked):
+                    raise PlanError(problem)
             if any(p.model_from == builder and p.batch_per_gpu == "auto" for p in points):
                 raise PlanError(f"sweep.models: '{builder}': batch_per_gpu auto searches "
                                 "built-in models only; set a number for this model "

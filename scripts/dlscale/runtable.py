@@ -29,6 +29,7 @@ OK = "ok"
 # column <- run record key (planned values given as meta stand where the record has None)
 RECORD_COLUMNS = {"model": "model", "gpus": "replicas", "gpus_asked": "gpus_asked",
                   "nodes": "nodes", "strategy": "strategy", "precision": "precision",
+                  "backend": "backend",
                   "global_batch": "global_batch", "images_per_epoch": "images_per_epoch",
                   "epochs_expected": "epochs", "status": "status", "failure": "failure",
                   "test_accuracy": "test_accuracy", "host": "host", "image_size": "image_size",

@@ -6,8 +6,9 @@ name), or `{from: BUILDER, label: NAME}`. The function gets the input shape (h, 
 and the number of classes, by keyword when its parameters have one of the accepted
 names (SHAPE_NAMES, CLASS_NAMES: `input_shape, num_classes` as dlscale's examples,
 `input_shape, classes` as keras.applications), else positionally as its first two, and
-returns an uncompiled Keras model (built with `from tensorflow import keras`, the Keras
-TensorFlow trains with) whose input is the image as floats in [0, 1] and whose output is
+returns an uncompiled Keras model (of the Keras the point trains with, training.keras:
+`import tf_keras` or `from tensorflow import keras` for Keras 2, `import keras` for
+Keras 3) whose input is the image as floats in [0, 1] and whose output is
 one value per class (logits, or probabilities from a softmax). A model not built yet
 (`keras.Sequential([...])` without `keras.Input`) is built on that input shape. dlscale
 puts its own input (uint8, resize, rescale) in front and compiles it with its optimizer,
@@ -269,6 +270,35 @@ def check(builder: str, basedir: Path | None = None) -> tuple[Path, ...]:
     return located.files
 
 
+# the modules that name one Keras whatever the environment (`from tensorflow import
+# keras` follows training.keras: it is not listed)
+KERAS_MODULES = {"keras": 3, "tf_keras": 2}
+
+
+def keras_of(files) -> int | None:
+    """The Keras the builder's files import (3: `keras`, 2: `tf_keras`), read with ast;
+    None when they name neither, or both."""
+    seen = set()
+    for path in files:
+        for node in ast.walk(_parse(Path(path), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module] if isinstance(node, ast.ImportFrom) and not node.level
+                     and node.module else [])
+            seen.update(KERAS_MODULES[n.split(".")[0]] for n in names
+                        if n.split(".")[0] in KERAS_MODULES)
+    return seen.pop() if len(seen) == 1 else None
+
+
+def keras_problem(builder: str, imported: int | None, asked: int) -> str | None:
+    """Why a model whose files import Keras `imported` cannot train with Keras `asked`."""
+    if imported is None or imported == asked:
+        return None
+    module = "keras" if imported == 3 else "tf_keras"
+    return (f"sweep.models: '{builder}' imports {module} (Keras {imported}), but its points "
+            f"train with Keras {asked}: set training.keras (or sweep.keras) to {imported}, or "
+            f"build it with {'`import keras`' if asked == 3 else '`import tf_keras`'}")
+
+
 def source_files(builder: str) -> tuple[Path, ...]:
     """The files that define `builder` (empty when they cannot be found)."""
     try:
@@ -334,9 +364,15 @@ def build(builder: str, input_shape: tuple[int, int, int], num_classes: int):
         raise RunError(f"model {builder} raised {type(exc).__name__}: {exc}", 2) from None
     if not isinstance(model, keras.Model):
         kind = f"{type(model).__module__}.{type(model).__name__}"
-        raise RunError(f"model {builder} returned a {kind}, not a model of the Keras that "
-                       f"TensorFlow trains with here ({keras.__name__} {keras.__version__}): "
-                       "build it with `from tensorflow import keras`", 2)
+        other = {"keras": 3, "tf_keras": 2}.get(kind.split(".")[0])
+        hint = (f"it is a Keras {other} model: set training.keras to {other}, or build it with "
+                f"{'`import keras`' if K.keras_version() == 3 else '`import tf_keras`'}"
+                if other and other != K.keras_version() else
+                "build it with `import keras`" if K.keras_version() == 3 else
+                "build it with `from tensorflow import keras`")
+        raise RunError(f"model {builder} returned a {kind}, not a model of the Keras this "
+                       f"point trains with (Keras {K.keras_version()}: {keras.__name__} "
+                       f"{keras.__version__}): {hint}", 2)
     try:  # called on the input dlscale feeds it: builds a model given no keras.Input
         output = model(keras.Input(shape=shape))
     except Exception as exc:

@@ -63,7 +63,7 @@ TELEMETRY_FIELDS = ("cpu_percent", "rss_mb_peak", "gpu_util_percent", "gpu_mem_m
 # run.json's system description as columns (system_<name>) of the tables and systems.csv
 SYSTEM_FIELDS = ("host", "node", "cpu_model", "cpu_threads", "memory_gb", "gpu_model",
                  "gpu_count", "gpu_memory_gb", "gpu_driver", "cuda_driver", "tensorflow",
-                 "keras", "cuda_build", "cudnn_build", "horovod", "container", "modules",
+                 "keras", "jax", "cuda_build", "cudnn_build", "horovod", "container", "modules",
                  "slurm_partition")
 # real / synthetic throughput under this: the report flags the point input-bound
 INPUT_BOUND_RATIO = 0.9

@@ -469,7 +469,8 @@ BAD_MODELS = {
                       "    inputs = keras.Input(shape=input_shape)\n"
                       "    x = keras.layers.GlobalAveragePooling2D()(inputs)\n"
                       "    return keras.Model(inputs, keras.layers.Dense(num_classes)(x))\n",
-                      "not a model of the Keras that TensorFlow trains with here"),
+                      "not a model of the Keras this point trains with (Keras 2: tf_keras "
+                      "2.21.0): it is a Keras 3 model: set training.keras to 3"),
     "raises": ("def build(input_shape, num_classes):\n"
                "    raise ValueError('depth must be even')\n",
                "raised ValueError: depth must be even"),

@@ -1,0 +1,122 @@
+"""Keras 2 or 3, TensorFlow or JAX (issue 44): the sweep's axes, and what cannot train
+refused at planning with its reason (no job is submitted for it)."""
+
+from __future__ import annotations
+
+import copy
+import re
+
+import pytest
+from conftest import ROOT
+from snakemake.utils import validate
+
+from dlscale import usermodel
+from dlscale.errors import PlanError
+from dlscale.sweep import SweepError, plan_sweep
+
+SCHEMA = str(ROOT / "config" / "schema.yaml")
+
+
+def _config(**sections) -> dict:
+    config = copy.deepcopy(sections)
+    validate(config, SCHEMA)
+    return config
+
+
+def test_keras_defaults_to_2_on_tensorflow_and_a_point_names_both():
+    points, _ = plan_sweep(_config(sweep={"models": ["SimpleCNN"], "gpus": [1]}))
+    assert (points[0].keras, points[0].backend, points[0].strategy) == (2, "tensorflow",
+                                                                        "mirrored")
+
+
+def test_a_backend_sweep_gives_one_series_and_folder_per_backend():
+    points, notes = plan_sweep(_config(sweep={"models": ["SimpleCNN"], "gpus": [1, 2],
+                                              "backend": ["tensorflow", "jax"]},
+                                       training={"keras": 3}))
+    assert [(p.key, p.series, p.strategy) for p in points] == [
+        ("SimpleCNN/tensorflow/gpus1/rep1", "SimpleCNN tensorflow", "mirrored"),
+        ("SimpleCNN/tensorflow/gpus2/rep1", "SimpleCNN tensorflow", "mirrored"),
+        ("SimpleCNN/jax/gpus1/rep1", "SimpleCNN jax", "dataparallel"),
+        ("SimpleCNN/jax/gpus2/rep1", "SimpleCNN jax", "dataparallel")]
+    assert notes == [] and {p.tasks for p in points} == {1}  # one process holds the devices
+
+
+def test_a_keras_sweep_leaves_out_keras_2_on_jax_with_a_note():
+    points, notes = plan_sweep(_config(sweep={"models": ["SimpleCNN"], "gpus": [2],
+                                              "keras": [2, 3], "backend": ["tensorflow", "jax"]}))
+    assert [p.key for p in points] == ["SimpleCNN/keras2/tensorflow/gpus2/rep1",
+                                       "SimpleCNN/keras3/tensorflow/gpus2/rep1",
+                                       "SimpleCNN/keras3/jax/gpus2/rep1"]
+    assert notes == ["sweep: 2 GPU(s) on 1 node(s) with mirrored on Keras 2 (jax, loop fit) "
+                     "left out: backend jax runs Keras 3 only: set training.keras (or "
+                     "sweep.keras) to 3"]
+
+
+def test_keras_3_across_nodes_is_left_out_and_keras_2_keeps_them():
+    points, notes = plan_sweep(_config(sweep={"models": ["SimpleCNN"], "gpus": [4, 8],
+                                              "keras": [2, 3]}))
+    assert [p.key for p in points] == ["SimpleCNN/keras2/gpus4/rep1", "SimpleCNN/keras2/gpus8/rep1",
+                                       "SimpleCNN/keras3/gpus4/rep1"]
+    assert len(notes) == 1 and "8 GPU(s) on 2 node(s) with multiworker on Keras 3" in notes[0]
+    assert "keras-team/keras#20585" in notes[0]
+
+
+@pytest.mark.parametrize("sections, words", [
+    ({"training": {"backend": "jax"}}, "backend jax runs Keras 3 only"),
+    ({"training": {"keras": 3, "loop": "custom"}},
+     "the custom training loop is written for tf-keras (Keras 2)"),
+    ({"training": {"keras": 3}, "sweep": {"models": ["SimpleCNN"], "strategy": ["horovod"]}},
+     "Horovod trains tf-keras (Keras 2) only"),
+    ({"training": {"keras": 3}, "sweep": {"models": ["SimpleCNN"], "strategy": ["multiworker"]}},
+     "Keras 3 on TensorFlow trains under MirroredStrategy on one node"),
+    ({"training": {"keras": 3, "backend": "jax"},
+      "sweep": {"models": ["SimpleCNN"], "strategy": ["mirrored"]}},
+     "strategy mirrored is TensorFlow's: Keras 3 on JAX trains with "
+     "keras.distribution.DataParallel"),
+    ({"training": {"keras": 3, "backend": "jax", "profile_steps": [2, 3]}},
+     "training.profile_steps traces TensorFlow's steps; on JAX it is not supported yet"),
+    ({"training": {"keras": 3, "backend": "jax"}, "sweep": {"models": ["SimpleCNN"],
+                                                           "gpus": [8]}},
+     "jax.distributed across nodes is not supported yet"),
+    ({"sweep": {"models": ["SimpleCNN"], "strategy": ["dataparallel"]}},
+     "strategy dataparallel is keras.distribution.DataParallel on JAX"),
+])
+def test_what_cannot_train_is_refused_at_planning_with_the_reason(sections, words):
+    sections.setdefault("sweep", {"models": ["SimpleCNN"], "gpus": [1]})
+    with pytest.raises(SweepError, match=re.escape(words)) as refused:
+        plan_sweep(_config(**sections))
+    assert str(refused.value).startswith("invalid sweep: no point of the sweep can run: ")
+    assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("source, found", [
+    ("import keras\n", 3),
+    ("from keras import layers\n", 3),
+    ("import keras.ops as ops\n", 3),
+    ("import tf_keras as keras\n", 2),
+    ("from tensorflow import keras\n", None),  # follows training.keras
+    ("import tf_keras\nimport keras\n", None),  # both: job time decides
+    ("def f():\n    import keras\n", 3),
+])
+def test_the_keras_a_model_file_imports_is_read_without_running_it(tmp_path, source, found):
+    path = tmp_path / "net.py"
+    path.write_text("raise SystemExit('ran')\n" + source)
+    assert usermodel.keras_of([path]) == found
+
+
+def test_a_model_of_the_other_keras_is_refused_at_planning(tmp_path, monkeypatch):
+    from dlscale.plan import Study
+
+    (tmp_path / "net.py").write_text("import keras\n\n"
+                                     "def build(input_shape, num_classes):\n"
+                                     "    return keras.Sequential()\n")
+    monkeypatch.chdir(tmp_path)
+    config = _config(sweep={"models": ["net.py:build"], "gpus": [1]},
+                     training={"device": "cpu", "batch_per_gpu": 8})
+    Study(_config(sweep={"models": ["net.py:build"], "gpus": [1]},
+                  training={"device": "cpu", "batch_per_gpu": 8, "keras": 3}), tmp_path)
+    with pytest.raises(PlanError) as refused:
+        Study(config, tmp_path)
+    assert str(refused.value) == (
+        "sweep.models: 'net.py:build' imports keras (Keras 3), but its points train with "
+        "Keras 2: set training.keras (or sweep.keras) to 3, or build it with `import tf_keras`")
