@@ -59,7 +59,7 @@ def backup_problem(folder: Path) -> str | None:
     weights file), or None."""
     import h5py
 
-    name = folder.parent.name + "/" + folder.name
+    name = folder.name  # as the TensorFlow checkpoint check names it: below state/
     try:
         meta = json.loads((folder / METADATA).read_bytes())
         if not isinstance(meta.get("epoch"), int):

@@ -406,16 +406,17 @@ def test_a_full_disk_is_named_as_such_not_as_out_of_memory(small_data, tmp_path)
         subprocess.run(["umount", str(disk)], check=True)
 
 
-def killed_at_write(args: list[str], cwd: Path, *paths: str):
-    """Run `args` under strace, SIGKILLed at its first write() to any of `paths` (relative to
-    `cwd`): a kill that lands while the file is being written, not before or after."""
+def killed_at_write(args: list[str], cwd: Path, *paths: str, calls: str = "write"):
+    """Run `args` under strace, SIGKILLed at its first write() (or other `calls`: HDF5
+    writes with pwrite64) to any of `paths` (relative to `cwd`): a kill that lands while
+    the file is being written, not before or after."""
     if not shutil.which("strace"):
         if IN_CI:
             pytest.fail("strace is missing (make sysdeps installs it)")
         pytest.skip("needs strace (make sysdeps)")
     watched = [arg for path in paths for arg in ("-P", str(cwd / path))]
-    return subprocess.run(["strace", "-f", "-qq", "-o", os.devnull, *watched, "-e", "trace=write",
-                           "-e", "inject=write:signal=KILL:when=1", *args],
+    return subprocess.run(["strace", "-f", "-qq", "-o", os.devnull, *watched, "-e", f"trace={calls}",
+                           "-e", f"inject={calls}:signal=KILL:when=1", *args],
                           cwd=cwd, capture_output=True, text=True, timeout=600)
 
 

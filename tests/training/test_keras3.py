@@ -1,0 +1,113 @@
+"""scripts/train.py with Keras 3 (issue 44), on TensorFlow (MirroredStrategy over logical
+CPU devices) and on JAX (keras.distribution.DataParallel over XLA host devices): real
+TensorFlow, Keras 3 and JAX, two replicas each."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import sys
+
+import pytest
+from conftest import SCRIPTS, run_script
+from test_train import killed_at_write, records
+
+BACKENDS = ["tensorflow", "jax"]
+DISTRIBUTION = {"tensorflow": "tf.distribute.MirroredStrategy",
+                "jax": "keras.distribution.DataParallel"}
+
+
+def flags(data, out, backend, *more):
+    return ["--data-dir", str(data), "--out", str(out), "--model", "SimpleCNN", "--device",
+            "cpu", "--batch-per-gpu", "8", "--gpus", "2", "--keras", "3", "--backend", backend,
+            *more]
+
+
+def train(*args):
+    return run_script("train.py", *args)
+
+
+@pytest.fixture(scope="module")
+def stopped(small_data, tmp_path_factory):
+    """backend -> a run folder stopped after epoch 1 by a 6 s time limit, its state kept
+    (made once per backend)."""
+    made = {}
+
+    def run_of(backend):
+        if backend not in made:
+            out = tmp_path_factory.mktemp(f"stopped-{backend}")
+            first = train(*flags(small_data, out, backend, "--epochs", "2",
+                                 "--time-limit-min", "0.1"))
+            assert first.returncode == 7, first.stderr[-3000:]
+            assert (out / "state" / "backup" / "training_metadata.json").exists()
+            made[backend] = out
+        return made[backend]
+
+    return run_of
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_keras3_resumes_where_it_stopped_and_trains_as_an_uninterrupted_run(
+        small_data, stopped, tmp_path, backend):
+    """Epoch 2 after a resume sees the weights, optimizer and batch order an uninterrupted
+    run's epoch 2 sees: on CPUs its loss is the same number. The record names Keras 3,
+    the backend and the distribution."""
+    out = stopped(backend)
+    whole = train(*flags(small_data, tmp_path / "whole", backend, "--epochs", "2"))
+    assert whole.returncode == 0, whole.stderr[-3000:]
+    shutil.copytree(out, tmp_path / "resumed")
+    resumed = train(*flags(small_data, tmp_path / "resumed", backend, "--epochs", "2"))
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    run = json.loads((tmp_path / "resumed" / "run.json").read_text())
+    assert run["resumed_at_epoch"] == 2 and run["status"] == "completed"
+    assert run["keras"].startswith("3.") and run["versions"]["keras"].startswith("keras 3.")
+    assert (run["backend"], run["distribution"], run["replicas"]) == (
+        backend, DISTRIBUTION[backend], 2)
+    assert (run["versions"]["jax"] is not None) == (backend == "jax")
+    assert 0.0 <= run["test_accuracy"] <= 1.0 and run["test_images"] == 100
+
+    def seen(folder):
+        return [(e["epoch"], e["loss"], e["accuracy"])
+                for e in records(tmp_path / folder / "epochs.jsonl")]
+
+    assert seen("resumed") == seen("whole")
+    assert "resuming from the backup" in (tmp_path / "resumed" / "train.log").read_text()
+
+
+def test_a_kill_while_keras3_saves_its_backup_leaves_the_one_before(small_data, stopped,
+                                                                     tmp_path):
+    """Killed at its first write of epoch 2's backup (Keras 3 writes it in place; dlscale
+    writes it aside and renames it): the backup of epoch 1 stays, and the next attempt
+    resumes at epoch 2."""
+    backend = "jax"  # the backup callback is the same on both backends
+    out = stopped(backend)
+    shutil.copytree(out, tmp_path, dirs_exist_ok=True)
+    args = [sys.executable, str(SCRIPTS / "train.py"),
+            *flags(small_data, tmp_path, backend, "--epochs", "2")]
+    killed = killed_at_write(args, tmp_path,
+                             "state/backup/.latest.weights.h5.partial.weights.h5",
+                             calls="write,pwrite64")
+    assert killed.returncode in (-signal.SIGKILL, 128 + signal.SIGKILL), killed.stderr[-3000:]
+    assert (tmp_path / "state/backup/.latest.weights.h5.partial.weights.h5").exists()
+    meta = json.loads((tmp_path / "state/backup/training_metadata.json").read_text())
+    assert meta["epoch"] == 1
+    again = train(*args[2:])
+    assert again.returncode == 0, again.stderr[-3000:]
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["resumed_at_epoch"] == 2 and run["state_note"] is None
+
+
+def test_a_damaged_keras3_backup_is_moved_aside_and_the_run_starts_over(small_data, stopped,
+                                                                       tmp_path):
+    backend = "tensorflow"  # the check reads Keras 3's files, whatever the backend
+    out = stopped(backend)
+    shutil.copytree(out, tmp_path, dirs_exist_ok=True)
+    weights = tmp_path / "state/backup/latest.weights.h5"
+    weights.write_bytes(weights.read_bytes()[:2000])
+    again = train(*flags(small_data, tmp_path, backend, "--epochs", "2"))
+    assert again.returncode == 0, again.stderr[-3000:]
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["resumed_at_epoch"] is None and run["epochs_completed"] == 2
+    assert "the saved state cannot be used (backup/latest.weights.h5 cannot be read (" in \
+        run["state_note"]
