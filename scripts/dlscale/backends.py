@@ -4,7 +4,8 @@ A backend knows who this process is (rank, size, local rank), sets up the device
 the scope models are built in, wraps the optimizer, adds the callbacks it needs, shards
 the input, evaluates and reduces metrics over the workers, says whether a killed run can
 resume, and adds its facts to run.json. DataParallel is Keras 3 on JAX
-(keras.distribution); the others are TensorFlow's, under Keras 2 or (mirrored) Keras 3. `make_backend(kind, settings)` picks one, as tensorflow/models'
+(keras.distribution); the others are TensorFlow's, under Keras 2 or (mirrored) Keras 3.
+`make_backend(kind, settings)` picks one, as tensorflow/models'
 `get_distribution_strategy` does; the driver (scripts/train.py) has no strategy branches.
 
 TensorFlow and Horovod are imported inside the methods, so that importing this module

@@ -7,7 +7,6 @@ import os
 import sys
 from typing import NoReturn
 
-
 # which Keras this process trains with: "2" (tf-keras, the default) or "3"; set by
 # use_keras before TensorFlow, Keras or JAX is imported
 KERAS_ENV = "DLSCALE_KERAS"

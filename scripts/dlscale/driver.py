@@ -41,7 +41,7 @@ from dlscale.contract import (
 from dlscale.errors import RunError, disk_full
 from dlscale.files import tee_stdout, unshare
 from dlscale.resume import completed_epochs, prepare_state
-from dlscale.runinputs import input_facts, inputs
+from dlscale.runinputs import input_facts, inputs, synthetic_speed
 from dlscale.settings import Settings, resume_key
 from dlscale.telemetry import describe_system
 from dlscale.timelimit import DeadlineReached, deadline_stop, job_deadline
@@ -195,38 +195,6 @@ def start_telemetry(settings, backend, stack: ExitStack):
                       gpus=settings.device == "gpu").start()
     stack.callback(sampler.stop)
     return sampler
-
-
-def synthetic_speed(r: Run, model) -> float:
-    """Images/s of the trained model on synthetic input (one repeated random batch per
-    replica, no reading or decoding): timed over --synthetic-check-steps steps after as
-    many untimed ones, through the same strategy. Real / this < 1 means the input
-    pipeline holds training back."""
-    from dlscale import training as T
-
-    plan = r.plan
-
-    def synthetic_input(context):
-        return T.synthetic_dataset(r.image_shape, r.manifest["num_classes"],
-                                   context.get_per_replica_batch_size(plan.global_batch),
-                                   r.settings.seed)
-
-    train_ds, _ = r.backend.datasets(synthetic_input, inputs(r)[1],
-                                     plan.global_batch)  # the test input is not read
-    if K.keras_version() == 3:
-        from dlscale.keras3 import synthetic_speed as through_fit
-
-        return through_fit(model, train_ds, r.settings.synthetic_check_steps, plan.global_batch)
-    step = model.make_train_function()  # Keras' own step under the strategy, without fit
-    batches, steps = iter(train_ds), r.settings.synthetic_check_steps
-    for _ in range(steps):  # untimed: tracing and warm-up
-        logs = step(batches)
-    float(logs["loss"])  # waits for the device to finish
-    start = time.perf_counter()
-    for _ in range(steps):
-        logs = step(batches)
-    float(logs["loss"])
-    return round(steps * plan.global_batch / (time.perf_counter() - start), 2)
 
 
 def build(r: Run, deadline, sampler=None, on_first=None):

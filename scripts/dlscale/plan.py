@@ -279,7 +279,8 @@ class Study(AnalysisPlan):
 
     def train_flags(self, p: Point) -> str:
         flags = {"model": p.model, "gpus": p.gpus, "nodes": p.nodes, "strategy": p.strategy,
-                 "keras": p.keras, "backend": p.backend, "epochs": p.epochs, "base-lr": p.base_lr, "optimizer": p.optimizer,
+                 "keras": p.keras, "backend": p.backend, "epochs": p.epochs,
+                 "base-lr": p.base_lr, "optimizer": p.optimizer,
                  "loop": p.loop,
                  "lr-scaling": p.lr_scaling,
                  "warmup-epochs": p.warmup_epochs, "momentum": p.momentum,

@@ -1,9 +1,13 @@
-"""A run's input: the training and test input functions the backend distributes, and
-where the images come from (the shards, memory, or one synthetic batch)."""
+"""A run's input: the training and test input functions the backend distributes, where
+the images come from (the shards, memory, or one synthetic batch), and the model's speed
+without the input pipeline (the input-bound check)."""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
+
+from dlscale import cli as K
 
 if TYPE_CHECKING:
     from dlscale.driver import Run
@@ -59,3 +63,35 @@ def input_facts(settings, backend, manifest: dict) -> dict:
               else "memory" if in_memory(settings, manifest, backend.size, backend.rank)
               else "files")
     return {"resize": resize, "image_size": size, "train_input": source}
+
+
+def synthetic_speed(r: Run, model) -> float:
+    """Images/s of the trained model on synthetic input (one repeated random batch per
+    replica, no reading or decoding): timed over --synthetic-check-steps steps after as
+    many untimed ones, through the same strategy. Real / this < 1 means the input
+    pipeline holds training back."""
+    from dlscale import training as T
+
+    plan = r.plan
+
+    def synthetic_input(context):
+        return T.synthetic_dataset(r.image_shape, r.manifest["num_classes"],
+                                   context.get_per_replica_batch_size(plan.global_batch),
+                                   r.settings.seed)
+
+    train_ds, _ = r.backend.datasets(synthetic_input, inputs(r)[1],
+                                     plan.global_batch)  # the test input is not read
+    if K.keras_version() == 3:
+        from dlscale.keras3 import synthetic_speed as through_fit
+
+        return through_fit(model, train_ds, r.settings.synthetic_check_steps, plan.global_batch)
+    step = model.make_train_function()  # Keras' own step under the strategy, without fit
+    batches, steps = iter(train_ds), r.settings.synthetic_check_steps
+    for _ in range(steps):  # untimed: tracing and warm-up
+        logs = step(batches)
+    float(logs["loss"])  # waits for the device to finish
+    start = time.perf_counter()
+    for _ in range(steps):
+        logs = step(batches)
+    float(logs["loss"])
+    return round(steps * plan.global_batch / (time.perf_counter() - start), 2)

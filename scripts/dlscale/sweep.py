@@ -3,8 +3,9 @@
 Pure Python (no Snakemake, no TensorFlow) so that rules/common.smk and the tests share
 it. A point's `key` is its run folder below results/runs/: `{model}/gpus{g}/rep{r}` for
 the study, with `nodes{n}/` (an explicit list of node counts), `{strategy}/`, `{loop}/`,
-`{precision}/`, `keras{k}/` and `{backend}/` levels added only when the sweep varies them. With `nodes: auto` a
-point's nodes follow from its GPUs (as few nodes as hold them), so no level is needed.
+`{precision}/`, `keras{k}/` and `{backend}/` levels added only when the sweep varies
+them. With `nodes: auto` a point's nodes follow from its GPUs (as few nodes as hold
+them), so no level is needed.
 """
 
 from __future__ import annotations
@@ -172,7 +173,7 @@ KERAS3_ISSUE = "keras-team/keras#20585"  # Keras 3's fit under MultiWorkerMirror
 
 
 def framework_problem(keras: int, backend: str, chosen: str, nodes: int, loop: str,
-                      profile_steps) -> str | None:
+                      profile_steps, batch_per_gpu=None) -> str | None:
     """Why a point of this Keras, backend, strategy, nodes and loop cannot train, or None
     (docs/keras.md): known at planning, so that no job fails on it."""
     if backend == "jax" and keras == 2:
@@ -184,6 +185,9 @@ def framework_problem(keras: int, backend: str, chosen: str, nodes: int, loop: s
         return None
     if chosen == "horovod":
         return "Horovod trains tf-keras (Keras 2) only: use keras 2 for horovod points"
+    if batch_per_gpu == "auto":
+        return ("batch_per_gpu auto searches with tf-keras (Keras 2) only, not yet with "
+                "Keras 3: give batch_per_gpu as a number")
     if loop == "custom":
         return ("the custom training loop is written for tf-keras (Keras 2): use loop fit "
                 "with Keras 3")
@@ -271,7 +275,8 @@ def plan_sweep(config: dict, checked: bool = False, train_images: int | None = N
             reason = why_not(gpus, nodes, chosen, strategy is not None, config)
             what = f"{gpus} GPU(s) on {nodes} node(s) with {chosen}"
             if not reason and (reason := framework_problem(
-                    keras, backend, chosen, nodes, loop, training["profile_steps"])):
+                    keras, backend, chosen, nodes, loop, training["profile_steps"],
+                    batch_per_gpu)):
                 what += f" on Keras {keras} ({backend}, loop {loop})"
             if reason:
                 skipped.setdefault(what, reason)

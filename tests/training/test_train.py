@@ -415,7 +415,8 @@ def killed_at_write(args: list[str], cwd: Path, *paths: str, calls: str = "write
             pytest.fail("strace is missing (make sysdeps installs it)")
         pytest.skip("needs strace (make sysdeps)")
     watched = [arg for path in paths for arg in ("-P", str(cwd / path))]
-    return subprocess.run(["strace", "-f", "-qq", "-o", os.devnull, *watched, "-e", f"trace={calls}",
+    return subprocess.run(["strace", "-f", "-qq", "-o", os.devnull, *watched,
+                           "-e", f"trace={calls}",
                            "-e", f"inject={calls}:signal=KILL:when=1", *args],
                           cwd=cwd, capture_output=True, text=True, timeout=600)
 

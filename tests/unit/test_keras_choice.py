@@ -78,6 +78,8 @@ def test_keras_3_across_nodes_is_left_out_and_keras_2_keeps_them():
     ({"training": {"keras": 3, "backend": "jax"}, "sweep": {"models": ["SimpleCNN"],
                                                            "gpus": [8]}},
      "jax.distributed across nodes is not supported yet"),
+    ({"training": {"keras": 3, "batch_per_gpu": "auto"}},
+     "batch_per_gpu auto searches with tf-keras (Keras 2) only, not yet with Keras 3"),
     ({"sweep": {"models": ["SimpleCNN"], "strategy": ["dataparallel"]}},
      "strategy dataparallel is keras.distribution.DataParallel on JAX"),
 ])

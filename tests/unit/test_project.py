@@ -187,7 +187,7 @@ def test_the_readmes_config_snippets_are_valid_config():
     from dlscale import schema
 
     blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
-    assert len(blocks) == 4
+    assert len(blocks) == 5
     for block in blocks:
         config = yaml.safe_load((ROOT / "config" / "demo.yaml").read_text())
         for key, value in yaml.safe_load(block).items():
