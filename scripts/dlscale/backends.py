@@ -34,6 +34,7 @@ from dlscale.training import (
 class Backend:
     kind = ""
     distribution = ""   # what spreads the replicas, as run.json names it
+    test_note = None    # what the test metrics leave out, when they cannot take it all
     can_resume = True   # whether BackupAndRestore can bring a killed run back
     several_processes = False
 
@@ -87,7 +88,7 @@ class Backend:
         if K.keras_version() == 3:
             from dlscale.keras3 import backup_callback
 
-            return [recorder, backup_callback(backup_dir)]
+            return [recorder, backup_callback(backup_dir, write=self.chief)]
         return [recorder, keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=False)]
 
     def datasets(self, train_input, test_input, global_batch: int):
@@ -257,11 +258,42 @@ class Horovod(Backend):
 
 
 class DataParallel(Backend):
-    """Keras 3 on JAX: one process holds the replicas (GPUs, or XLA host devices on CPUs,
-    which cli.use_keras asked for), keras.distribution.DataParallel splits every global
-    batch over them. tf.data only reads: TensorFlow is kept off the GPUs, which JAX owns."""
+    """Keras 3 on JAX: one process per node holds its replicas (GPUs, or XLA host devices
+    on CPUs, which cli.use_keras asked for), keras.distribution.DataParallel splits every
+    global batch over all of them. Several processes (nodes) meet through
+    jax.distributed: under srun it reads SLURM's tasks itself; outside SLURM (launch.py's
+    local workers) the first worker of TF_CONFIG is the coordinator. Every process reads
+    the same global batches and Keras keeps each process's share. tf.data only reads:
+    TensorFlow is kept off the GPUs, which JAX owns."""
     kind = "dataparallel"
     distribution = "keras.distribution.DataParallel"
+
+    def identity(self) -> tuple[int, int, int]:
+        rank, size, local = worker_identity()
+        if size == 1:
+            return rank, size, local
+        import jax
+
+        if os.environ.get("TF_CONFIG"):
+            workers = json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"]
+            jax.distributed.initialize(coordinator_address=workers[0], num_processes=size,
+                                       process_id=rank)
+        else:
+            jax.distributed.initialize()
+        return jax.process_index(), jax.process_count(), local
+
+    def callbacks(self, recorder, backup_dir: str, plan) -> list:
+        from dlscale.keras3 import backup_callback
+
+        return [recorder, backup_callback(backup_dir, write=self.chief)]
+
+    def agree(self, flag: bool) -> bool:
+        if self.size == 1:
+            return bool(flag)
+        import numpy as np
+        from jax.experimental import multihost_utils
+
+        return bool(np.sum(multihost_utils.process_allgather(np.array([float(flag)]))) > 0)
 
     def setup(self) -> None:
         import jax
@@ -289,6 +321,10 @@ class DataParallel(Backend):
         else:  # a distribution over one device made JAX compile epoch 2's step again
             self.distribution = "none (one device)"
         self.replicas = len(self.jax_devices)
+        if self.size > 1:  # the chief has readied the state (open_state) before any restore
+            from jax.experimental import multihost_utils
+
+            multihost_utils.sync_global_devices("dlscale: state ready")
 
     def scope(self):
         import contextlib
@@ -312,8 +348,16 @@ class DataParallel(Backend):
         batch = self.test_batch
         full = images // batch
         rest = images - full * batch
+        if self.size > 1 and rest:  # no process holds the whole model to evaluate them on
+            self.test_note = (f"test loss and accuracy over {full * batch} of the {images} "
+                              f"test images: the last {rest} do not divide over "
+                              f"{self.size} processes")
+            rest = 0
         parts = []
-        if full:
+        if full and self.size > 1:  # Keras splits each batch over the processes: whole ones
+            whole = test_ds.unbatch().batch(batch, drop_remainder=True)
+            parts.append((full * batch, model.evaluate(whole, verbose=0, return_dict=True)))
+        elif full:
             parts.append((full * batch, model.evaluate(test_ds.take(full), verbose=0,
                                                        return_dict=True)))
         if rest:
@@ -328,9 +372,9 @@ class DataParallel(Backend):
         return {k: sum(n * float(m[k]) for n, m in parts) / total for k in parts[0][1]}
 
     def facts(self) -> dict:
-        return {"strategy": self.kind, "distribution": self.distribution, "workers": 1,
-                "devices": self.devices, "cluster": None, "communication": None,
-                "horovod": None}
+        return {"strategy": self.kind, "distribution": self.distribution,
+                "workers": self.size, "devices": self.devices, "cluster": None,
+                "communication": None, "horovod": None}
 
 
 BACKENDS = {b.kind: b for b in (Mirrored, MultiWorker, Horovod, DataParallel)}

@@ -153,6 +153,8 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
         with warnings.catch_warnings():  # Keras 3 warns at the end of a finite test set
             warnings.filterwarnings("ignore", "Your input ran out of data", UserWarning)
             test = backend.evaluate(model, test_ds, manifest)
+        if backend.test_note:
+            notes.append(backend.test_note)
         say(f"dlscale train: test loss {test['loss']:.4f}, test accuracy {test['accuracy']:.4f}")
     elif reason:
         say(f"dlscale train: {reason}")
@@ -404,8 +406,9 @@ def record_failure(settings: Settings, reason: str, started: datetime) -> None:
 def main(settings: Settings) -> int:
     """Run the point and record how it ended; train.py's exit status."""
     started = datetime.now(UTC)
+    # on JAX one process per node holds its devices
     K.use_keras(settings.keras, settings.backend,
-                host_devices=settings.gpus if settings.device == "cpu" else 1)
+                host_devices=settings.gpus // settings.nodes if settings.device == "cpu" else 1)
     try:
         with ExitStack() as stack:  # what run() opens is closed before a failure is recorded
             info = run(settings, started, stack)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -25,14 +26,21 @@ def is_backup(folder: Path) -> bool:
     return (folder / METADATA).exists() or (folder / WEIGHTS).exists()
 
 
-def backup_callback(backup_dir: str):
+def backup_callback(backup_dir: str, write: bool = True):
     """Keras 3's BackupAndRestore, each file written whole: to a temporary name, then
     renamed, the weights before the epoch that names them, so a job killed while saving
-    leaves the last backup readable (Keras writes both files in place)."""
+    leaves the last backup readable (Keras writes both files in place). Every process
+    restores from it and takes part in saving it (on JAX, reading the weights across
+    processes is collective); only the one that `write`s (the chief) keeps it, the others
+    write to a scratch folder that is removed at once."""
     keras = K.keras()
 
     class Backup(keras.callbacks.BackupAndRestore):
         def _save_model(self):
+            if not write:
+                with tempfile.TemporaryDirectory(prefix="dlscale-backup-") as scratch:
+                    self.model.save_weights(str(Path(scratch) / WEIGHTS))
+                return
             folder = Path(self.backup_dir)
             folder.mkdir(parents=True, exist_ok=True)
             partial = folder / f".{WEIGHTS}.partial.weights.h5"

@@ -195,9 +195,6 @@ def framework_problem(keras: int, backend: str, chosen: str, nodes: int, loop: s
         if chosen != "dataparallel":
             return (f"strategy {chosen} is TensorFlow's: Keras 3 on JAX trains with "
                     "keras.distribution.DataParallel (strategy dataparallel, or no strategy)")
-        if nodes > 1:
-            return ("Keras 3 on JAX trains on one node here: jax.distributed across nodes is "
-                    "not supported yet")
         if profile_steps:
             return ("training.profile_steps traces TensorFlow's steps; on JAX it is not "
                     "supported yet: set it to null")

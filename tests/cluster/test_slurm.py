@@ -166,7 +166,8 @@ def test_every_strategy_on_one_and_two_nodes_through_slurm(tmp_path, archive):
     and Horovod on one node (horovodrun with Gloo) and across two (the course's multi-node
     Horovod, UQ: mpiexec -np $SLURM_NTASKS: OpenMPI's mpirun inside the job reaches the
     other node through srun, not ssh; as root, OpenMPI asks for --allow-run-as-root),
-    beside MirroredStrategy (on one node only: on 2 it is left out)."""
+    beside MirroredStrategy (on one node only: on 2 it is left out); then Keras 3 on JAX
+    across the two nodes (one process per node, met through jax.distributed)."""
     if not HOROVOD_READY and not IN_CI:
         pytest.skip("the Horovod environment is not built (make horovod)")
     config = sweep_config(tmp_path / "c.yaml", archive,
@@ -195,6 +196,19 @@ def test_every_strategy_on_one_and_two_nodes_through_slurm(tmp_path, archive):
         ("SimpleCNN horovod", 1), ("SimpleCNN horovod", 2), ("SimpleCNN mirrored", 1),
         ("SimpleCNN multiworker", 1), ("SimpleCNN multiworker", 2)]
     assert not (runs / "nodes2/mirrored").exists()
+
+    jax = tmp_path / "jax"
+    config = sweep_config(tmp_path / "jax.yaml", archive,
+                          sweep="{models: [SimpleCNN], gpus: [2], nodes: [2]}",
+                          training="{keras: 3, backend: jax, epochs: 2, batch_per_gpu: 16, "
+                                   "device: cpu}",
+                          analysis="{accuracy_tolerance: 1.0}")
+    run_snakemake(jax, *PROFILE, f"--configfile={config}")
+    run = json.loads((jax / "results/runs/SimpleCNN/gpus2/rep1/run.json").read_text())
+    assert (run["status"], run["strategy"], run["backend"], run["workers"]) == (
+        "completed", "dataparallel", "jax", 2)
+    assert run["env"]["SLURM_JOB_NODELIST"] == "n[1-2]" and run["env"]["SLURM_NTASKS"] == "2"
+    assert len(run["devices"]) == 2 and run["keras"].startswith("3.")
 
 
 def test_a_sweep_with_a_timeout_and_a_failure_reports_both_and_reruns_only_them(tmp_path):

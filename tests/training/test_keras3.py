@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import signal
+import subprocess
 import sys
 
 import pytest
@@ -73,6 +74,35 @@ def test_keras3_resumes_where_it_stopped_and_trains_as_an_uninterrupted_run(
 
     assert seen("resumed") == seen("whole")
     assert "resuming from the backup" in (tmp_path / "resumed" / "train.log").read_text()
+
+
+def test_jax_over_two_processes_trains_the_batches_one_process_with_two_devices_does(
+        small_data, tmp_path):
+    """The point across two nodes, as launch.py starts it outside SLURM: two processes of
+    one XLA host device each, met through jax.distributed (the coordinator is TF_CONFIG's
+    first worker). Each epoch's loss is the one of the same point in one process holding
+    both devices; the test set's last images that do not divide over the processes are
+    left out and said so; stopped after epoch 1 and started again, it resumes."""
+    one = train(*flags(small_data, tmp_path / "one", "jax", "--epochs", "2"))
+    assert one.returncode == 0, one.stderr[-3000:]
+    two = [sys.executable, str(SCRIPTS / "launch.py"), "--tasks", "2", "--", sys.executable,
+           str(SCRIPTS / "train.py"), *flags(small_data, tmp_path / "two", "jax", "--epochs",
+                                              "2", "--nodes", "2")]
+    stopped = subprocess.run([*two, "--time-limit-min", "0.1"], capture_output=True,
+                             text=True, timeout=600)
+    assert stopped.returncode == 7, stopped.stderr[-3000:]
+    again = subprocess.run(two, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    run = json.loads((tmp_path / "two" / "run.json").read_text())
+    assert (run["workers"], run["replicas"], run["resumed_at_epoch"]) == (2, 2, 2)
+    assert run["notes"] == ["test loss and accuracy over 96 of the 100 test images: the last "
+                            "4 do not divide over 2 processes"]
+
+    def seen(folder):
+        return [(e["epoch"], round(e["loss"], 5), round(e["accuracy"], 5))
+                for e in records(tmp_path / folder / "epochs.jsonl")]
+
+    assert seen("two") == seen("one")
 
 
 def test_a_kill_while_keras3_saves_its_backup_leaves_the_one_before(small_data, stopped,

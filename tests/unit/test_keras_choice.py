@@ -41,6 +41,15 @@ def test_a_backend_sweep_gives_one_series_and_folder_per_backend():
     assert notes == [] and {p.tasks for p in points} == {1}  # one process holds the devices
 
 
+def test_jax_across_nodes_is_one_process_per_node_holding_its_gpus():
+    points, notes = plan_sweep(_config(sweep={"models": ["SimpleCNN"], "gpus": [8]},
+                                       training={"keras": 3, "backend": "jax"}))
+    point = points[0]
+    assert notes == [] and (point.strategy, point.nodes, point.gpus_per_node) == (
+        "dataparallel", 2, 4)
+    assert (point.tasks, point.tasks_per_node, point.gres) == (2, 1, "gpu:4")
+
+
 def test_a_keras_sweep_leaves_out_keras_2_on_jax_with_a_note():
     points, notes = plan_sweep(_config(sweep={"models": ["SimpleCNN"], "gpus": [2],
                                               "keras": [2, 3], "backend": ["tensorflow", "jax"]}))
@@ -75,9 +84,6 @@ def test_keras_3_across_nodes_is_left_out_and_keras_2_keeps_them():
      "keras.distribution.DataParallel"),
     ({"training": {"keras": 3, "backend": "jax", "profile_steps": [2, 3]}},
      "training.profile_steps traces TensorFlow's steps; on JAX it is not supported yet"),
-    ({"training": {"keras": 3, "backend": "jax"}, "sweep": {"models": ["SimpleCNN"],
-                                                           "gpus": [8]}},
-     "jax.distributed across nodes is not supported yet"),
     ({"training": {"keras": 3, "batch_per_gpu": "auto"}},
      "batch_per_gpu auto searches with tf-keras (Keras 2) only, not yet with Keras 3"),
     ({"sweep": {"models": ["SimpleCNN"], "strategy": ["dataparallel"]}},
