@@ -3,7 +3,8 @@
 steady-state images/s of train.py on 1 and 2 replicas, and how long a point takes from
 start to record.
 
-  python bench/bench_backends.py                          # SimpleCNN and ResNet50V2, CPUs
+  python bench/bench_backends.py                          # SimpleCNN on CPUs
+  python bench/bench_backends.py --models MLP ResNet50V2
   python bench/bench_backends.py --device gpu --size 128 --images 20000 --batch 256
 
 Per model, framework and replica count: train.py for --epochs epochs on the same
@@ -18,7 +19,6 @@ on this machine and say nothing about GPUs.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import subprocess
@@ -30,22 +30,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 sys.path.insert(0, str(SCRIPTS))
+from bench_training import steady_rate  # noqa: E402 (bench/ is the script's folder)
+
 FRAMEWORKS = {"Keras 2 (tf-keras), TensorFlow": ["--keras", "2"],
               "Keras 3, TensorFlow": ["--keras", "3", "--backend", "tensorflow"],
               "Keras 3, JAX": ["--keras", "3", "--backend", "jax"]}
-
-
-def steady_rate(run_dir: Path) -> float:
-    records = [json.loads(x) for x in (run_dir / "epochs.jsonl").read_text().splitlines()]
-    timed = records[1:] or records
-    return sum(r["images"] for r in timed) / sum(r["seconds"] for r in timed)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", choices=["gpu", "cpu"], default="cpu")
-    parser.add_argument("--models", nargs="+", default=["SimpleCNN", "ResNet50V2"])
+    parser.add_argument("--models", nargs="+", default=["SimpleCNN"])
     parser.add_argument("--gpus", nargs="+", type=int, default=[1, 2])
     parser.add_argument("--size", type=int, default=32)
     parser.add_argument("--images", type=int, default=2048, help="training images")
