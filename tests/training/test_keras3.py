@@ -48,15 +48,36 @@ def stopped(small_data, tmp_path_factory):
     return run_of
 
 
+@pytest.fixture(scope="module")
+def whole(small_data, tmp_path_factory):
+    """backend -> the run folder of the same point trained 2 epochs uninterrupted, in one
+    process (made once per backend)."""
+    made = {}
+
+    def run_of(backend):
+        if backend not in made:
+            out = tmp_path_factory.mktemp(f"whole-{backend}")
+            done = train(*flags(small_data, out, backend, "--epochs", "2"))
+            assert done.returncode == 0, done.stderr[-3000:]
+            made[backend] = out
+        return made[backend]
+
+    return run_of
+
+
+def seen(folder):
+    """(epoch, loss, accuracy) of each epoch a run folder recorded."""
+    return [(e["epoch"], round(e["loss"], 5), round(e["accuracy"], 5))
+            for e in records(folder / "epochs.jsonl")]
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_keras3_resumes_where_it_stopped_and_trains_as_an_uninterrupted_run(
-        small_data, stopped, tmp_path, backend):
+        small_data, stopped, whole, tmp_path, backend):
     """Epoch 2 after a resume sees the weights, optimizer and batch order an uninterrupted
     run's epoch 2 sees: on CPUs its loss is the same number. The record names Keras 3,
     the backend and the distribution."""
     out = stopped(backend)
-    whole = train(*flags(small_data, tmp_path / "whole", backend, "--epochs", "2"))
-    assert whole.returncode == 0, whole.stderr[-3000:]
     shutil.copytree(out, tmp_path / "resumed")
     resumed = train(*flags(small_data, tmp_path / "resumed", backend, "--epochs", "2"))
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -68,23 +89,17 @@ def test_keras3_resumes_where_it_stopped_and_trains_as_an_uninterrupted_run(
     assert (run["versions"]["jax"] is not None) == (backend == "jax")
     assert 0.0 <= run["test_accuracy"] <= 1.0 and run["test_images"] == 100
 
-    def seen(folder):
-        return [(e["epoch"], e["loss"], e["accuracy"])
-                for e in records(tmp_path / folder / "epochs.jsonl")]
-
-    assert seen("resumed") == seen("whole")
+    assert seen(tmp_path / "resumed") == seen(whole(backend))
     assert "resuming from the backup" in (tmp_path / "resumed" / "train.log").read_text()
 
 
 def test_jax_over_two_processes_trains_the_batches_one_process_with_two_devices_does(
-        small_data, tmp_path):
+        small_data, whole, tmp_path):
     """The point across two nodes, as launch.py starts it outside SLURM: two processes of
     one XLA host device each, met through jax.distributed (the coordinator is TF_CONFIG's
     first worker). Each epoch's loss is the one of the same point in one process holding
     both devices; the test set's last images that do not divide over the processes are
     left out and said so; stopped after epoch 1 and started again, it resumes."""
-    one = train(*flags(small_data, tmp_path / "one", "jax", "--epochs", "2"))
-    assert one.returncode == 0, one.stderr[-3000:]
     two = [sys.executable, str(SCRIPTS / "launch.py"), "--tasks", "2", "--", sys.executable,
            str(SCRIPTS / "train.py"), *flags(small_data, tmp_path / "two", "jax", "--epochs",
                                               "2", "--nodes", "2")]
@@ -98,11 +113,7 @@ def test_jax_over_two_processes_trains_the_batches_one_process_with_two_devices_
     assert run["notes"] == ["test loss and accuracy over 96 of the 100 test images: the last "
                             "4 do not divide over 2 processes"]
 
-    def seen(folder):
-        return [(e["epoch"], round(e["loss"], 5), round(e["accuracy"], 5))
-                for e in records(tmp_path / folder / "epochs.jsonl")]
-
-    assert seen("two") == seen("one")
+    assert seen(tmp_path / "two") == seen(whole("jax"))
 
 
 def test_a_kill_while_keras3_saves_its_backup_leaves_the_one_before(small_data, stopped,
