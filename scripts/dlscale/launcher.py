@@ -155,8 +155,8 @@ def local_workers(tasks: int, command: list[str]) -> list[subprocess.Popen]:
 
 
 # the planned settings that make a finished record the same point's (attempt aside)
-SAME_POINT = ("model", "gpus_asked", "nodes", "strategy", "precision", "batch_per_gpu",
-              "global_batch", "epochs")
+SAME_POINT = ("model", "gpus_asked", "nodes", "strategy", "precision", "keras_asked",
+              "backend", "batch_per_gpu", "global_batch", "epochs")
 
 
 def finished_meanwhile(out: Path, command: list[str], waited: bool) -> bool:
