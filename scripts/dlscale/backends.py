@@ -282,11 +282,6 @@ class DataParallel(Backend):
             jax.distributed.initialize()
         return jax.process_index(), jax.process_count(), local
 
-    def callbacks(self, recorder, backup_dir: str, plan) -> list:
-        from dlscale.keras3 import backup_callback
-
-        return [recorder, backup_callback(backup_dir, write=self.chief)]
-
     def agree(self, flag: bool) -> bool:
         if self.size == 1:
             return bool(flag)

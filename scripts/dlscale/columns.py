@@ -39,7 +39,7 @@ TELEMETRY_UNITS = {"cpu_percent": ("%", "host CPU, mean over the steady epochs")
 SCALING = (
     Column("series", "", "the point's series (a model, or your label)", True),
     Column("model", "", "the model", True),
-    Column("strategy", "", "tf.distribute strategy or Horovod", True),
+    Column("strategy", "", "tf.distribute strategy, Horovod, or dataparallel (JAX)", True),
     Column("precision", "", "float32, mixed_float16 or mixed_bfloat16", True),
     Column("nodes", "", "nodes the point ran on", True),
     Column("gpus", "", "GPUs over all nodes", True),

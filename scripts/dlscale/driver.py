@@ -207,11 +207,7 @@ def build(r: Run, deadline, sampler=None, on_first=None):
     keras = K.keras()
     keras.utils.set_random_seed(settings.seed)
     keras.mixed_precision.set_global_policy(r.precision)
-    if K.keras_version() == 3:
-        from dlscale.keras3 import warmup_schedule
-    else:
-        warmup_schedule = T.warmup_schedule
-    schedule = warmup_schedule(settings.base_lr, plan.lr, plan.warmup_steps)
+    schedule = T.warmup_schedule(settings.base_lr, plan.lr, plan.warmup_steps)
     recorder = T.epoch_recorder(r.state / EPOCHS, plan.steps, plan.global_batch,
                                 backend.lr_of(schedule), backend.chief, sampler, on_first)
     with backend.scope():

@@ -221,7 +221,12 @@ def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int,
 def warmup_schedule(base_lr: float, target_lr: float, warmup_steps: int):
     """Linear ramp from base_lr to target_lr over warmup_steps, then constant (Goyal et
     al.'s gradual warm-up). A schedule, not a callback, so resuming from a backup
-    continues at the right rate: it depends only on the optimizer's step count."""
+    continues at the right rate: it depends only on the optimizer's step count. Keras 3
+    gets the same ramp in keras.ops (dlscale.keras3), so that it runs on JAX too."""
+    if K.keras_version() == 3:
+        from dlscale import keras3
+
+        return keras3.warmup_schedule(base_lr, target_lr, warmup_steps)
     keras = K.keras()
     import tensorflow as tf
 
