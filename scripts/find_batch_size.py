@@ -25,7 +25,7 @@ from pathlib import Path
 
 from dlscale import cli as K
 from dlscale.batchsearch import search
-from dlscale.cli import quiet_tensorflow
+from dlscale.cli import exit_without_teardown, quiet_tensorflow
 from dlscale.vocabulary import DEFAULTS, PRECISIONS
 
 OOM, NO_GPU = 10, 5
@@ -147,4 +147,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_without_teardown(main)

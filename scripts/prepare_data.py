@@ -16,10 +16,9 @@ manifest. The same source and flags give byte-identical shards.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-from dlscale.cli import fail, quiet_tensorflow
+from dlscale.cli import exit_without_teardown, fail, quiet_tensorflow
 from dlscale.preparation import prepare
 from dlscale.sources import DATASETS, DatasetError
 from dlscale.tfrecords import MANIFEST
@@ -77,4 +76,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_without_teardown(main)

@@ -25,9 +25,8 @@ moved aside and train.log says so); more epochs than before continue, fewer are 
 
 from __future__ import annotations
 
-import sys
-
 from dlscale import driver
+from dlscale.cli import exit_without_teardown
 from dlscale.settings import parse
 
 
@@ -36,4 +35,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_without_teardown(main)

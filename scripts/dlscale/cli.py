@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
+import importlib.abc
 import importlib.util
 import os
 import sys
+from collections.abc import Callable
 from typing import NoReturn
 
 # which Keras this process trains with: "2" (tf-keras, the default) or "3"; set by
@@ -28,13 +31,39 @@ def use_keras(version: int, backend: str = "tensorflow", host_devices: int = 1) 
     quiet_tensorflow()
 
 
+JAX_KEPT_OUT = ("JAX is kept out of this process: its Keras trains on TensorFlow "
+                "(training.backend: jax trains on JAX)")
+
+
+class _KeepJaxOut(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in ("jax", "jaxlib"):
+            raise ModuleNotFoundError(JAX_KEPT_OUT, name=name)
+        return None
+
+
+def keep_jax_out() -> None:
+    """TensorFlow's import imports JAX where it is installed (tf.lite's `try: import
+    jax`): 0.66 s of each start here, in a process that never uses it. Before TensorFlow
+    is imported, `import jax` in this process fails with the reason; TensorFlow goes on
+    without. Once TensorFlow is imported there is nothing to save, and nothing is done
+    (a test process that imports both keeps both)."""
+    if ("tensorflow" in sys.modules or "jax" in sys.modules
+            or any(isinstance(finder, _KeepJaxOut) for finder in sys.meta_path)):
+        return
+    sys.meta_path.insert(0, _KeepJaxOut())
+
+
 def keras_version() -> int:
     return 3 if os.environ.get(KERAS_ENV) == "3" else 2
 
 
 def quiet_tensorflow() -> None:
-    """Keep TensorFlow's C++ start-up chatter out of logs unless the user asked for it."""
+    """Keep TensorFlow's C++ start-up chatter out of logs unless the user asked for it,
+    and JAX out of a process that does not train on it."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if not (keras_version() == 3 and os.environ.get("KERAS_BACKEND") == "jax"):
+        keep_jax_out()
     if keras_version() == 3:
         return
     # Keras 2 (docs/keras.md): tf-keras with TensorFlow 2.21; TensorFlow 2.15 (the
@@ -48,6 +77,30 @@ def quiet_tensorflow() -> None:
 def fail(message: str, code: int = 1) -> NoReturn:
     print(f"error: {message}", file=sys.stderr)
     raise SystemExit(code)
+
+
+def exit_without_teardown(main: Callable[[], int | None]) -> NoReturn:
+    """Run a command line's main() and end the process as sys.exit would, less Python's
+    teardown: the atexit handlers run (Horovod's and JAX's shutdown, logging's flush) and
+    the standard streams are flushed, then os._exit. Once TensorFlow is imported, freeing
+    its modules and objects one by one at exit costs 1 to 2.5 s of CPU per process
+    (docs/benchmarks.md, "The test suite's length") and keeps nothing: a run's records
+    are written, atomically, and closed before main returns. An exception other than
+    SystemExit ends the process the usual way, with its traceback."""
+    try:
+        code = main()
+    except SystemExit as stop:
+        code = stop.code
+    if code is not None and not isinstance(code, int):
+        print(code, file=sys.stderr)  # what sys.exit("message") prints
+        code = 1
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe or stream: nothing left to keep
+            pass
+    os._exit(code or 0)
 
 
 def keras():

@@ -1,0 +1,70 @@
+"""What each TensorFlow process of dlscale pays at its start and end (train.py,
+prepare_data.py, find_batch_size.py): JAX is not imported where no Keras trains on it,
+and the process ends without Python's teardown, its status, atexit handlers and output
+kept. Real interpreters, real TensorFlow and JAX."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from conftest import SCRIPTS
+
+
+def python(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env={"PYTHONPATH": str(SCRIPTS), "PATH": "/usr/bin"})
+
+
+def test_tensorflow_starts_without_jax_unless_keras_trains_on_jax():
+    """TensorFlow's import imports JAX where it is installed (tf.lite): not in a process
+    whose Keras is 2, or 3 on TensorFlow; there `import jax` says why it fails."""
+    check = """
+import sys
+from dlscale import cli
+cli.use_keras({keras}, "{backend}")
+import tensorflow
+print("jax" in sys.modules)
+try:
+    import jax
+except ImportError as exc:
+    print(exc)
+"""
+    # (Keras 3 on TensorFlow: tests/workflow/test_keras3_workflow.py trains it so)
+    proc = python(check.format(keras=2, backend="tensorflow"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == [
+        "False", "JAX is kept out of this process: its Keras trains on TensorFlow "
+        "(training.backend: jax trains on JAX)"]
+    proc = python(check.format(keras=3, backend="jax"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == ["True"]
+
+
+def test_a_command_line_ends_with_its_status_atexit_and_output_but_no_teardown():
+    end = """
+import atexit, sys
+from dlscale.cli import exit_without_teardown
+
+class Teardown:
+    def __del__(self):
+        print("torn down", file=sys.stderr)
+
+kept = Teardown()
+atexit.register(lambda: print("atexit ran", file=sys.stderr))
+
+def main():
+    print("no newline yet", end="")
+    {ending}
+
+exit_without_teardown(main)
+"""
+    proc = python(end.format(ending="return 3"))
+    assert (proc.returncode, proc.stdout) == (3, "no newline yet")
+    assert proc.stderr == "atexit ran\n"  # Python's teardown would print "torn down"
+    proc = python(end.format(ending="sys.exit('error: a reason')"))
+    assert (proc.returncode, proc.stderr) == (1, "error: a reason\natexit ran\n")
+    proc = python(end.format(ending="raise SystemExit(None)"))
+    assert proc.returncode == 0
+    proc = python(end.format(ending="raise ValueError('a bug')"))
+    assert proc.returncode == 1 and "ValueError: a bug" in proc.stderr
