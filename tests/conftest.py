@@ -29,31 +29,6 @@ needs_fashion = pytest.mark.skipif(
     reason="Debian's dataset-fashion-mnist is missing (make sysdeps)")
 
 
-# The order in which `make test` hands files to its workers (pytest -n 3 --dist loadfile
-# --no-loadscope-reorder): the longest first, so that no worker is left with a long file
-# while the others idle at the end (pytest-xdist's default order, by number of tests,
-# put the one-test demo last). Minutes per file, measured on a full run, are in
-# docs/benchmarks.md ("The test suite's length"); files not named here follow in their
-# own order.
-LONGEST_FIRST = [
-    "cluster/test_slurm.py", "training/test_train.py", "workflow/test_own_model.py",
-    "workflow/test_analysis_workflow.py", "training/test_keras3.py",
-    "workflow/test_contract_workflow.py", "workflow/test_train_workflow.py",
-    "training/test_features.py", "workflow/test_failures_workflow.py",
-    "workflow/test_history_workflow.py", "workflow/test_demo.py",
-    "workflow/test_keras3_workflow.py", "workflow/test_resize.py", "workflow/test_software.py",
-    "workflow/test_command_endings.py", "workflow/test_data_workflow.py",
-]
-
-
-def pytest_collection_modifyitems(items):
-    def rank(item):
-        name = Path(str(item.path)).relative_to(ROOT / "tests").as_posix()
-        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
-
-    items.sort(key=rank)  # stable: each file keeps its tests' order
-
-
 @pytest.fixture(scope="session")
 def cifar_python(tmp_path_factory) -> Path:
     """A small archive in the official python layout (pickled batches)."""
