@@ -22,7 +22,9 @@ PATH = Path(__file__).with_name("schema.yaml")
 def load() -> dict:
     import yaml
 
-    return yaml.safe_load(PATH.read_text())
+    # libyaml's loader where PyYAML has it: 0.03 s against 0.3 s for the pure-Python one,
+    # in every Snakemake start (planning and each SLURM job step) and every train.py
+    return yaml.load(PATH.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def section(name: str) -> dict:
