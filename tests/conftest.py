@@ -104,12 +104,12 @@ def write_config(path: Path, text: str) -> Path:
     return path
 
 
-def comparison_config(path: Path, archive: Path, compare: str) -> Path:
-    """A 2-epoch SimpleCNN sweep on 1 and 2 CPU replicas that compares `compare`
-    (e.g. "strategy: [mirrored, horovod]") in one chart."""
+def comparison_config(path: Path, archive: Path, compare: str, gpus: str = "[1, 2]") -> Path:
+    """A 2-epoch SimpleCNN sweep on 1 and 2 CPU replicas (or `gpus`) that compares
+    `compare` (e.g. "strategy: [mirrored, horovod]") in one chart."""
     return write_config(path, f"""
 data: {{source: {archive}, image_size: 32, shards: 2}}
-sweep: {{models: [SimpleCNN], gpus: [1, 2], {compare}}}
+sweep: {{models: [SimpleCNN], gpus: {gpus}, {compare}}}
 training: {{epochs: 2, batch_per_gpu: 8, device: cpu}}
 resources: {{cpus_per_gpu: 1, mem_mb_per_gpu: 1000, runtime_min: 10}}
 analysis: {{accuracy_tolerance: 1.0}}

@@ -94,12 +94,16 @@ models: {{SimpleCNN: {{cpus_per_gpu: 3, mem_mb_per_gpu: 1234, runtime_min: 7}}}}
 
 
 def test_a_sweep_comparing_fit_and_the_custom_loop(tmp_path, cifar_python):
-    config = comparison_config(tmp_path / "loops.yaml", cifar_python, "loop: [fit, custom]")
+    """The loop as a sweep axis, on 2 replicas (the custom loop against fit on one
+    process: tests/training/test_features.py)."""
+    config = comparison_config(tmp_path / "loops.yaml", cifar_python, "loop: [fit, custom]",
+                               gpus="[2]")
     run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
-    assert (tmp_path / "results/runs/SimpleCNN/custom/gpus2/rep1/run.json").exists()
+    run = json.loads((tmp_path / "results/runs/SimpleCNN/custom/gpus2/rep1/run.json")
+                     .read_text())
+    assert (run["loop"], run["replicas"], run["status"]) == ("custom", 2, "completed")
     table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
     assert sorted(zip(table["series"], table["gpus"])) == [
-        ("SimpleCNN custom", 1), ("SimpleCNN custom", 2), ("SimpleCNN fit", 1),
-        ("SimpleCNN fit", 2)]
-    svg = (tmp_path / "results/plots/speedup.svg").read_text()
+        ("SimpleCNN custom", 2), ("SimpleCNN fit", 2)]
+    svg = (tmp_path / "results/plots/throughput.svg").read_text()
     assert "SimpleCNN custom" in svg and "SimpleCNN fit" in svg
