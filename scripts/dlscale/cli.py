@@ -58,11 +58,16 @@ def keras_version() -> int:
     return 3 if os.environ.get(KERAS_ENV) == "3" else 2
 
 
+def trains_on_jax() -> bool:
+    """Whether this process's Keras (as use_keras chose it) is Keras 3 on JAX."""
+    return keras_version() == 3 and os.environ.get("KERAS_BACKEND") == "jax"
+
+
 def quiet_tensorflow() -> None:
     """Keep TensorFlow's C++ start-up chatter out of logs unless the user asked for it,
     and JAX out of a process that does not train on it."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if not (keras_version() == 3 and os.environ.get("KERAS_BACKEND") == "jax"):
+    if not trains_on_jax():
         keep_jax_out()
     if keras_version() == 3:
         return

@@ -343,8 +343,7 @@ def versions() -> dict:
     keras_version = (getattr(keras, "__version__", None)
                      or f"built into TensorFlow {tf.__version__}")
     horovod = sys.modules.get("horovod")  # loaded by the Horovod backend, if it runs
-    jax = sys.modules.get("jax") if os.environ.get("KERAS_BACKEND") == "jax" and \
-        K.keras_version() == 3 else None  # Keras 3's JAX backend, when it trains
+    jax = sys.modules.get("jax") if K.trains_on_jax() else None  # Keras 3's JAX backend
     return {"tensorflow": tf.__version__,
             "keras": f"{keras.__name__.split('.')[0]} {keras_version}",
             "jax": getattr(jax, "__version__", None),
