@@ -4,7 +4,7 @@
 #
 #   scripts/testcluster.sh start    # needs root, Debian's slurm-wlm and munge
 #   scripts/testcluster.sh status
-#   scripts/testcluster.sh stop     # also removes the files and /etc/hosts lines start wrote
+#   scripts/testcluster.sh stop     # ends what start started (munged too, if start started it) and removes the files and /etc/hosts lines start wrote
 #   scripts/testcluster.sh config   # only writes the configuration (start does it too)
 #
 # State, logs and fake GPUs live in $DLSCALE_CLUSTER_DIR (default /tmp/dlscale-slurm).
@@ -58,6 +58,8 @@ start_munge() {
     if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
         runuser -u munge -- munged --force
         for _ in $(seq 50); do munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && break; sleep 0.1; done
+        # started here, so stop ends it (a munged that already worked is left alone)
+        mkdir -p "$DIR" && cp /run/munge/munged.pid "$DIR/munged.pid"
     fi
     munge -n | unmunge >/dev/null || die "munge does not work (munge -n | unmunge)"
 }
@@ -221,7 +223,7 @@ stop() {
     # only a running controller is asked: scancel waits for an absent one
     if running; then scancel --user="$(id -un)" 2>/dev/null || true; fi
     for pidfile in "$DIR"/slurmd-*.pid "$DIR/slurmctld.pid" "$DIR/slurmdbd.pid" \
-                   "$DIR/mysql-run/mysqld.pid"; do
+                   "$DIR/mysql-run/mysqld.pid" "$DIR/munged.pid"; do
         [ -f "$pidfile" ] || continue
         pid=$(cat "$pidfile")
         kill "$pid" 2>/dev/null || true
