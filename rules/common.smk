@@ -7,7 +7,6 @@ from functools import partial
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
-from snakemake.utils import validate
 
 SCRIPTS = Path(workflow.basedir) / "scripts"
 sys.path.insert(0, str(SCRIPTS))  # for a snakemake that runs outside the project's venv
@@ -19,7 +18,7 @@ from dlscale.tfrecords import MANIFEST  # noqa: E402
 
 try:
     check_raw_config(config)
-    validate(config, schema=str(schema.PATH))
+    schema.validate(config)  # and fills in the defaults
     # inside a SLURM job, Snakemake parses this file again to run the job's one rule
     STUDY = Study(config, workflow.basedir, job_step=not workflow.is_main_process)
     STUDY.announce()

@@ -55,9 +55,7 @@ def test_optimizers():
 def test_communication_choice_and_nccl_on_cpus_refused_at_planning():
     import copy
 
-    from conftest import ROOT
-    from snakemake.utils import validate
-
+    from dlscale.schema import validate
     from dlscale.sweep import SweepError, expand
     from dlscale.training import resolve_communication
 
@@ -66,7 +64,7 @@ def test_communication_choice_and_nccl_on_cpus_refused_at_planning():
         "nccl", "ring", "ring", "nccl"]
     config = copy.deepcopy({"sweep": {"models": ["SimpleCNN"], "gpus": [2], "nodes": [2]},
                             "training": {"communication": "nccl", "device": "cpu"}})
-    validate(config, str(ROOT / "config" / "schema.yaml"))
+    validate(config)
     with pytest.raises(SweepError, match="training.communication nccl needs GPUs, but "
                                          "training.device is cpu"):
         expand(config)
@@ -75,14 +73,12 @@ def test_communication_choice_and_nccl_on_cpus_refused_at_planning():
 def test_the_custom_loop_with_horovod_is_refused_at_planning():
     import copy
 
-    from conftest import ROOT
-    from snakemake.utils import validate
-
+    from dlscale.schema import validate
     from dlscale.sweep import SweepError, expand
 
     config = copy.deepcopy({"sweep": {"models": ["SimpleCNN"], "gpus": [2],
                                       "strategy": ["horovod"], "loop": ["fit", "custom"]}})
-    validate(config, str(ROOT / "config" / "schema.yaml"))
+    validate(config)
     with pytest.raises(SweepError, match="the custom training loop runs mirrored and "
                                          "multiworker points; horovod points train with fit"):
         expand(config)

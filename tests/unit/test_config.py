@@ -8,10 +8,9 @@ import re
 import pytest
 import yaml
 from conftest import ROOT
-from snakemake.exceptions import WorkflowError
-from snakemake.utils import validate
 
 from dlscale.errors import PlanError
+from dlscale.schema import validate
 from dlscale.sweep import SweepError, expand
 from dlscale.vocabulary import SMALL_MODELS
 
@@ -20,7 +19,7 @@ SCHEMA = str(ROOT / "config" / "schema.yaml")
 
 def study() -> dict:
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
-    validate(config, SCHEMA)
+    validate(config)
     return config
 
 
@@ -38,7 +37,7 @@ def test_study_config_is_the_study():
 
 def test_defaults_are_filled_in():
     config = {}
-    validate(config, SCHEMA)
+    validate(config)
     assert config["data"]["image_size"] == 128
     assert config["training"]["lr_scaling"] == "linear"
     assert config["analysis"]["skip_epochs"] == 1
@@ -58,9 +57,32 @@ def test_defaults_are_filled_in():
     ({"external_runs": [{"log": "x.out", "gpus": 2}]}, "'model' is a required"),
 ])
 def test_bad_values_fail_with_the_offending_key(bad, words):
-    with pytest.raises(WorkflowError) as info:
-        validate(copy.deepcopy(bad), SCHEMA)
+    with pytest.raises(PlanError) as info:
+        validate(copy.deepcopy(bad))
     assert words in str(info.value)
+
+
+def test_a_bad_value_is_one_line_with_its_keys_path():
+    with pytest.raises(PlanError) as info:
+        validate({"data": {"image_size": "big"}, "external_runs": []})
+    assert str(info.value) == "config: data.image_size: 'big' is not of type 'integer'"
+    with pytest.raises(PlanError) as info:
+        validate({"external_runs": [{"log": "x.out", "model": "MLP"}, {"log": "y.out"}]})
+    assert str(info.value) == "config: external_runs[1]: 'model' is a required property"
+
+
+@pytest.mark.parametrize("name", ["config.yaml", "demo.yaml"])
+def test_the_defaults_filled_in_are_snakemakes(name):
+    """dlscale's validation (the schema read once, by libyaml) fills in what Snakemake's
+    `snakemake.utils.validate` fills in, and leaves no list or dict shared with the schema."""
+    from snakemake.utils import validate as snakemakes
+
+    ours, theirs = (yaml.safe_load((ROOT / "config" / name).read_text()) for _ in "12")
+    validate(ours)
+    snakemakes(theirs, SCHEMA)
+    assert ours == theirs
+    ours["external_runs"].append({"log": "x.out"})
+    assert validate({})["external_runs"] == []
 
 
 def test_model_names_are_exactly_keras_applications_plus_the_small_cnn():
@@ -73,7 +95,7 @@ def test_model_names_are_exactly_keras_applications_plus_the_small_cnn():
 
 def _config(**sections) -> dict:
     config = copy.deepcopy(sections)
-    validate(config, SCHEMA)
+    validate(config)
     return config
 
 
@@ -176,7 +198,7 @@ def test_batch_auto_leaves_the_global_batch_open():
     point = expand(config)[0]
     assert (point.batch_per_gpu, point.global_batch, point.precision) == ("auto", None,
                                                                           "mixed_auto")
-    with pytest.raises(WorkflowError, match="'big' is not valid under any of the given schemas"):
+    with pytest.raises(PlanError, match="'big' is not valid under any of the given schemas"):
         _config(training={"batch_per_gpu": "big"})
 
 
@@ -213,8 +235,8 @@ def test_an_unknown_model_name_is_named_with_the_forms_expected():
     ({"label": "Mine"}, "'from' is a required property"),
 ])
 def test_a_builder_of_the_wrong_form_is_refused_by_the_schema(entry, words):
-    with pytest.raises(WorkflowError) as info:
-        validate({"sweep": {"models": [entry]}}, SCHEMA)
+    with pytest.raises(PlanError) as info:
+        validate({"sweep": {"models": [entry]}})
     assert "is not valid under any of the given schemas" in str(info.value) or words in str(
         info.value)
 

@@ -15,17 +15,14 @@ import pandas as pd
 import prepare_data
 import pytest
 import tabulate_run
-from conftest import ROOT
-from snakemake.utils import validate
 
 from dlscale import contract, outcomes
 from dlscale.resume import prepare_state
+from dlscale.schema import validate
 from dlscale.slurm import parse_duration as parse_slurm_duration
 from dlscale.sources import DATASETS, DatasetError, _cifar_python_batch, parse_idx, read_idx_dataset
 from dlscale.sweep import SweepError, expand
 from dlscale.training import RunError
-
-SCHEMA = str(ROOT / "config" / "schema.yaml")
 
 
 def write_attempts(folder, *statuses):
@@ -141,7 +138,7 @@ def test_fewer_epochs_than_finished_are_refused(tmp_path):
 
 def config(**sections):
     config = copy.deepcopy(sections)
-    validate(config, SCHEMA)
+    validate(config)
     return config
 
 

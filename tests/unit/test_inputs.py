@@ -82,8 +82,8 @@ def test_a_compared_table_from_an_older_dlscale_is_drawn_with_its_missing_column
 
 def minimal_config(extra: dict) -> dict:
     """A config as validation leaves it (defaults filled), with `extra` over it."""
-    from snakemake.utils import validate
+    from dlscale.schema import validate
 
     config = {"sweep": {"models": []}, **extra}
-    validate(config, str(ROOT / "config" / "schema.yaml"))
+    validate(config)
     return config

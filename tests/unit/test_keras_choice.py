@@ -7,19 +7,16 @@ import copy
 import re
 
 import pytest
-from conftest import ROOT
-from snakemake.utils import validate
 
 from dlscale import usermodel
 from dlscale.errors import PlanError
+from dlscale.schema import validate
 from dlscale.sweep import SweepError, plan_sweep
-
-SCHEMA = str(ROOT / "config" / "schema.yaml")
 
 
 def _config(**sections) -> dict:
     config = copy.deepcopy(sections)
-    validate(config, SCHEMA)
+    validate(config)
     return config
 
 

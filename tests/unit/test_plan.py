@@ -8,22 +8,20 @@ import shlex
 
 import pytest
 from conftest import ROOT
-from snakemake.utils import validate
 
 from dlscale.plan import PlanError, Study, check_raw_config, resolve_source
-
-SCHEMA = str(ROOT / "config" / "schema.yaml")
+from dlscale.schema import validate
 
 
 def study(tmp_path, **sections) -> Study:
     config = copy.deepcopy(sections)
-    validate(config, SCHEMA)
+    validate(config)
     return Study(config, tmp_path)
 
 
 def data(**keys) -> dict:
     config = {"data": keys}
-    validate(config, SCHEMA)
+    validate(config)
     return config["data"]
 
 
@@ -166,7 +164,7 @@ def test_a_history_path_whose_folder_cannot_be_made_is_said_at_planning(tmp_path
 
 def _validated(**sections) -> dict:
     config = copy.deepcopy(sections)
-    validate(config, SCHEMA)
+    validate(config)
     return config
 
 
@@ -356,7 +354,7 @@ def test_inside_a_job_the_plan_is_made_again_without_reading_what_planning_read(
     main = study(tmp_path, **sections)
     log.unlink()  # read by the planning process only: the job step never opens it
     config = copy.deepcopy(sections)
-    validate(config, SCHEMA)
+    validate(config)
     step = Study(config, tmp_path, job_step=True)
     assert list(main.external) == ["Theirs/job"] and step.external == {}
     assert step.notes() == []

@@ -182,9 +182,7 @@ def test_only_dlscale_slurm_calls_slurms_commands():
 
 def test_the_readmes_config_snippets_are_valid_config():
     """Each YAML block of the README, put into the demo's config, passes the schema."""
-    from snakemake.utils import validate
-
-    from dlscale import schema
+    from dlscale.schema import validate
 
     blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
     assert len(blocks) == 5
@@ -192,7 +190,7 @@ def test_the_readmes_config_snippets_are_valid_config():
         config = yaml.safe_load((ROOT / "config" / "demo.yaml").read_text())
         for key, value in yaml.safe_load(block).items():
             config[key] = {**config.get(key, {}), **value} if isinstance(value, dict) else value
-        validate(config, schema=str(schema.PATH))
+        validate(config)
 
 
 def test_the_readme_is_a_front_page():
