@@ -18,7 +18,7 @@ rule tabulate_run:
     params:
         script=script("tabulate_run.py"),
         meta=of_point(STUDY.point_meta),
-        folder=lambda wildcards, input: str(Path(input.run).parent),
+        folder=folder_of_input("run"),
     shell:
         "python {params.script:q} {params.folder:q} {params.meta} -o {output:q} > {log:q} 2>&1"
 

@@ -56,15 +56,56 @@ def planned(method):
     return call
 
 
+# Snakemake reads a rule function's parameters (inspect.signature) for each function of
+# each job to see which arguments it takes: 25,000 times, 0.5 s, in the dry run of 450
+# points (docs/benchmarks.md). It keeps parameters already read under this attribute
+# (snakemake.common.get_function_params); with another Snakemake that has none, nothing
+# changes.
+try:
+    from snakemake.common import FUNC_OVERWRITE_PARAMS_ATTR as PARAMS_ATTR
+except ImportError:
+    PARAMS_ATTR = None
+
+
+def signature_once(function):
+    """A function of the rules, its parameters read once for Snakemake."""
+    import inspect
+
+    if PARAMS_ATTR:
+        setattr(function, PARAMS_ATTR, inspect.signature(function).parameters)
+    return function
+
+
+def resources_signature_once():
+    """The same for the resource evaluator Snakemake calls per resource of each job
+    (`Resource.evaluate`, a bound method: its parameters are those of its function
+    without self), 11,000 inspections in that dry run."""
+    import functools
+    import inspect
+
+    from snakemake.resources import Resource
+
+    evaluate = Resource.evaluate
+    if PARAMS_ATTR and not hasattr(evaluate, PARAMS_ATTR):
+        bound = inspect.signature(functools.partial(evaluate, None)).parameters
+        setattr(evaluate, PARAMS_ATTR, bound)
+
+
+resources_signature_once()
+
+
 def by_wildcards(method, *names):
     """A Study method of the named wildcards' values as a rule function."""
-    return lambda wildcards: planned(method)(*(getattr(wildcards, n) for n in names))
+    return signature_once(
+        lambda wildcards: planned(method)(*(getattr(wildcards, n) for n in names))
+    )
 
 
 def one_of(keys):
     return "|".join(re.escape(k) for k in keys) or "(?!)"
 
 
+@signature_once
 def data_dir(wildcards, input):
     return str(Path(input.manifest).parent)
 
@@ -78,12 +119,19 @@ def point(wildcards):
 
 def of_point(method):
     """A Study method of a Point as a function of the rule's wildcards."""
-    return lambda wildcards: method(point(wildcards))
+    return signature_once(lambda wildcards: method(point(wildcards)))
 
 
 def folder_of(output_key):
     """The folder of one of the outputs (by name or index), as a param."""
-    return lambda wildcards, output: str(Path(output[output_key]).parent)
+    return signature_once(
+        lambda wildcards, output: str(Path(output[output_key]).parent)
+    )
+
+
+def folder_of_input(input_key):
+    """The folder of one of the inputs (by name or index), as a param."""
+    return signature_once(lambda wildcards, input: str(Path(input[input_key]).parent))
 
 
 def point_resource(name):
@@ -93,7 +141,7 @@ def point_resource(name):
         value = getattr(point(wildcards), name)
         return "" if value is None else value  # gres null: request no GRES
 
-    return resource
+    return signature_once(resource)
 
 
 SITE_SLURM_EXTRA = STUDY.site_slurm_extra(

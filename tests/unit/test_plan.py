@@ -362,3 +362,45 @@ def test_inside_a_job_the_plan_is_made_again_without_reading_what_planning_read(
         k: step.train_flags(p) for k, p in step.points.items()}
     with pytest.raises(PlanError, match="job.out"):  # the planning process does read it
         study(tmp_path, **sections)
+
+
+COUNT_SIGNATURES = """
+import inspect, runpy, sys
+calls = [0]
+signature = inspect.signature
+def counted(*args, **kwargs):
+    calls[0] += 1
+    return signature(*args, **kwargs)
+inspect.signature = counted
+sys.argv = ["snakemake", *sys.argv[1:]]
+try:
+    runpy.run_module("snakemake", run_name="__main__")
+except SystemExit as end:
+    print("inspections", calls[0], "exit", end.code)
+"""
+
+
+def test_planning_reads_the_rules_functions_once_not_per_job(tmp_path, cifar_python):
+    """Snakemake reads a rule function's parameters (inspect.signature) for each function
+    of each job; rules/common.smk keeps them read once, so the 12 jobs that 6 more points
+    add (train, tabulate_run) add at most one inspection each, Snakemake's own (before:
+    220 for the 12)."""
+    import subprocess
+    import sys
+
+    counts = []
+    for gpus in ("[1, 2]", "[1, 2, 3, 4, 5, 6, 7, 8]"):
+        work = tmp_path / str(gpus.count(","))
+        work.mkdir()
+        config = work / "c.yaml"
+        config.write_text(f"data: {{source: {cifar_python}, image_size: 32}}\n"
+                          f"sweep: {{models: [SimpleCNN], gpus: {gpus}}}\n"
+                          "training: {device: cpu}\n")
+        proc = subprocess.run(
+            [sys.executable, "-c", COUNT_SIGNATURES, "-s", str(ROOT / "Snakefile"),
+             "--directory", str(work), "--configfile", str(config), "-n", "--cores", "1"],
+            capture_output=True, text=True, timeout=300)
+        found = re.search(r"inspections (\d+) exit (\S+)", proc.stdout)
+        assert found and found[2] in ("0", "None"), proc.stdout[-3000:] + proc.stderr[-3000:]
+        counts.append(int(found[1]))
+    assert counts[1] - counts[0] <= 12, counts
