@@ -11,7 +11,7 @@ import pytest
 
 from dlscale import preparation
 from dlscale.sources import DatasetError
-from dlscale.tfrecords import ExampleEncoder, make_dataset, shard_bounds
+from dlscale.tfrecords import ExampleEncoder, make_dataset, shard_bounds, tfrecord_frames
 
 tf = pytest.importorskip("tensorflow")
 
@@ -25,6 +25,43 @@ def test_hand_encoded_example_is_what_tensorflow_writes(label):
         "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[label])),
     })).SerializeToString(deterministic=True)
     assert ours == theirs
+
+
+def test_own_framing_is_what_tensorflows_writer_writes(tmp_path):
+    """Records framed by dlscale (length, CRC-32C, bytes, CRC-32C), of several lengths
+    (labels whose varints differ) and of none, are TFRecordWriter's bytes, and tf.data
+    reads them back."""
+    rng = np.random.default_rng(7)
+    encoder = ExampleEncoder(8 * 8 * 3)
+    records = [encoder.encode(rng.integers(0, 256, 192, dtype=np.uint8).tobytes(), label)
+               for label in (0, 5, 127, 128, 70000, 3)] + [b""]
+    path = tmp_path / "theirs.tfrecord"
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for record in records:
+            writer.write(record)
+    assert tfrecord_frames(records) == path.read_bytes()
+    (tmp_path / "ours.tfrecord").write_bytes(tfrecord_frames(records))
+    assert [r.numpy() for r in tf.data.TFRecordDataset(str(tmp_path / "ours.tfrecord"))] == records
+
+
+def test_preparing_at_the_datasets_own_size_imports_no_tensorflow(cifar_python, tmp_path):
+    """Nothing to resize: the shards are framed by dlscale, TensorFlow is never imported
+    (3 to 4 s of CPU, most of a small preparation), and they are the bytes TensorFlow's
+    writer wrote (the same preparation in this process, where it is imported)."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    code = ("import sys; from pathlib import Path; from dlscale import preparation; "
+            f"preparation.prepare('cifar10', Path({str(cifar_python)!r}), "
+            f"Path({str(tmp_path / 'own')!r}), 32, 3); print('tensorflow' in sys.modules)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "scripts")})
+    assert proc.stdout.strip() == "False", proc.stdout + proc.stderr[-2000:]
+    preparation.prepare("cifar10", cifar_python, tmp_path / "tf", 32, 3)  # tf imported here
+    assert _digests(tmp_path / "own") == _digests(tmp_path / "tf")
 
 
 def test_shard_bounds_cover_everything_without_empty_shards():
