@@ -13,6 +13,11 @@ sys.path.insert(0, str(SCRIPTS))  # for a snakemake that runs outside the projec
 from dlscale import schema, sweep, vocabulary  # noqa: E402
 from dlscale import contract as C  # noqa: E402
 from dlscale.plan import PlanError, Study, check_raw_config  # noqa: E402
+from dlscale.rulefunctions import (
+    planned,
+    resources_signature_once,
+    signature_once,
+)  # noqa: E402
 from dlscale.sources import DATASETS  # noqa: E402
 from dlscale.tfrecords import MANIFEST  # noqa: E402
 
@@ -42,53 +47,6 @@ wildcard_constraints:
 def script(name):
     """A stage's command-line script, passed to rules as a param (provenance)."""
     return str(SCRIPTS / name)
-
-
-def planned(method):
-    """A Study method as a rule function, with PlanError shown as Snakemake's error."""
-
-    def call(*args):
-        try:
-            return method(*args)
-        except PlanError as exc:
-            raise WorkflowError(str(exc))
-
-    return call
-
-
-# Snakemake reads a rule function's parameters (inspect.signature) for each function of
-# each job to see which arguments it takes: 25,000 times, 0.5 s, in the dry run of 450
-# points (docs/benchmarks.md). It keeps parameters already read under this attribute
-# (snakemake.common.get_function_params); with another Snakemake that has none, nothing
-# changes.
-try:
-    from snakemake.common import FUNC_OVERWRITE_PARAMS_ATTR as PARAMS_ATTR
-except ImportError:
-    PARAMS_ATTR = None
-
-
-def signature_once(function):
-    """A function of the rules, its parameters read once for Snakemake."""
-    import inspect
-
-    if PARAMS_ATTR:
-        setattr(function, PARAMS_ATTR, inspect.signature(function).parameters)
-    return function
-
-
-def resources_signature_once():
-    """The same for the resource evaluator Snakemake calls per resource of each job
-    (`Resource.evaluate`, a bound method: its parameters are those of its function
-    without self), 11,000 inspections in that dry run."""
-    import functools
-    import inspect
-
-    from snakemake.resources import Resource
-
-    evaluate = Resource.evaluate
-    if PARAMS_ATTR and not hasattr(evaluate, PARAMS_ATTR):
-        bound = inspect.signature(functools.partial(evaluate, None)).parameters
-        setattr(evaluate, PARAMS_ATTR, bound)
 
 
 resources_signature_once()
