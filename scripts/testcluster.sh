@@ -218,28 +218,28 @@ start() {
     echo "testcluster: running, ${#NODES[*]} nodes with 4 fake GPUs each ($CONF)"
 }
 
+# End the daemons of these pid files: each told at once, then waited for (up to 5 s each).
+end_daemons() {
+    local pidfile pid pids=()
+    for pidfile in "$@"; do
+        [ -f "$pidfile" ] || continue
+        pid=$(cat "$pidfile")
+        kill "$pid" 2>/dev/null || true
+        pids+=("$pid")
+        rm -f "$pidfile"
+    done
+    for pid in "${pids[@]}"; do
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    done
+}
+
 stop() {
     export SLURM_CONF="$CONF"
     # only a running controller is asked: scancel waits for an absent one
     if running; then scancel --user="$(id -un)" 2>/dev/null || true; fi
-    # the daemons in two rounds, each told at once and then waited for (up to 5 s each):
-    # SLURM's first, then the database and munge they used to the end
-    local round pidfile pid pids
-    for round in slurm base; do
-        pids=()
-        for pidfile in "$DIR"/slurmd-*.pid "$DIR/slurmctld.pid" "$DIR/slurmdbd.pid" \
-                       "$DIR/mysql-run/mysqld.pid" "$DIR/munged.pid"; do
-            [ -f "$pidfile" ] || continue
-            case "$round:$pidfile" in slurm:*/mysqld.pid|slurm:*/munged.pid) continue ;; esac
-            pid=$(cat "$pidfile")
-            kill "$pid" 2>/dev/null || true
-            pids+=("$pid")
-            rm -f "$pidfile"
-        done
-        for pid in "${pids[@]}"; do
-            for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-        done
-    done
+    # SLURM's daemons first, then the database and munge they used to the end
+    end_daemons "$DIR"/slurmd-*.pid "$DIR/slurmctld.pid" "$DIR/slurmdbd.pid"
+    end_daemons "$DIR/mysql-run/mysqld.pid" "$DIR/munged.pid"
     remove_config
     echo "testcluster: stopped; removed its configuration from $ETC and its lines from $HOSTS"
 }

@@ -28,15 +28,12 @@ def load() -> dict:
     return yaml.load(PATH.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
-def validate(config: dict) -> dict:
-    """Check the config against the schema and fill in its defaults, in place, as
-    Snakemake's `snakemake.utils.validate` does (the jsonschema FAQ's default-setting
-    validator), but on the schema read once by libyaml: Snakemake's reads it again with its
-    pure-Python loader, 0.3 s of every Snakemake start. A violation is one PlanError line
-    naming the key's path, the value and what was expected."""
+@cache
+def _validator():
+    """The schema's validator, filling in defaults as it goes (the jsonschema FAQ's
+    default-setting extension, as Snakemake's `snakemake.utils.validate` uses)."""
     import jsonschema
 
-    schema = load()
     base = jsonschema.Draft202012Validator
     check_properties = base.VALIDATORS["properties"]
 
@@ -47,8 +44,16 @@ def validate(config: dict) -> dict:
                     instance.setdefault(key, copy.deepcopy(spec["default"]))
         yield from check_properties(validator, properties, instance, subschema)
 
-    validator = jsonschema.validators.extend(base, {"properties": with_defaults})(schema)
-    error = next(validator.iter_errors(config), None)  # what Snakemake's would raise
+    return jsonschema.validators.extend(base, {"properties": with_defaults})(load())
+
+
+def validate(config: dict) -> dict:
+    """Check the config against the schema and fill in its defaults, in place, as
+    Snakemake's `snakemake.utils.validate` does, but on the schema read once by libyaml:
+    Snakemake's reads it again with its pure-Python loader, 0.2 s of every Snakemake start.
+    A violation is one PlanError line naming the key's path, the value and what was
+    expected."""
+    error = next(_validator().iter_errors(config), None)  # what Snakemake's would raise
     if error is not None:
         where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}"
                         for part in error.absolute_path).lstrip(".") or "the config"

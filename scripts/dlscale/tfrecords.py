@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from concurrent.futures import ThreadPoolExecutor
+from functools import cache
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +25,9 @@ MANIFEST = "manifest.json"
 # records parsed at once when a split is read into memory: its bytes are what that costs
 # beyond the images' own
 PARSE_BATCH = 1024
+# records framed at once by dlscale's writer: its checksums run over them one byte column
+# at a time, so more records per column cost fewer numpy calls
+FRAMED_AT_ONCE = 1024
 
 
 def _varint(value: int) -> bytes:
@@ -95,18 +100,18 @@ def resize_batch(images: np.ndarray, size: int) -> np.ndarray:
     return tf.cast(resized + 0.5, tf.uint8).numpy()
 
 
-_CRC32C_TABLE: list = []
+@cache
+def _crc32c_table() -> np.ndarray:
+    table = np.arange(256, dtype=np.uint32)
+    for _ in range(8):
+        table = np.where(table & 1, (table >> 1) ^ np.uint32(0x82F63B78), table >> 1)
+    return table.astype(np.uint32)
 
 
 def crc32c_rows(rows: np.ndarray) -> np.ndarray:
     """CRC-32C (Castagnoli, the checksum of TFRecord framing) of each row of an N x L
     uint8 array, computed for all rows at once, one byte column at a time."""
-    if not _CRC32C_TABLE:
-        table = np.arange(256, dtype=np.uint32)
-        for _ in range(8):
-            table = np.where(table & 1, (table >> 1) ^ np.uint32(0x82F63B78), table >> 1)
-        _CRC32C_TABLE.append(table.astype(np.uint32))
-    table = _CRC32C_TABLE[0]
+    table = _crc32c_table()
     crc = np.full(len(rows), 0xFFFFFFFF, dtype=np.uint32)
     for column in np.ascontiguousarray(rows.T):
         crc = table[(crc ^ column) & 0xFF] ^ (crc >> 8)
@@ -138,15 +143,12 @@ def tfrecord_frames(records: list[bytes]) -> bytes:
 
 def write_shard(path: Path, images: np.ndarray, labels: np.ndarray, size: int,
                 chunk: int = 256) -> None:
-    """One shard of records. Where TensorFlow is loaded already (the images were resized
-    or decoded with it) its TFRecordWriter writes them; otherwise dlscale frames them
-    itself, the same bytes, and preparation never imports TensorFlow (3 to 4 s of CPU per
-    preparation, most of a small dataset's)."""
-    import sys
-
+    """One shard of records. Where TensorFlow is needed (to resize, `chunk` images at a
+    time) or loaded already (the images were decoded with it) its TFRecordWriter writes
+    them; otherwise dlscale frames them itself, the same bytes, and preparation never
+    imports TensorFlow (3 to 4 s of CPU per preparation, most of a small dataset's)."""
     encoder = ExampleEncoder(size * size * 3)
-    resizing = len(images) and images.shape[1:3] != (size, size)
-    if "tensorflow" in sys.modules or resizing:
+    if "tensorflow" in sys.modules or images.shape[1:3] != (size, size):
         import tensorflow as tf
 
         with tf.io.TFRecordWriter(str(path)) as writer:
@@ -156,10 +158,10 @@ def write_shard(path: Path, images: np.ndarray, labels: np.ndarray, size: int,
                     writer.write(encoder.encode(image.tobytes(), label))
         return
     with open(path, "wb") as out:
-        for lo in range(0, len(images), 4 * chunk):  # the checksums are per column of a chunk
+        for lo in range(0, len(images), FRAMED_AT_ONCE):
             out.write(tfrecord_frames([encoder.encode(image.tobytes(), label) for image, label
-                                       in zip(images[lo:lo + 4 * chunk],
-                                              labels[lo:lo + 4 * chunk].tolist())]))
+                                       in zip(images[lo:lo + FRAMED_AT_ONCE],
+                                              labels[lo:lo + FRAMED_AT_ONCE].tolist())]))
 
 
 def write_split(images: np.ndarray, labels: np.ndarray, out_dir: Path, split: str,
