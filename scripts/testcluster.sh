@@ -28,6 +28,14 @@ DB_PORT=13306
 DBD_PORT=16819
 DB_PASS=dlscale-test  # a throw-away database reachable from this host only
 MARKER="# dlscale test cluster"
+CGROUPS="${DLSCALE_CGROUPS:-/sys/fs/cgroup}"
+
+# How SLURM tracks a job's processes: by cgroup, as most sites do, where this machine
+# lets it write cgroup v1's freezer hierarchy; else by parent process (linuxproc). The two
+# differ in who gets a job's SIGTERM (docs/slurm.md): the tests pass under both.
+proctrack() {
+    if [ -w "$CGROUPS/freezer" ]; then echo proctrack/cgroup; else echo proctrack/linuxproc; fi
+}
 NODES=(n1 n2)
 
 die() { echo "testcluster: $*" >&2; exit 1; }
@@ -103,9 +111,11 @@ write_config() {
     if [ -f "$CONF" ] && ! grep -q "^$MARKER" "$CONF"; then
         die "$CONF exists and was not written by this script: not overwriting a real SLURM configuration"
     fi
-    if [ -f "$DBD_CONF" ] && ! grep -q "^$MARKER" "$DBD_CONF"; then
-        die "$DBD_CONF exists and was not written by this script: not overwriting it"
-    fi
+    for file in "$DBD_CONF" "$ETC/cgroup.conf"; do
+        if [ -f "$file" ] && ! grep -q "^$MARKER" "$file"; then
+            die "$file exists and was not written by this script: not overwriting it"
+        fi
+    done
     mkdir -p "$ETC" "$DIR/state" "$DIR/log" "$DIR/gpus"
     local gres="" nodes="" port=17001
     for node in "${NODES[@]}"; do
@@ -124,7 +134,7 @@ SlurmctldHost=localhost
 SlurmctldPort=16817
 SlurmUser=root
 AuthType=auth/munge
-ProctrackType=proctrack/linuxproc
+ProctrackType=$(proctrack)
 TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
@@ -150,6 +160,10 @@ InactiveLimit=0
 ${nodes}PartitionName=debug Nodes=$(IFS=,; echo "${NODES[*]}") Default=YES MaxTime=INFINITE State=UP
 EOF
     printf '%s\nAutoDetect=off\n%s' "$MARKER" "$gres" > "$ETC/gres.conf"
+    # proctrack/cgroup as sites run it (v1's freezer; nothing constrained: 2 CPUs here)
+    printf '%s\n' "$MARKER" CgroupPlugin=cgroup/v1 CgroupAutomount=no \
+        "CgroupMountpoint=$CGROUPS" ConstrainCores=no ConstrainRAMSpace=no \
+        ConstrainDevices=no > "$ETC/cgroup.conf"
     (umask 077; cat > "$DBD_CONF" <<EOF
 $MARKER (scripts/testcluster.sh): slurmdbd over the MariaDB in $DIR/mysql
 AuthType=auth/munge
@@ -183,7 +197,7 @@ ensure_hosts() {
 # longer wait for a controller that is gone. Only files that carry the marker are removed.
 # /etc/hosts is rewritten in place (cat >), not replaced: in containers it is a bind mount.
 remove_config() {
-    for file in "$CONF" "$ETC/gres.conf" "$DBD_CONF"; do
+    for file in "$CONF" "$ETC/gres.conf" "$ETC/cgroup.conf" "$DBD_CONF"; do
         if [ -f "$file" ] && grep -q "^$MARKER" "$file"; then rm -f "$file"; fi
     done
     if [ -f "$HOSTS" ] && grep -qF "$MARKER" "$HOSTS"; then

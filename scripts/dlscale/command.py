@@ -310,6 +310,7 @@ def main(argv=None) -> int:
         stopped.append(signum)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
+            os.killpg(proc.pid, signal.SIGCONT)  # a stopped command acts on it once continued
 
     phases.mark("first_step")
     proc = spawn(["bash", "-c", command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

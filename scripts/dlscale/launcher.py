@@ -264,6 +264,14 @@ def run(args: argparse.Namespace, command: list[str]) -> int:
         os.environ["HOROVOD_TIMELINE"] = str((args.record / "timeline.json").resolve())
     if not args.record:
         return start(args, command)[0]
+    name = f"dlscale-launch-{os.getpid()}"
+    own = slurm.own_step_command([sys.executable, *sys.argv], dict(os.environ), name)
+    if own:
+        return as_own_step(args, command, *own, name)
+    if slurm.OWN_STEP_ENV in os.environ:  # started by as_own_step: its environment back
+        restored = slurm.from_own_step(dict(os.environ))
+        os.environ.clear()
+        os.environ.update(restored)
     from dlscale.phases import start_of_rule
 
     os.environ.update(start_of_rule())  # where the job's time went: in every record
@@ -296,6 +304,34 @@ def run(args: argparse.Namespace, command: list[str]) -> int:
         record_end(args.record, returncode, args.log, started, command,
                    terminated=STOPS[0] if STOPS else 0, late=late, notes=notes)
     lock.release()
+    return 128 + STOPS[0] if STOPS else 0
+
+
+def as_own_step(args: argparse.Namespace, command: list[str], srun: list[str], env: dict,
+                name: str) -> int:
+    """launch.py again, as the one task of a job step of its own (slurm.own_step_command:
+    where SLURM tracks processes by cgroup, a job's end sends its SIGTERM to the tasks
+    only), and its exit status. A SIGTERM or SIGINT that reaches this process is passed
+    on to that task (srun would answer it by killing the step); a step that ends without
+    a record (srun could not start it, or it was killed) gets one here."""
+    started = datetime.now(UTC)
+    proc = spawn(srun, env=env)
+
+    def pass_on(signum, _frame):
+        if not slurm.signal_step(env["SLURM_JOB_ID"], name, signum):
+            STOPS.append(signum)  # no such step (yet): srun's own end stops it
+            proc.terminate()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, pass_on)
+    returncode = proc.wait()
+    if (args.record / RUN_JSON).exists():
+        return returncode
+    killed = returncode - 128 if 128 < returncode < 128 + signal.NSIG else 0
+    record_end(args.record, -killed if killed else returncode, args.log, started, command,
+               terminated=STOPS[0] if STOPS else 0,
+               notes=[f"the point's job step ({shlex.join(srun[:6])} ...) exited with "
+                      f"status {returncode} without a record"])
     return 128 + STOPS[0] if STOPS else 0
 
 

@@ -93,8 +93,8 @@ def reap(exclude: set[int] = frozenset()) -> None:
 
 def end_tree(popens: list[subprocess.Popen] = (), grace: float = KILL_GRACE_S,
              first: int = signal.SIGTERM) -> int:
-    """End every descendant of this process: `first` (SIGTERM) to all of them, then
-    SIGKILL to what is left after `grace` seconds. The `popens` (the workers) get one
+    """End every descendant of this process: `first` (SIGTERM) to all of them, and
+    SIGCONT for those stopped, as SLURM and systemd send; then SIGKILL to what is left after `grace` seconds. The `popens` (the workers) get one
     second more than the rest: a worker that records what its own children did (run_command)
     sees them end first. Returns how many processes there were beside the popens."""
     mine = {p.pid for p in popens}
@@ -110,6 +110,8 @@ def end_tree(popens: list[subprocess.Popen] = (), grace: float = KILL_GRACE_S,
             time.sleep(0.05)
 
     send(running + [p.pid for p in others], first)
+    # a stopped process (SIGSTOP: a debugger, Ctrl-Z) acts on its signal once continued
+    send(running + [p.pid for p in others], signal.SIGCONT)
     waiting(lambda: descendants(exclude=mine) or any(p.poll() is None for p in popens),
             grace)
     send([p.pid for p in descendants(exclude=mine)], signal.SIGKILL)

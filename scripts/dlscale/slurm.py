@@ -19,6 +19,7 @@ import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 from dlscale.columns import ACCOUNTED_COLUMNS as ACCOUNTED
 from dlscale.errors import RunError
@@ -221,6 +222,78 @@ def srun_task_flags(tasks: int, tasks_per_node: int | None) -> list[str]:
 def srun_command(tasks: int, tasks_per_node: int | None, command: list[str]) -> list[str]:
     """One job step of `tasks` tasks running `command` with the job's environment."""
     return ["srun", *srun_task_flags(tasks, tasks_per_node), "--export=ALL", *command]
+
+
+# Set in the environment of a process that runs as the one task of a job step of its
+# own (own_step_command): the JSON of the environment it was started from, to put back.
+OWN_STEP_ENV = "DLSCALE_OWN_STEP_FROM"
+
+
+def own_step_command(command: list[str], env: dict, name: str) -> tuple[list[str], dict] | None:
+    """`command` as the one task of a job step of its own named `name`, sharing the CPUs,
+    memory and GPUs of the step it is started from (`srun --overlap`): (command,
+    environment); None outside a SLURM job or when `env` is already such a step's.
+
+    Why: a job's end (scancel, requeue, preemption, the time limit) sends SIGTERM, before
+    the SIGKILL `KillWait` seconds later, to each step's tasks only under
+    proctrack/cgroup; a process further down (the Snakemake plugin's job step runs
+    Snakemake as the task, and Snakemake the rule's command) gets the SIGKILL only, and
+    cannot say how it ended (docs/slurm.md)."""
+    if not env.get("SLURM_JOB_ID") or OWN_STEP_ENV in env or not tracked_by_cgroup():
+        return None
+    import json
+
+    cpus = env.get("SLURM_CPUS_PER_TASK") or env.get("SLURM_CPUS_ON_NODE") or ""
+    flags = ["--ntasks=1", "--nodes=1", "--overlap", "--export=ALL", f"--job-name={name}"]
+    flags += [f"--cpus-per-task={cpus}"] if cpus.isdigit() else []
+    return ["srun", *flags, *command], dict(env, **{OWN_STEP_ENV: json.dumps(env)})
+
+
+def tracked_by_cgroup(text: str | None = None) -> bool:
+    """Whether this process (or the `text` of a /proc/<pid>/cgroup) is in a SLURM job
+    step's cgroup, where proctrack/cgroup puts it: .../job_<id>/step_<id> in the freezer
+    hierarchy (cgroup v1) or the unified one (v2). Under proctrack/linuxproc every process
+    of a step gets the SIGTERM, and an srun among them would answer it by killing its
+    step at once: no step of its own there."""
+    if text is None:
+        try:
+            text = Path("/proc/self/cgroup").read_text()
+        except OSError:
+            return False
+    for line in text.splitlines():
+        _, controllers, path = (line.split(":", 2) + ["", ""])[:3]
+        if (controllers == "" or "freezer" in controllers.split(",")) and STEP_CGROUP.search(path):
+            return True
+    return False
+
+
+STEP_CGROUP = re.compile(r"/job_\d+/step_")
+
+
+def from_own_step(env: dict) -> dict:
+    """The environment a process started by own_step_command was started from, with the
+    job step it runs as in DLSCALE_JOB_STEP; `env` itself if it was not started so."""
+    import json
+
+    if OWN_STEP_ENV not in env:
+        return env
+    return dict(json.loads(env[OWN_STEP_ENV]), DLSCALE_JOB_STEP=env.get("SLURM_STEP_ID", ""))
+
+
+def signal_step(job: str, name: str, signum: int) -> bool:
+    """Send `signum` to the tasks of job `job`'s steps named `name` (srun itself would
+    answer a SIGTERM by killing its step's tasks); whether one was found and signalled."""
+    import signal
+
+    try:
+        steps = query(["squeue", "--steps", "--noheader", f"--jobs={job}", "--format=%i %j"])
+        ids = [row[0] for row in (line.split() for line in steps.splitlines())
+               if row[1:] == [name]]
+        for step in ids:
+            query(["scancel", "--quiet", f"--signal={signal.Signals(signum).name[3:]}", step])
+    except SlurmError:
+        return False
+    return bool(ids)
 
 
 def allocation_env(env: dict, nodes: int, tasks_per_node: int | None,

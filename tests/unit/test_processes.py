@@ -73,3 +73,27 @@ def test_a_second_sigterm_during_the_stop_does_not_cut_it_short(tmp_path):
     assert len(attempts) == 1
     assert not [p for p in psutil.process_iter(["cmdline"])
                 if str(tmp_path / "got") in " ".join(p.info["cmdline"] or [])]
+
+
+def test_a_stopped_worker_gets_its_sigterm_and_ends_on_it_not_on_sigkill(tmp_path):
+    """A worker stopped (SIGSTOP: a debugger, Ctrl-Z, SLURM's suspend) acts on nothing but
+    SIGKILL and SIGCONT: end_tree continues it after the SIGTERM, as SLURM and systemd do,
+    so that it ends on the SIGTERM it handles, well within the grace."""
+    said = tmp_path / "said"
+    script = textwrap.dedent(f"""
+        import signal, subprocess, sys, time
+        from dlscale.processes import end_tree, spawn
+        worker = spawn(["bash", "-c", "trap 'echo TERM > {said}; exit 3' TERM; "
+                        "while :; do sleep 0.05; done"])
+        time.sleep(0.5)
+        worker.send_signal(signal.SIGSTOP)
+        started = time.monotonic()
+        end_tree([worker], grace=30)
+        print(worker.returncode, round(time.monotonic() - started), flush=True)
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=120, cwd=SCRIPTS)
+    assert proc.returncode == 0, proc.stderr
+    returncode, seconds = proc.stdout.split()
+    assert said.read_text() == "TERM\n" and returncode == "3"
+    assert int(seconds) < 30  # it did not wait out the grace for the SIGKILL
