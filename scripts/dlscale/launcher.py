@@ -264,17 +264,18 @@ def run(args: argparse.Namespace, command: list[str]) -> int:
         os.environ["HOROVOD_TIMELINE"] = str((args.record / "timeline.json").resolve())
     if not args.record:
         return start(args, command)[0]
-    name = f"dlscale-launch-{os.getpid()}"
-    own = slurm.own_step_command([sys.executable, *sys.argv], dict(os.environ), name)
-    if own:
-        return as_own_step(args, command, *own, name)
-    if slurm.OWN_STEP_ENV in os.environ:  # started by as_own_step: its environment back
-        restored = slurm.from_own_step(dict(os.environ))
-        os.environ.clear()
-        os.environ.update(restored)
     from dlscale.phases import start_of_rule
 
-    os.environ.update(start_of_rule())  # where the job's time went: in every record
+    if slurm.OWN_STEP_ENV in os.environ:  # started by as_own_step: its environment back
+        restored = slurm.from_own_step(dict(os.environ))  # (the job's starts included)
+        os.environ.clear()
+        os.environ.update(restored)
+    else:
+        os.environ.update(start_of_rule())  # where the job's time went: in every record
+        name = f"dlscale-launch-{os.getpid()}"
+        own = slurm.own_step_command([sys.executable, *sys.argv], dict(os.environ), name)
+        if own:
+            return as_own_step(args, command, *own, name)
     started = datetime.now(UTC)
     from dlscale.timelimit import JOB_END_ENV, WATCHDOG_RESERVE_S, job_deadline
 

@@ -23,7 +23,8 @@ USERS_HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n10.0.0.7 logi
 def run(tmp_path, *args):
     env = dict(os.environ, DLSCALE_CLUSTER_DIR=str(tmp_path / "state"),
                DLSCALE_SLURM_ETC=str(tmp_path / "etc"),
-               DLSCALE_HOSTS_FILE=str(tmp_path / "hosts"))
+               DLSCALE_HOSTS_FILE=str(tmp_path / "hosts"),
+               DLSCALE_CGROUPS=str(tmp_path / "cgroup"))
     return subprocess.run(["bash", str(SCRIPT), *args], env=env, capture_output=True,
                           text=True, timeout=60)
 
@@ -47,6 +48,20 @@ def test_stop_removes_what_start_wrote_and_nothing_else(tmp_path):
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "hosts").read_text() == USERS_HOSTS
     assert sorted(p.name for p in (tmp_path / "etc").iterdir()) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the fake GPUs are made with mknod (root)")
+def test_processes_are_tracked_by_cgroup_where_the_freezer_is_writable(tmp_path):
+    (tmp_path / "hosts").write_text(USERS_HOSTS)
+    assert run(tmp_path, "config").returncode == 0
+    assert "\nProctrackType=proctrack/linuxproc\n" in (tmp_path / "etc/slurm.conf").read_text()
+    (tmp_path / "cgroup" / "freezer").mkdir(parents=True)
+    assert run(tmp_path, "config").returncode == 0
+    assert "\nProctrackType=proctrack/cgroup\n" in (tmp_path / "etc/slurm.conf").read_text()
+    cgroup = (tmp_path / "etc/cgroup.conf").read_text().splitlines()
+    assert cgroup[0] == "# dlscale test cluster" and "CgroupPlugin=cgroup/v1" in cgroup
+    assert f"CgroupMountpoint={tmp_path / 'cgroup'}" in cgroup
+    assert run(tmp_path, "stop").returncode == 0
 
 
 def test_stop_keeps_a_configuration_it_did_not_write(tmp_path):
