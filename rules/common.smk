@@ -13,6 +13,7 @@ sys.path.insert(0, str(SCRIPTS))  # for a snakemake that runs outside the projec
 from dlscale import schema, sweep, vocabulary  # noqa: E402
 from dlscale import contract as C  # noqa: E402
 from dlscale.plan import PlanError, Study, check_raw_config  # noqa: E402
+from dlscale.pluginfix import mend_cancelled_states  # noqa: E402
 from dlscale.rulefunctions import (
     planned,
     resources_signature_once,
@@ -50,6 +51,8 @@ def script(name):
 
 
 resources_signature_once()
+if workflow.is_main_process:  # the one that polls SLURM: "CANCELLED by <uid>" is failed
+    mend_cancelled_states()
 
 
 def by_wildcards(method, *names):

@@ -36,7 +36,10 @@ and nothing is trained again, else the second trains (resuming from the first's 
 
 Signals: SIGTERM (scancel, SLURM's end) and SIGINT (Ctrl-C) are noted, never raised: the
 supervision loop sees them and ends the workers' tree in full (processes.end_tree),
-however many more arrive meanwhile; then one record is written.
+however many more arrive meanwhile; then one record is written. Where SLURM tracks the
+job's processes by cgroup, its SIGTERM reaches only the tasks of the job's steps, so
+launch.py first starts itself again as the one task of a job step of its own
+(as_own_step; docs/slurm.md).
 
 The job's time limit (inside a SLURM job its end from squeue, else --time-limit-min):
 train.py stops at an epoch boundary when the next epoch would not fit, but an epoch can

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -512,3 +514,23 @@ def test_a_restarted_snakemake_never_holds_two_allocations_for_one_point(tmp_pat
     assert [(a["status"], a["slurm_job_id"]) for a in attempts] == [("completed", job)]
     log = (tmp_path / "logs/train/SimpleCNN/gpus1/rep1.log").read_text()
     assert "another job completed" in log and "nothing is trained again" in log
+
+
+def test_a_launcher_killed_inside_its_own_job_step_is_still_recorded(tmp_path):
+    """Under proctrack/cgroup launch.py runs as the one task of a job step of its own
+    (docs/slurm.md). If that launch.py is killed outright (here by its own worker, with
+    SIGKILL), the launch.py that started the step records the point from srun's exit
+    status: `killed` by SIGKILL, and the job succeeds, as it does for every recorded end."""
+    if proctrack() != "proctrack/cgroup":  # CI's machine has a writable cgroup freezer
+        assert not IN_CI, "the test cluster tracks processes by linuxproc in CI"
+        pytest.skip("launch.py takes a job step of its own only under proctrack/cgroup")
+    out = tmp_path / "run"
+    wrap = shlex.join([sys.executable, str(ROOT / "scripts" / "launch.py"), "--record",
+                       str(out), "--", "bash", "-c", "sleep 1; kill -KILL $PPID; sleep 60"])
+    done = subprocess.run(["sbatch", "--wait", "--quiet", f"--output={tmp_path}/job.out",
+                           f"--chdir={tmp_path}", "--mem=500", f"--wrap={wrap}"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, ((tmp_path / "job.out").read_text(), done.stderr)
+    record = json.loads((out / "run.json").read_text())
+    assert record["status"] == "killed" and "SIGKILL" in record["failure"], record
+    assert any("job step" in note and "status 137" in note for note in record["notes"])
