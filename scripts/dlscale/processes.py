@@ -93,10 +93,11 @@ def reap(exclude: set[int] = frozenset()) -> None:
 
 def end_tree(popens: list[subprocess.Popen] = (), grace: float = KILL_GRACE_S,
              first: int = signal.SIGTERM) -> int:
-    """End every descendant of this process: `first` (SIGTERM) to all of them, and
-    SIGCONT for those stopped, as SLURM and systemd send; then SIGKILL to what is left after `grace` seconds. The `popens` (the workers) get one
-    second more than the rest: a worker that records what its own children did (run_command)
-    sees them end first. Returns how many processes there were beside the popens."""
+    """End every descendant of this process: `first` (SIGTERM) to all of them, with
+    SIGCONT for those stopped (as SLURM and systemd send), then SIGKILL to what is left
+    after `grace` seconds. The `popens` (the workers) get one second more than the rest:
+    a worker that records what its own children did (run_command) sees them end first.
+    Returns how many processes there were beside the popens."""
     mine = {p.pid for p in popens}
     others = descendants(exclude=mine)
     running = [p.pid for p in popens if p.poll() is None]
