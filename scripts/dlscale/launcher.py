@@ -277,8 +277,8 @@ def run(args: argparse.Namespace, command: list[str]) -> int:
         os.environ.update(start_of_rule())  # where the job's time went: in every record
         name = f"dlscale-launch-{os.getpid()}"
         own = slurm.own_step_command([sys.executable, *sys.argv], dict(os.environ), name)
-        if own:
-            return as_own_step(args, command, *own, name)
+        if own and (returncode := as_own_step(args, command, *own, name)) is not None:
+            return returncode
     started = datetime.now(UTC)
     from dlscale.timelimit import JOB_END_ENV, WATCHDOG_RESERVE_S, job_deadline
 
@@ -312,14 +312,21 @@ def run(args: argparse.Namespace, command: list[str]) -> int:
 
 
 def as_own_step(args: argparse.Namespace, command: list[str], srun: list[str], env: dict,
-                name: str) -> int:
+                name: str) -> int | None:
     """launch.py again, as the one task of a job step of its own (slurm.own_step_command:
     where SLURM tracks processes by cgroup, a job's end sends its SIGTERM to the tasks
     only), and its exit status. A SIGTERM or SIGINT that reaches this process is passed
     on to that task (srun would answer it by killing the step); a step that ends without
-    a record (srun could not start it, or it was killed) gets one here."""
+    a record (srun could not start it, or it was killed) gets one here. None, said in
+    one line, when srun cannot be run at all: the point then runs in this process."""
     started = datetime.now(UTC)
-    proc = spawn(srun, env=env)
+    try:
+        proc = spawn(srun, env=env)
+    except OSError as exc:
+        print(f"dlscale launch: cannot start a job step of its own ({srun[0]}: "
+              f"{exc.strerror or exc}); running in the job step it was started in",
+              file=sys.stderr, flush=True)
+        return None
 
     def pass_on(signum, _frame):
         if not slurm.signal_step(env["SLURM_JOB_ID"], name, signum):

@@ -10,7 +10,9 @@ version or time format is dealt with once:
 - times are asked for as epoch seconds (SLURM_TIME_FORMAT=%s), so no time zone or
   site format is guessed;
 - Snakemake's job step drops the SLURM_* variables of the job; `allocation_env` puts
-  back what launchers (OpenMPI's mpirun, a user's srun) read from them.
+  back what launchers (OpenMPI's mpirun, a user's srun) read from them;
+- under proctrack/cgroup a point's launcher runs as a job step of its own
+  (`own_step_command`), since only the tasks of steps get a job's SIGTERM there.
 """
 
 from __future__ import annotations
@@ -227,6 +229,8 @@ def srun_command(tasks: int, tasks_per_node: int | None, command: list[str]) -> 
 # Set in the environment of a process that runs as the one task of a job step of its
 # own (own_step_command): the JSON of the environment it was started from, to put back.
 OWN_STEP_ENV = "DLSCALE_OWN_STEP_FROM"
+# a job step's cgroup under proctrack/cgroup (/proc/<pid>/cgroup): .../job_<id>/step_<id>
+STEP_CGROUP = re.compile(r"/job_\d+/step_")
 
 
 def own_step_command(command: list[str], env: dict, name: str) -> tuple[list[str], dict] | None:
@@ -265,9 +269,6 @@ def tracked_by_cgroup(text: str | None = None) -> bool:
         if (controllers == "" or "freezer" in controllers.split(",")) and STEP_CGROUP.search(path):
             return True
     return False
-
-
-STEP_CGROUP = re.compile(r"/job_\d+/step_")
 
 
 def from_own_step(env: dict) -> dict:

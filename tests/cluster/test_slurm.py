@@ -534,3 +534,41 @@ def test_a_launcher_killed_inside_its_own_job_step_is_still_recorded(tmp_path):
     record = json.loads((out / "run.json").read_text())
     assert record["status"] == "killed" and "SIGKILL" in record["failure"], record
     assert any("job step" in note and "status 137" in note for note in record["notes"])
+
+
+def test_a_sigterm_to_the_launcher_that_started_its_job_step_reaches_the_step(tmp_path):
+    """A SIGTERM (or Ctrl-C's SIGINT) that reaches the launch.py which started the job
+    step (not SLURM's: under cgroup that goes to the step's task) is passed on to the
+    step's launch.py with `scancel --signal`, not to srun, which would kill the step at
+    once: the point is recorded `killed` by SIGTERM, and its worker saw the SIGTERM."""
+    import psutil
+
+    if proctrack() != "proctrack/cgroup":  # CI's machine has a writable cgroup freezer
+        assert not IN_CI, "the test cluster tracks processes by linuxproc in CI"
+        pytest.skip("launch.py takes a job step of its own only under proctrack/cgroup")
+    out, said = tmp_path / "run", tmp_path / "said"
+    worker = f"trap 'echo TERM > {shlex.quote(str(said))}; exit 3' TERM; sleep 60 & wait"
+    wrap = shlex.join([sys.executable, str(ROOT / "scripts" / "launch.py"), "--record",
+                       str(out), "--", "bash", "-c", worker])
+    job = subprocess.run(["sbatch", "--parsable", f"--output={tmp_path}/job.out",
+                          f"--chdir={tmp_path}", "--mem=500", f"--wrap={wrap}"],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    deadline, outer, inner = time.time() + 120, None, None
+    while time.time() < deadline and not (outer and inner):
+        for proc in psutil.process_iter(["cmdline", "environ"]):
+            env, words = proc.info["environ"] or {}, proc.info["cmdline"] or []
+            if env.get("SLURM_JOB_ID") == job and words[1:2] == [str(ROOT / "scripts" /
+                                                                     "launch.py")]:
+                if "DLSCALE_OWN_STEP_FROM" in env:
+                    inner = proc  # launch.py as its step's task (its environment at start)
+                else:
+                    outer = proc
+        time.sleep(0.2)
+    assert outer and inner, (tmp_path / "job.out").read_text()
+    time.sleep(1)  # the worker has set its trap
+    outer.send_signal(signal.SIGTERM)
+    while time.time() < deadline and [job] in queue("%i"):
+        time.sleep(0.2)
+    record = json.loads((out / "run.json").read_text())
+    assert record["status"] == "killed" and "SIGTERM" in record["failure"], record
+    assert said.read_text() == "TERM\n"
