@@ -255,6 +255,11 @@ stop() {
     end_daemons "$DIR"/slurmd-*.pid "$DIR/slurmctld.pid" "$DIR/slurmdbd.pid"
     end_daemons "$DIR/mysql-run/mysqld.pid" "$DIR/munged.pid"
     remove_config
+    # the nodes' freezer cgroups slurmd made (proctrack/cgroup): empty now, removed
+    for node in "${NODES[@]}"; do
+        [ -d "$CGROUPS/freezer/slurm_$node" ] || continue
+        find "$CGROUPS/freezer/slurm_$node" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    done
     echo "testcluster: stopped; removed its configuration from $ETC and its lines from $HOSTS"
 }
 

@@ -61,7 +61,11 @@ def test_processes_are_tracked_by_cgroup_where_the_freezer_is_writable(tmp_path)
     cgroup = (tmp_path / "etc/cgroup.conf").read_text().splitlines()
     assert cgroup[0] == "# dlscale test cluster" and "CgroupPlugin=cgroup/v1" in cgroup
     assert f"CgroupMountpoint={tmp_path / 'cgroup'}" in cgroup
+    # what slurmd makes there (here plain folders), removed by stop; the rest is kept
+    (tmp_path / "cgroup/freezer/slurm_n1/uid_0/job_3").mkdir(parents=True)
+    (tmp_path / "cgroup/freezer/site").mkdir()
     assert run(tmp_path, "stop").returncode == 0
+    assert sorted(p.name for p in (tmp_path / "cgroup/freezer").iterdir()) == ["site"]
 
 
 def test_stop_keeps_a_configuration_it_did_not_write(tmp_path):
