@@ -110,9 +110,10 @@ def end_tree(popens: list[subprocess.Popen] = (), grace: float = KILL_GRACE_S,
             reap(exclude=mine)
             time.sleep(0.05)
 
-    send(running + [p.pid for p in others], first)
+    everyone = running + [p.pid for p in others]
+    send(everyone, first)
     # a stopped process (SIGSTOP: a debugger, Ctrl-Z) acts on its signal once continued
-    send(running + [p.pid for p in others], signal.SIGCONT)
+    send(everyone, signal.SIGCONT)
     waiting(lambda: descendants(exclude=mine) or any(p.poll() is None for p in popens),
             grace)
     send([p.pid for p in descendants(exclude=mine)], signal.SIGKILL)

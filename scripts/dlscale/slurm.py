@@ -17,6 +17,7 @@ version or time format is dealt with once:
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -245,8 +246,6 @@ def own_step_command(command: list[str], env: dict, name: str) -> tuple[list[str
     cannot say how it ended (docs/slurm.md)."""
     if not env.get("SLURM_JOB_ID") or OWN_STEP_ENV in env or not tracked_by_cgroup():
         return None
-    import json
-
     cpus = env.get("SLURM_CPUS_PER_TASK") or env.get("SLURM_CPUS_ON_NODE") or ""
     flags = ["--ntasks=1", "--nodes=1", "--overlap", "--export=ALL", f"--job-name={name}"]
     flags += [f"--cpus-per-task={cpus}"] if cpus.isdigit() else []
@@ -274,8 +273,6 @@ def tracked_by_cgroup(text: str | None = None) -> bool:
 def from_own_step(env: dict) -> dict:
     """The environment a process started by own_step_command was started from, with the
     job step it runs as in DLSCALE_JOB_STEP; `env` itself if it was not started so."""
-    import json
-
     if OWN_STEP_ENV not in env:
         return env
     return dict(json.loads(env[OWN_STEP_ENV]), DLSCALE_JOB_STEP=env.get("SLURM_STEP_ID", ""))
@@ -284,14 +281,12 @@ def from_own_step(env: dict) -> dict:
 def signal_step(job: str, name: str, signum: int) -> bool:
     """Send `signum` to the tasks of job `job`'s steps named `name` (srun itself would
     answer a SIGTERM by killing its step's tasks); whether one was found and signalled."""
-    import signal
-
     try:
         steps = query(["squeue", "--steps", "--noheader", f"--jobs={job}", "--format=%i %j"])
         ids = [row[0] for row in (line.split() for line in steps.splitlines())
                if row[1:] == [name]]
         for step in ids:
-            query(["scancel", "--quiet", f"--signal={signal.Signals(signum).name[3:]}", step])
+            query(["scancel", "--quiet", f"--signal={signum}", step])
     except SlurmError:
         return False
     return bool(ids)

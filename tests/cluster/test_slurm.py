@@ -327,6 +327,14 @@ def proctrack() -> str:
     return re.search(r"^ProctrackType\s*=\s*(\S+)", config, re.M).group(1)
 
 
+def needs_cgroup() -> None:
+    """Skip a test of what launch.py does only under proctrack/cgroup where the test
+    cluster uses linuxproc; in CI (whose machine has a writable cgroup freezer) fail."""
+    if proctrack() != "proctrack/cgroup":
+        assert not IN_CI, "the test cluster tracks processes by linuxproc in CI"
+        pytest.skip("launch.py takes a job step of its own only under proctrack/cgroup")
+
+
 def end_what_outlived(job: str) -> list[str]:
     """End the processes still running in SLURM job `job` (by the SLURM_JOB_ID of their
     environment) once the job is over, and return their command lines. Tracked by parent
@@ -521,9 +529,7 @@ def test_a_launcher_killed_inside_its_own_job_step_is_still_recorded(tmp_path):
     (docs/slurm.md). If that launch.py is killed outright (here by its own worker, with
     SIGKILL), the launch.py that started the step records the point from srun's exit
     status: `killed` by SIGKILL, and the job succeeds, as it does for every recorded end."""
-    if proctrack() != "proctrack/cgroup":  # CI's machine has a writable cgroup freezer
-        assert not IN_CI, "the test cluster tracks processes by linuxproc in CI"
-        pytest.skip("launch.py takes a job step of its own only under proctrack/cgroup")
+    needs_cgroup()
     out = tmp_path / "run"
     wrap = shlex.join([sys.executable, str(ROOT / "scripts" / "launch.py"), "--record",
                        str(out), "--", "bash", "-c", "sleep 1; kill -KILL $PPID; sleep 60"])
@@ -543,9 +549,7 @@ def test_a_sigterm_to_the_launcher_that_started_its_job_step_reaches_the_step(tm
     once: the point is recorded `killed` by SIGTERM, and its worker saw the SIGTERM."""
     import psutil
 
-    if proctrack() != "proctrack/cgroup":  # CI's machine has a writable cgroup freezer
-        assert not IN_CI, "the test cluster tracks processes by linuxproc in CI"
-        pytest.skip("launch.py takes a job step of its own only under proctrack/cgroup")
+    needs_cgroup()
     out, said = tmp_path / "run", tmp_path / "said"
     worker = f"trap 'echo TERM > {shlex.quote(str(said))}; exit 3' TERM; sleep 60 & wait"
     wrap = shlex.join([sys.executable, str(ROOT / "scripts" / "launch.py"), "--record",
