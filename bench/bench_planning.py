@@ -6,9 +6,11 @@ x strategies mirrored (one node only) and multiworker, so 9 (GPUs, strategy) pai
 model and precision, x --repeats: 450 points with 5 repeats, 2,250 with 25. Each dry run
 is its own process (`snakemake --profile profiles/local -n`, nothing else running), best
 of --runs; with --profile the last run is made under cProfile and its top entries by
-cumulative and by own time are printed.
+cumulative and by own time are printed. With --upstream-patches, the dry runs import
+Snakemake and its SLURM plugin from a copy with bench/upstream/*.patch applied (what
+dlscale asks of them, docs/benchmarks.md): what planning would cost once they are released.
 
-  python bench/bench_planning.py [--repeats 5 25] [--runs 3] [--profile]
+  python bench/bench_planning.py [--repeats 5 25] [--runs 3] [--profile] [--upstream-patches]
 
 Prints one Markdown table row per sweep for docs/benchmarks.md.
 """
@@ -16,11 +18,14 @@ Prints one Markdown table row per sweep for docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import compileall
+import importlib.util
 import os
 import pstats
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -41,9 +46,26 @@ def config(repeats: int) -> dict:
     }
 
 
-def dry_run(work: Path, path: Path, profile: Path | None) -> tuple[float, int]:
+def patched_packages(where: Path) -> Path:
+    """A copy of the installed packages bench/upstream's patches change, patched and
+    byte-compiled (as pip installs them), to put first on PYTHONPATH."""
+    for patch in sorted((ROOT / "bench/upstream").glob("*.patch")):
+        package = patch.read_text().splitlines()[0].split()[1].split("/")[1]
+        if not (where / package).exists():
+            spec = importlib.util.find_spec(package)  # not imported: only found
+            shutil.copytree(Path(spec.origin).parent, where / package,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        subprocess.run(["patch", "-s", "-p1", "-d", str(where), "-i", str(patch)], check=True)
+    compileall.compile_dir(where, quiet=1)
+    return where
+
+
+def dry_run(work: Path, path: Path, profile: Path | None,
+            pythonpath: Path | None = None) -> tuple[float, int]:
     """(seconds, jobs) of one dry run in its own process."""
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    if pythonpath:
+        env["PYTHONPATH"] = str(pythonpath)
     command = [sys.executable, *(["-m", "cProfile", "-o", str(profile)] if profile else []),
                "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(work),
                "--profile", str(ROOT / "profiles/local"), f"--configfile={path}", "-n"]
@@ -63,7 +85,12 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, nargs="+", default=[5, 25])
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--upstream-patches", action="store_true")
     args = parser.parse_args()
+    patched = tempfile.TemporaryDirectory(prefix="dlscale-upstream-")
+    pythonpath = patched_packages(Path(patched.name)) if args.upstream_patches else None
+    if pythonpath:
+        print(f"Snakemake and its SLURM plugin imported from {pythonpath} (patched)")
     print("| points | jobs | dry run, best of runs [s] | all runs [s] |")
     print("|---|---|---|---|")
     for repeats in args.repeats:
@@ -74,14 +101,14 @@ def main() -> int:
         path.write_text(yaml.safe_dump(config(repeats)))
         times, jobs = [], 0
         for _ in range(args.runs):
-            seconds, jobs = dry_run(work, path, None)
+            seconds, jobs = dry_run(work, path, None, pythonpath)
             times.append(seconds)
         points = 5 * 9 * 2 * repeats
         print(f"| {points:,} | {jobs:,} | {min(times):.2f} | "
               f"{', '.join(f'{t:.2f}' for t in times)} |", flush=True)
         if args.profile:
             out = work / "plan.prof"
-            dry_run(work, path, out)
+            dry_run(work, path, out, pythonpath)
             for key in ("cumulative", "tottime"):
                 print(f"\n{points} points, by {key}:")
                 pstats.Stats(str(out)).sort_stats(key).print_stats(15)

@@ -84,11 +84,11 @@ class AnalysisPlan:
         return runs
 
     def _references(self) -> list[dict]:
-        from dlscale.references import ReferenceError, load
-
         spec = self.config["references"]
         if not spec:
-            return []
+            return []  # and pandas is not imported: a plain study's planning never needs it
+        from dlscale.references import ReferenceError, load
+
         models = {p.model for p in self.points.values()}
         models |= {item["model"] for item, _ in self.external.values()}
         try:
@@ -99,6 +99,8 @@ class AnalysisPlan:
     def _compared(self) -> list[tuple[str, str]]:
         """(label, path) of each compared study, its table read now: a missing file or
         column fails here, not after the training."""
+        if not self.config["compare"]:
+            return []
         import pandas as pd
 
         from dlscale.analysis import THIS_STUDY, read_table
