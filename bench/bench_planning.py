@@ -55,7 +55,11 @@ def patched_packages(where: Path) -> Path:
             spec = importlib.util.find_spec(package)  # not imported: only found
             shutil.copytree(Path(spec.origin).parent, where / package,
                             ignore=shutil.ignore_patterns("__pycache__"))
-        subprocess.run(["patch", "-s", "-p1", "-d", str(where), "-i", str(patch)], check=True)
+        applied = subprocess.run(["patch", "-s", "-p1", "-d", str(where), "-i", str(patch)],
+                                 capture_output=True, text=True)
+        if applied.returncode:  # a release changed the file: the patch may be in it now
+            raise SystemExit(f"{patch.name} does not apply to the installed {package}: "
+                             f"{(applied.stdout + applied.stderr).strip()}")
     compileall.compile_dir(where, quiet=1)
     return where
 
