@@ -35,7 +35,7 @@ $(VENV)/.installed: requirements.txt pyproject.toml
 
 # The package's bytecode, written now as pip writes an installed package's: where Python
 # writes none itself (PYTHONDONTWRITEBYTECODE, a read-only checkout) every Snakemake start,
-# SLURM job step and training process compiled dlscale's 53 modules again (0.04 s a start).
+# SLURM job step and training process compiled dlscale's modules again (0.04 s a start).
 setup: $(VENV)/.installed
 	$(VENV)/bin/python -m compileall -q scripts >/dev/null
 

@@ -35,7 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from dlscale.sources import DEBIAN_FASHION_MNIST  # noqa: E402
+from dlscale.datasets import DEBIAN_FASHION_MNIST  # noqa: E402
 
 
 def config_text(work: Path, epochs: int, images: int) -> str:

@@ -12,6 +12,7 @@ SCRIPTS = Path(workflow.basedir) / "scripts"
 sys.path.insert(0, str(SCRIPTS))  # for a snakemake that runs outside the project's venv
 from dlscale import schema, sweep, vocabulary  # noqa: E402
 from dlscale import contract as C  # noqa: E402
+from dlscale.datasets import DATASETS  # noqa: E402
 from dlscale.plan import PlanError, Study, check_raw_config  # noqa: E402
 from dlscale.pluginfix import mend_cancelled_states  # noqa: E402
 from dlscale.rulefunctions import (
@@ -19,8 +20,6 @@ from dlscale.rulefunctions import (
     resources_signature_once,
     signature_once,
 )  # noqa: E402
-from dlscale.sources import DATASETS  # noqa: E402
-from dlscale.tfrecords import MANIFEST  # noqa: E402
 
 try:
     check_raw_config(config)

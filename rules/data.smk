@@ -22,7 +22,7 @@ rule prepare_dataset:
     input:
         by_wildcards(STUDY.prepare_inputs, "dataset", "size"),
     output:
-        f"{C.DATA}/{{dataset}}-{{size}}px/{MANIFEST}",
+        f"{C.DATA}/{{dataset}}-{{size}}px/{C.MANIFEST}",
     log:
         "logs/prepare_dataset/{dataset}-{size}px.log",
     benchmark:

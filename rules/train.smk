@@ -4,7 +4,7 @@
 
 rule find_batch_size:
     input:
-        manifest=f"{DATA_DIR}/{MANIFEST}",
+        manifest=f"{DATA_DIR}/{C.MANIFEST}",
     output:
         f"{C.BATCH}/{{model}}/{{precision}}.json",
     log:

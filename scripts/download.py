@@ -20,8 +20,9 @@ import urllib.request
 from pathlib import Path
 
 from dlscale.cli import fail
+from dlscale.datasets import DatasetError
 from dlscale.files import atomic
-from dlscale.sources import DatasetError, md5sum, verify_md5
+from dlscale.sources import md5sum, verify_md5
 
 
 def download(url: str, out: Path, md5: str | None, timeout: float = 60.0) -> str:

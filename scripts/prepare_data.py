@@ -19,9 +19,9 @@ import argparse
 from pathlib import Path
 
 from dlscale.cli import exit_without_teardown, fail, quiet_tensorflow
+from dlscale.contract import MANIFEST
+from dlscale.datasets import DATASETS, DatasetError
 from dlscale.preparation import prepare
-from dlscale.sources import DATASETS, DatasetError
-from dlscale.tfrecords import MANIFEST
 from dlscale.vocabulary import DEFAULTS
 
 

@@ -17,7 +17,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import make_synthetic_cifar  # noqa: E402
 
-from dlscale.sources import DEBIAN_FASHION_MNIST  # noqa: E402
+from dlscale.datasets import DEBIAN_FASHION_MNIST  # noqa: E402
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 HOROVOD_PYTHON = ROOT / ".venv-horovod" / "bin" / "python"  # built by `make horovod`

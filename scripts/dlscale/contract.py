@@ -38,6 +38,7 @@ SETTINGS = "settings.json"  # in STATE: what a backup was made with
 TELEMETRY = "telemetry.csv"
 LOCK = ".lock"  # the launcher's lock while a point trains; names its holder (dlscale.locks)
 LOCK_HELD = ".lock.held"  # the lock where flock is not to be had (O_EXCL)
+MANIFEST = "manifest.json"  # a prepared dataset's: its shards, classes and sizes
 MODEL_FILE = "model.keras"  # a completed run's saved model (training.save_model)
 TENSORBOARD = "tensorboard"  # its event files and profiler traces
 COMMAND_OUT = "out"  # a sweep.commands point's {out_dir}: the command's own files

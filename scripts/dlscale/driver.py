@@ -267,7 +267,7 @@ def backup_dir(settings, state: Path) -> Path:
 def open_state(settings, backend, manifest: dict, stack: ExitStack):
     """The chief readies the run's state (resume only with the same settings) and tees
     stdout into its train.log; returns (state folder, note for the log, resuming)."""
-    from dlscale.tfrecords import MANIFEST
+    from dlscale.contract import MANIFEST
 
     state = settings.out / STATE
     backup = backup_dir(settings, state)

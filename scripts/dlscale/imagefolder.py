@@ -33,7 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
-from dlscale.sources import DatasetError, Splits
+from dlscale.datasets import DatasetError
+from dlscale.sources import Splits
 
 SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
 SPLIT_SEED = 20261123  # the test split of a folder without train/ and test/

@@ -25,18 +25,18 @@ from dlscale.contract import (
     DATA,
     DOWNLOADS,
     KEPT,
+    MANIFEST,
     RUN_JSON,
     read_attempts,
     run_dir,
 )
+from dlscale.datasets import DATASETS, FOLDER, find_cached
 from dlscale.errors import PlanError
 from dlscale.files import write_json_atomic
 from dlscale.keraslog import compile_patterns
 from dlscale.outcomes import failed_record, planned_attempt, runtime_factor
 from dlscale.schema import check_raw_config  # noqa: F401 (rules/common.smk's)
-from dlscale.sources import DATASETS, FOLDER, find_cached
 from dlscale.sweep import Point, command_spec, folder_listing, plan_sweep
-from dlscale.tfrecords import MANIFEST
 from dlscale.vocabulary import scaled_lr
 
 LISTING_SUFFIX = ".listing.json"  # beside results/data/folder-NNpx/: record_listing

@@ -11,9 +11,11 @@ from pathlib import Path
 import numpy as np
 
 from dlscale import imagefolder
+from dlscale.contract import MANIFEST
+from dlscale.datasets import FOLDER, DatasetError
 from dlscale.files import write_json_atomic
-from dlscale.sources import FOLDER, DatasetError, Splits, read_dataset
-from dlscale.tfrecords import MANIFEST, write_split
+from dlscale.sources import Splits, read_dataset
+from dlscale.tfrecords import write_split
 from dlscale.vocabulary import DEFAULTS
 
 

@@ -97,8 +97,8 @@ def finder_resources(config: dict, model: str) -> dict:
 
 def folder_listing(data: dict):
     """The images of data.source (listed, not read; limits applied), or PlanError."""
+    from dlscale.datasets import DatasetError
     from dlscale.imagefolder import scan
-    from dlscale.sources import DatasetError
 
     try:
         return scan(Path(data["source"]).expanduser(), data["test_fraction"],
@@ -112,7 +112,7 @@ def check_batches(points: list[Point], config: dict, train_images: int | None = 
     """What train.py would refuse, refused before any job: a global batch larger than the
     training images (data.limit_train, or the dataset's size: the official one's, or
     `train_images`, what an image folder holds), and a batch search on CPUs."""
-    from dlscale.sources import DATASETS, FOLDER
+    from dlscale.datasets import DATASETS, FOLDER
 
     data = config["data"]
     known = DATASETS[data["dataset"]].train_images

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
+from dlscale.contract import MANIFEST
 from dlscale.vocabulary import SHUFFLE_BUFFER
 
-MANIFEST = "manifest.json"
 # records parsed at once when a split is read into memory: its bytes are what that costs
 # beyond the images' own
 PARSE_BATCH = 1024

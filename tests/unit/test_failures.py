@@ -17,10 +17,11 @@ import pytest
 import tabulate_run
 
 from dlscale import contract, outcomes
+from dlscale.datasets import DATASETS, DatasetError
 from dlscale.resume import prepare_state
 from dlscale.schema import validate
 from dlscale.slurm import parse_duration as parse_slurm_duration
-from dlscale.sources import DATASETS, DatasetError, _cifar_python_batch, parse_idx, read_idx_dataset
+from dlscale.sources import _cifar_python_batch, parse_idx, read_idx_dataset
 from dlscale.sweep import SweepError, expand
 from dlscale.training import RunError
 

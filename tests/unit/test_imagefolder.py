@@ -8,8 +8,8 @@ import re
 
 import pytest
 
+from dlscale.datasets import DatasetError
 from dlscale.imagefolder import scan
-from dlscale.sources import DatasetError
 
 
 def tree(root, names) -> str:

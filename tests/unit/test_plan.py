@@ -407,18 +407,20 @@ def test_planning_reads_the_rules_functions_once_not_per_job(tmp_path, cifar_pyt
 
 
 def test_planning_a_study_without_references_or_compared_tables_imports_no_pandas(tmp_path):
-    """pandas is the analysis's: planning, which every Snakemake start and every SLURM job's
-    step does, takes 0.15 s more with it (bench/bench_planning.py, docs/benchmarks.md)."""
+    """pandas and numpy are the analysis's and the data's: planning, which every Snakemake
+    start and every SLURM job's step does, took 0.2 s more with them (docs/benchmarks.md).
+    The modules are those rules/common.smk imports."""
     import subprocess
     import sys
 
     code = ("import sys, yaml\n"
+            "import dlscale.datasets, dlscale.pluginfix, dlscale.rulefunctions\n"
             "from dlscale.plan import Study\n"
             "from dlscale.schema import validate\n"
             f"config = yaml.safe_load(open({str(ROOT / 'config/demo.yaml')!r}))\n"
             "validate(config)\n"
             f"Study(config, {str(ROOT)!r}).announce()\n"
-            "print(sorted(m for m in ('pandas', 'matplotlib') if m in sys.modules))\n")
+            "print(sorted(m for m in ('pandas', 'numpy', 'matplotlib') if m in sys.modules))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -10,7 +10,7 @@ import prepare_data
 import pytest
 
 from dlscale import preparation
-from dlscale.sources import DatasetError
+from dlscale.datasets import DatasetError
 from dlscale.tfrecords import ExampleEncoder, make_dataset, shard_bounds, tfrecord_frames
 
 tf = pytest.importorskip("tensorflow")
