@@ -14,13 +14,12 @@ SNAKEMAKE := $(VENV)/bin/snakemake
 SYSTEM_PACKAGES := graphviz dataset-fashion-mnist slurm-wlm munge openmpi-bin libopenmpi-dev \
 	environment-modules strace chromium mariadb-server slurmdbd
 
-.PHONY: help setup horovod sysdeps demo test test-loaded test-durations test-fast cluster-start cluster-stop dag bench lint docs clean
+.PHONY: help setup horovod sysdeps demo test test-loaded test-fast cluster-start cluster-stop dag bench lint docs clean
 
 help:
 	@echo "make demo   - set up and run the whole pipeline locally on config/demo.yaml"
 	@echo "make test   - set up and run all tests (builds .venv-horovod, starts a throw-away SLURM test cluster)"
 	@echo "make test-loaded - make test while every core is kept busy by a busy loop (no test may depend on speed)"
-	@echo "make test-durations - make test, writing each test file's seconds to tests/durations.json (the order files are handed out in)"
 	@echo "make horovod - build the Horovod environment (.venv-horovod; ~3 min the first time)"
 	@echo "make dag    - draw results/dag.svg and results/rulegraph.svg from a dry run"
 	@echo "make bench  - run the benchmarks in bench/ (results: docs/benchmarks.md)"
@@ -89,17 +88,12 @@ demo: setup sysdeps
 
 # setup and horovod in a make of their own (sysdeps may have just installed mpicc), side by
 # side: the two environments are independent (55 s here, against 90 s one after the other)
-# Three pytest workers on the 2 cores, a test file per worker at a time (the SLURM tests
-# are one file, in order, mostly waiting for the scheduler's polls), the longest files
-# first: tests/conftest.py orders them by tests/durations.json, which xdist keeps
-# (--no-loadscope-reorder; its own order is by number of tests)
+# Three pytest workers on the 2 cores, a test file per worker at a time: the SLURM tests
+# (one file, in order; mostly waiting for the scheduler's polls) on one, all the others on
+# the other two
 test: sysdeps
 	$(MAKE) -j2 setup horovod
-	$(VENV)/bin/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
-
-# tests/durations.json measured again (the test cluster running: make cluster-start)
-test-durations:
-	$(MAKE) test PYTEST_ARGS="--record-durations tests/durations.json $(PYTEST_ARGS)"
+	$(VENV)/bin/python -m pytest -n 3 --dist loadfile $(PYTEST_ARGS)
 
 # The same tests on a machine whose cores are all busy with other work: one busy loop per
 # core runs beside them until they end. Timing-dependent tests fail here.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -24,10 +23,6 @@ IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 HOROVOD_PYTHON = ROOT / ".venv-horovod" / "bin" / "python"  # built by `make horovod`
 HOROVOD_READY = (ROOT / ".venv-horovod" / ".installed").exists()
 FASHION = DEBIAN_FASHION_MNIST
-# seconds each test file took (`make test-durations` measures them again): the longest
-# files are handed out first (`--no-loadscope-reorder` keeps this order), so no worker is
-# left with a long file at the end; a file not listed goes first, as if it were the longest
-DURATIONS = ROOT / "tests" / "durations.json"
 # real data where the machine has it; in CI (make sysdeps installs it) a missing copy fails
 needs_fashion = pytest.mark.skipif(
     not FASHION.is_dir() and not IN_CI,
@@ -163,38 +158,3 @@ def read_telemetry(path: Path) -> tuple[list[dict], int]:
         gpus = len([c for c in reader.fieldnames or [] if c.endswith("_util_percent")])
         rows = [{k: float(v) for k, v in row.items() if v not in ("", None)} for row in reader]
     return rows, gpus
-
-
-def test_file(nodeid: str) -> str:
-    return nodeid.split("::")[0]
-
-
-def pytest_collection_modifyitems(config, items):
-    """Longest test files first, each file's tests in their order (every xdist worker
-    sorts the same collection the same way)."""
-    seconds = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
-    items.sort(key=lambda item: -seconds.get(test_file(item.nodeid), float("inf")))
-
-
-def pytest_addoption(parser):
-    parser.addoption("--record-durations", metavar="PATH",
-                     help="write each test file's seconds (setup, call, teardown) to PATH")
-
-
-def pytest_runtest_logreport(report):
-    """Adds up each file's seconds, in the process that writes them (xdist's controller
-    receives every worker's reports)."""
-    name = test_file(report.nodeid)
-    FILE_SECONDS[name] = FILE_SECONDS.get(name, 0.0) + report.duration
-
-
-def pytest_sessionfinish(session):
-    path = session.config.getoption("--record-durations")
-    if path and not hasattr(session.config, "workerinput"):  # the controller (or no xdist)
-        Path(path).write_text(json.dumps(
-            {name: round(seconds) for name, seconds in sorted(FILE_SECONDS.items())},
-            indent=1) + "\n")
-
-
-FILE_SECONDS: dict[str, float] = {}
-

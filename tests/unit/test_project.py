@@ -260,29 +260,3 @@ def test_every_column_of_runs_csv_is_declared_with_its_unit(tmp_path):
     written = list(pd.read_csv(tmp_path / "t" / "runs.csv", nrows=0).columns)
     declared = {c.name for c in columns.SCALING + columns.RUNS + columns.ACCOUNTED}
     assert [c for c in written if c not in declared] == []
-
-
-def test_the_longest_test_files_are_handed_out_first():
-    """`make test` keeps the collection's order (--no-loadscope-reorder), which
-    tests/conftest.py makes: the files by the seconds tests/durations.json gives them,
-    longest first, a file it does not list first of all, each file's tests in their order.
-    The durations name no file that is gone."""
-    import json
-    from types import SimpleNamespace
-
-    from conftest import DURATIONS, pytest_collection_modifyitems, test_file
-
-    seconds = json.loads(DURATIONS.read_text())
-    assert all((ROOT / name).is_file() for name in seconds), sorted(
-        name for name in seconds if not (ROOT / name).is_file())
-    files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_*.py"))
-    items = [SimpleNamespace(nodeid=f"{name}::test_{n}") for name in files for n in (1, 2)]
-    items.append(SimpleNamespace(nodeid="tests/unit/test_new_file.py::test_1"))
-    pytest_collection_modifyitems(None, items)
-    order = list(dict.fromkeys(test_file(item.nodeid) for item in items))
-    unlisted = [name for name in order if name not in seconds]
-    assert "tests/unit/test_new_file.py" in unlisted and order[:len(unlisted)] == unlisted
-    listed = [seconds[name] for name in order[len(unlisted):]]
-    assert listed == sorted(listed, reverse=True) and len(listed) == len(seconds)
-    assert [item.nodeid.split("::")[1] for item in items[1:5]] == ["test_1", "test_2"] * 2
-    assert "--no-loadscope-reorder" in (ROOT / "Makefile").read_text()
