@@ -8,7 +8,7 @@ is its own process (`snakemake --profile profiles/local -n`, nothing else runnin
 of --runs; with --profile the last run is made under cProfile and its top entries by
 cumulative and by own time are printed. With --upstream-patches, the dry runs import
 Snakemake and its SLURM plugin from a copy with bench/upstream/*.patch applied (what
-dlscale asks of them, docs/benchmarks.md): what planning would cost once they are released.
+dlscale asks of them, bench/upstream/README.md): what planning would cost once released.
 
   python bench/bench_planning.py [--repeats 5 25] [--runs 3] [--profile] [--upstream-patches]
 
@@ -91,8 +91,9 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--upstream-patches", action="store_true")
     args = parser.parse_args()
-    patched = tempfile.TemporaryDirectory(prefix="dlscale-upstream-")
-    pythonpath = patched_packages(Path(patched.name)) if args.upstream_patches else None
+    patched = (tempfile.TemporaryDirectory(prefix="dlscale-upstream-")
+               if args.upstream_patches else None)
+    pythonpath = patched_packages(Path(patched.name)) if patched else None
     if pythonpath:
         print(f"Snakemake and its SLURM plugin imported from {pythonpath} (patched)")
     print("| points | jobs | dry run, best of runs [s] | all runs [s] |")
