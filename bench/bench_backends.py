@@ -32,6 +32,8 @@ SCRIPTS = ROOT / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 from bench_training import steady_rate  # noqa: E402 (bench/ is the script's folder)
 
+from dlscale.contract import MANIFEST  # noqa: E402
+
 FRAMEWORKS = {"Keras 2 (tf-keras), TensorFlow": ["--keras", "2"],
               "Keras 3, TensorFlow": ["--keras", "3", "--backend", "tensorflow"],
               "Keras 3, JAX": ["--keras", "3", "--backend", "jax"]}
@@ -55,7 +57,7 @@ def main(argv=None) -> int:
     from dlscale import preparation
 
     data = args.work / f"data{args.size}-{args.images}"
-    if not (data / "manifest.json").exists():
+    if not (data / MANIFEST).exists():
         archive = make_synthetic_cifar.write_archive(args.work / "cifar.tar.gz", "python",
                                                      args.images, 1000, seed=0)
         preparation.prepare("cifar10", archive, data, args.size, 16)

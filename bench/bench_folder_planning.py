@@ -23,6 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
+from dlscale.contract import MANIFEST  # noqa: E402
 
 
 def write_files(folder: Path, count: int) -> None:
@@ -64,7 +65,7 @@ def main() -> int:
                       "training: {epochs: 1, batch_per_gpu: 8, device: cpu}\n")
     first = plan(args.work, config)
     # as if the data had been prepared from this listing: a plan with nothing changed
-    manifest = args.work / "results/data/folder-32px/manifest.json"
+    manifest = args.work / "results/data/folder-32px" / MANIFEST
     manifest.parent.mkdir(parents=True, exist_ok=True)
     manifest.write_text("{}")
     same = plan(args.work, config)

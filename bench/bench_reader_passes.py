@@ -18,6 +18,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
+from dlscale.contract import MANIFEST  # noqa: E402
+
 IMAGES, SIZE, BATCH = 20_000, 64, 64
 
 
@@ -36,7 +38,7 @@ def main() -> int:
         spec = importlib.util.spec_from_file_location("older", args.against)
         readers["older"] = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(readers["older"])
-    if not (args.work / "manifest.json").exists():
+    if not (args.work / MANIFEST).exists():
         args.work.mkdir(parents=True, exist_ok=True)
         rng = np.random.default_rng(0)
         images = rng.integers(0, 255, (IMAGES, SIZE, SIZE, 3), dtype=np.uint8)
@@ -44,7 +46,7 @@ def main() -> int:
         splits = {"train": (images, labels), "test": (images[:100], labels[:100])}
         json.dump({"image_shape": [SIZE, SIZE, 3], "splits": {
             s: {"count": len(y), "shards": tfrecords.write_split(x, y, args.work, s, 16, SIZE)}
-            for s, (x, y) in splits.items()}}, open(args.work / "manifest.json", "w"))
+            for s, (x, y) in splits.items()}}, open(args.work / MANIFEST, "w"))
     steps = IMAGES // BATCH
     for round_ in (1, 2):
         for name, module in readers.items():

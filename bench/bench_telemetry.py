@@ -27,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 sys.path.insert(0, str(SCRIPTS))
+from dlscale.contract import MANIFEST  # noqa: E402
 
 
 def epoch_time(work: Path, data: Path, interval: float, epochs: int, tag: str) -> float:
@@ -55,7 +56,7 @@ def main() -> int:
 
     args.work.mkdir(parents=True, exist_ok=True)
     data = args.work / "data"
-    if not (data / "manifest.json").exists():
+    if not (data / MANIFEST).exists():
         archive = make_synthetic_cifar.write_archive(args.work / "cifar.tar.gz", "python",
                                                      args.images, 500, 1)
         preparation.prepare("cifar10", archive, data, 32, 4)

@@ -27,6 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 sys.path.insert(0, str(SCRIPTS))
+from dlscale.contract import MANIFEST  # noqa: E402
+
 SETTINGS = {"float32": ["--precision", "float32", "--no-xla"],
             "bf16+xla": ["--precision", "mixed_auto", "--xla"]}
 
@@ -69,7 +71,7 @@ def main(argv=None) -> int:
     from dlscale import preparation
 
     data = args.work / f"data{args.size}"
-    if not (data / "manifest.json").exists():
+    if not (data / MANIFEST).exists():
         archive = make_synthetic_cifar.write_archive(args.work / "cifar.tar.gz", "python",
                                                      args.images, 1000, seed=0)
         preparation.prepare("cifar10", archive, data, args.size, 16)
