@@ -139,6 +139,26 @@ class Mirrored(Backend):
             raise RunError(f"strategy mirrored runs in one process, but {self.size} workers "
                            "were started: use multiworker", 2)
 
+    def datasets(self, train_input, test_input, global_batch: int):
+        self.test_batch = global_batch
+        return super().datasets(train_input, test_input, global_batch)
+
+    def evaluate(self, model, test_ds, manifest: dict) -> dict:
+        """The whole test split: the full global batches under the strategy, the last
+        partial one on one device. The strategy would split that batch over the replicas,
+        and a batch smaller than the replica count leaves a replica none (oneDNN's
+        convolution then fails: "input depth must be evenly divisible by filter depth")."""
+        images = manifest["splits"]["test"]["count"]
+        full, rest = divmod(images, self.test_batch)
+        if self.replicas < 2 or not rest:
+            return super().evaluate(model, test_ds, manifest)
+        parts = []
+        if full:
+            parts.append((full * self.test_batch,
+                          model.evaluate(test_ds.take(full), verbose=0, return_dict=True)))
+        parts.append((rest, one_device_metrics(model, test_ds.skip(full))))
+        return weighed(parts)
+
 
 class MultiWorker(Backend):
     kind = "multiworker"
@@ -363,13 +383,36 @@ class DataParallel(Backend):
                                                    return_dict=True)))
             finally:
                 keras.distribution.set_distribution(distribution)
-        total = sum(n for n, _ in parts)
-        return {k: sum(n * float(m[k]) for n, m in parts) / total for k in parts[0][1]}
+        return weighed(parts)
 
     def facts(self) -> dict:
         return {"strategy": self.kind, "distribution": self.distribution,
                 "workers": self.size, "devices": self.devices, "cluster": None,
                 "communication": None, "horovod": None}
+
+
+def weighed(parts: list[tuple[int, dict]]) -> dict:
+    """[(images, metrics)] -> each metric averaged over all the images."""
+    total = sum(n for n, _ in parts)
+    return {k: sum(n * float(m[k]) for n, m in parts) / total for k in parts[0][1]
+            if all(k in m for _, m in parts)}
+
+
+def one_device_metrics(model, batches) -> dict:
+    """The compiled loss and accuracy over `batches`, the model called directly (in the
+    strategy's cross-replica context its variables read as one copy): no replica split."""
+    import numpy as np
+
+    keras = K.keras()
+    loss_of = keras.losses.get(model.loss)
+    losses, hits = [], []
+    for images, labels in batches:
+        scores = np.asarray(model(images, training=False), dtype=np.float32)
+        labels = np.asarray(labels).reshape(-1)
+        losses.append(np.asarray(loss_of(labels, scores), dtype=np.float64).reshape(-1))
+        hits.append(scores.argmax(axis=-1) == labels)
+    return {"loss": float(np.concatenate(losses).mean()),
+            "accuracy": float(np.concatenate(hits).mean())}
 
 
 BACKENDS = {b.kind: b for b in (Mirrored, MultiWorker, Horovod, DataParallel)}

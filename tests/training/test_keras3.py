@@ -152,3 +152,33 @@ def test_a_damaged_keras3_backup_is_moved_aside_and_the_run_starts_over(small_da
     assert run["resumed_at_epoch"] is None and run["epochs_completed"] == 2
     assert "the saved state cannot be used (backup/latest.weights.h5 cannot be read (" in \
         run["state_note"]
+
+
+@pytest.fixture(scope="module")
+def odd_test_split(tmp_path_factory):
+    """64 training and 33 test images at 16 px: with 2 replicas of 8 the test split ends on
+    one image, fewer than the replicas."""
+    import make_synthetic_cifar
+
+    from dlscale import preparation
+
+    root = tmp_path_factory.mktemp("odd")
+    archive = make_synthetic_cifar.write_archive(root / "cifar.tar.gz", "python", 64, 33, 3)
+    preparation.prepare("cifar10", archive, root / "data", 16, 2)
+    return root / "data"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_keras3_evaluates_every_test_image_when_the_last_batch_is_smaller_than_the_replicas(
+        odd_test_split, tmp_path, backend):
+    """33 test images in global batches of 16 over 2 replicas: the last batch holds one
+    image. MirroredStrategy would hand one replica an empty batch (oneDNN's convolution
+    fails on it); it is evaluated on one device, and the accuracy is a count of 33."""
+    done = run_script("train.py", *flags(odd_test_split, tmp_path, backend, "--epochs", "1"),
+                      env={"TF_ENABLE_ONEDNN_OPTS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert (run["status"], run["replicas"], run["test_images"]) == ("completed", 2, 33)
+    hits = run["test_accuracy"] * 33
+    assert abs(hits - round(hits)) < 1e-6, run["test_accuracy"]
+    assert run["test_loss"] > 0
