@@ -14,7 +14,7 @@ SNAKEMAKE := $(VENV)/bin/snakemake
 SYSTEM_PACKAGES := graphviz dataset-fashion-mnist slurm-wlm munge openmpi-bin libopenmpi-dev \
 	environment-modules strace chromium mariadb-server slurmdbd
 
-.PHONY: help setup horovod sysdeps demo test test-loaded test-fast cluster-start cluster-stop dag bench lint docs clean
+.PHONY: help setup horovod gpu-wheels sysdeps demo test test-loaded test-fast cluster-start cluster-stop dag bench lint docs clean
 
 help:
 	@echo "make demo   - set up and run the whole pipeline locally on config/demo.yaml"
@@ -126,6 +126,14 @@ bench: setup
 	$(VENV)/bin/python bench/bench_slurm.py
 	$(VENV)/bin/python bench/bench_analysis.py
 	$(VENV)/bin/python bench/bench_telemetry.py
+
+# The wheels bench/gpu_check.sh carries to a GPU machine without Keras (Python 3.12, x86-64)
+gpu-wheels:
+	$(PYTHON) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
+	  --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+	  --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl \
+	  -r bench/gpu-wheels.txt
+	@du -ch .whl/*.whl | tail -1
 
 lint: setup
 	$(SNAKEMAKE) --lint -n

@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""The GPU check: dlscale's built-in models trained on one GPU with Keras 3 on JAX.
+
+What it measures, per model (SimpleCNN, ResNet50V2; dlscale's own builder,
+`training.build_model`, uint8 images in, softmax out) and precision (float32,
+mixed_bfloat16): images per second of `fit` at the study's batch, after one untimed epoch
+that compiles; GPU utilisation, peak memory and energy per image from NVML over the timed
+epochs (dlscale's telemetry sampler); then the batch search: the batch doubled until the
+device runs out of memory or the time budget ends, with images/s at each batch. Input:
+random uint8 images held in host memory (the synthetic input of `train.py
+--synthetic`): what the GPU trains, not how fast shards are read.
+
+It writes one JSON (--out) and prints the lines for docs/benchmarks.md, "GPUs".
+`--cpu` rehearses the same code on the host's CPU with small sizes (a test runs it).
+Nothing here imports TensorFlow: the lent GPU machines have none (bench/gpu_check.sh).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+
+MODELS = ("SimpleCNN", "ResNet50V2")
+PRECISIONS = ("float32", "mixed_bfloat16")
+CLASSES = 10
+# the seed study's 2026 edition: ResNet50V2, 128 px, one H100 (NGC TensorFlow 23.03),
+# 14 s per epoch of 50,000 images at global batch 2,048
+ANCHOR = {"model": "ResNet50V2", "image_size": 128, "batch": 2048, "images_per_s": 3571,
+          "source": "the seed study's 2026 edition, one H100, NGC TensorFlow 23.03"}
+
+
+def parse(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cpu", action="store_true",
+                   help="rehearsal on the host's CPU: 32 px, batch 8, 3 steps an epoch")
+    p.add_argument("--out", type=Path, required=True, help="the JSON to write")
+    p.add_argument("--image-size", type=int, help="default 128 (GPU), 32 (--cpu)")
+    p.add_argument("--batch", type=int, help="images a step at the study's point: default "
+                   "256 (GPU), 8 (--cpu)")
+    p.add_argument("--steps", type=int, help="steps an epoch: default 30 (GPU), 3 (--cpu)")
+    p.add_argument("--epochs", type=int, default=3, help="1 untimed + the rest timed")
+    p.add_argument("--max-batch", type=int, help="the batch search stops here: default 16384 "
+                   "(GPU), 16 (--cpu)")
+    p.add_argument("--budget-s", type=float, default=420.0,
+                   help="seconds for the whole check; the batch search stops before a try "
+                        "that would pass it (default 420)")
+    args = p.parse_args(argv)
+    small = args.cpu
+    args.image_size = args.image_size or (32 if small else 128)
+    args.batch = args.batch or (8 if small else 256)
+    args.steps = args.steps or (3 if small else 30)
+    args.max_batch = args.max_batch or (16 if small else 16384)
+    if args.epochs < 2:
+        p.error(f"--epochs {args.epochs}: expected at least 2 (one untimed, one timed)")
+    return args
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__}: {exc}"
+    return "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower()
+
+
+class Check:
+    def __init__(self, args):
+        self.args = args
+        self.t0 = time.perf_counter()
+        from dlscale import telemetry
+
+        self.sampler = telemetry.Sampler(args.out.with_suffix(".telemetry.csv"), interval=0.2,
+                                         gpus=not args.cpu).start()
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.t0
+
+    def train(self, name: str, precision: str, batch: int, steps: int | None = None) -> dict:
+        """One model at one batch: build, compile, fit `epochs` epochs of `steps` steps
+        (default --steps); the first epoch (compilation) untimed."""
+        import keras
+        import numpy as np
+
+        from dlscale import training as T
+
+        args = self.args
+        keras.utils.set_random_seed(0)
+        keras.mixed_precision.set_global_policy(precision)
+        size = args.image_size
+        started = time.perf_counter()
+        model = T.build_model(name, (size, size, 3), CLASSES)
+        model.compile(optimizer=keras.optimizers.SGD(0.01, momentum=0.9),
+                      loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+        rng = np.random.default_rng(0)
+        images = batch * (steps or args.steps)
+        x = rng.integers(0, 256, (images, size, size, 3), dtype=np.uint8)
+        y = rng.integers(0, CLASSES, (images,), dtype=np.int64)
+        marks: list[float] = []
+        sampler = self.sampler
+
+        class Edges(keras.callbacks.Callback):
+            def on_epoch_begin(self, epoch, logs=None):
+                marks.append(sampler.now())
+
+            def on_epoch_end(self, epoch, logs=None):
+                marks.append(sampler.now())
+
+        history = model.fit(x, y, batch_size=batch, epochs=args.epochs, shuffle=False,
+                            verbose=0, callbacks=[Edges()])
+        epochs = [marks[i + 1] - marks[i] for i in range(0, len(marks), 2)]
+        timed = epochs[1:]
+        seconds = sorted(timed)[len(timed) // 2]
+        used = sampler.summary(marks[2], marks[-1], images * len(timed))
+        result = {"model": name, "precision": precision, "batch": batch, "image_size": size,
+                  "params": int(model.count_params()),
+                  "first_epoch_s": round(epochs[0], 3),
+                  "epoch_s": [round(s, 4) for s in timed],
+                  "images_per_s": round(images / seconds, 1),
+                  "loss_last": float(history.history["loss"][-1]),
+                  "wall_s": round(time.perf_counter() - started, 1), **used}
+        del model
+        keras.backend.clear_session()
+        return result
+
+    def search(self, name: str, precision: str, start: int, cost_s: float) -> dict:
+        """The batch doubled from `start` until it does not fit, reaches --max-batch, or
+        the next try (taking 1.5x the last one's seconds) would pass the budget."""
+        tries, largest, stopped = [], None, "max_batch"
+        batch = start
+        while batch <= self.args.max_batch:
+            if self.elapsed() + 1.5 * cost_s > self.args.budget_s:
+                stopped = "budget"
+                break
+            try:  # about as many images an epoch as at the study's batch, at least 4 steps
+                result = self.train(name, precision, batch,
+                                    max(4, self.args.steps * self.args.batch // batch))
+            except Exception as exc:  # noqa: BLE001 (which ones mean out of memory: below)
+                if not out_of_memory(exc):
+                    raise
+                tries.append({"batch": batch, "fits": False,
+                              "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+                stopped = "out_of_memory"
+                break
+            tries.append({"batch": batch, "fits": True, "images_per_s": result["images_per_s"],
+                          "gpu_mem_mb_peak": result.get("gpu_mem_mb_peak"),
+                          "j_per_image": result.get("j_per_image")})
+            largest, cost_s = batch, result["wall_s"]
+            batch *= 2
+        return {"model": name, "precision": precision, "largest_batch": largest,
+                "stopped_by": stopped, "tries": tries}
+
+
+def system(cpu: bool) -> dict:
+    import jax
+    import jaxlib
+    import keras
+
+    from dlscale import telemetry
+
+    return {"host": platform.node(), "python": platform.python_version(),
+            "jax": jax.__version__, "jaxlib": jaxlib.__version__, "keras": keras.__version__,
+            "devices": [str(d) for d in jax.devices()], "rehearsal": cpu,
+            "gpus": None if cpu else telemetry.describe_gpus()}
+
+
+def markdown(report: dict) -> list[str]:
+    """The lines for docs/benchmarks.md, "GPUs"."""
+    s = report["system"]
+    gpus = s.get("gpus") or {}
+    lines = [f"Device: {', '.join(s['devices'])}; GPUs: {json.dumps(gpus)}; JAX {s['jax']}, "
+             f"Keras {s['keras']}, Python {s['python']}.", "",
+             "| model | precision | batch | images/s | first epoch s | GPU util % | "
+             "GPU mem MiB peak | J/image |", "|---|---|---|---|---|---|---|---|"]
+    for r in report["points"]:
+        lines.append(f"| {r['model']} | {r['precision']} | {r['batch']} | {r['images_per_s']} | "
+                     f"{r['first_epoch_s']} | {r.get('gpu_util_percent', '-')} | "
+                     f"{r.get('gpu_mem_mb_peak', '-')} | {r.get('j_per_image', '-')} |")
+    for name, ratio in report["bf16_speedup"].items():
+        lines.append(f"\n{name}: mixed_bfloat16 over float32 at batch "
+                     f"{report['points'][0]['batch']}: {ratio}x")
+    search = report["batch_search"]
+    lines.append(f"\nBatch search ({search['model']} {search['precision']}): largest batch "
+                 f"that trained {search['largest_batch']}, stopped by {search['stopped_by']}; "
+                 + ", ".join(f"{t['batch']}: {t.get('images_per_s', 'out of memory')}"
+                             for t in search["tries"]) + " images/s")
+    lines.append(f"Anchor: {ANCHOR['images_per_s']} images/s ({ANCHOR['source']}, batch "
+                 f"{ANCHOR['batch']}). Check took {report['wall_s']} s.")
+    return lines
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # NVML sees what it uses
+    if args.cpu:
+        os.environ["JAX_PLATFORMS"] = "cpu"
+    from dlscale import cli
+
+    cli.use_keras(3, "jax")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    check = Check(args)
+    report = {"system": system(args.cpu), "settings": {k: (str(v) if isinstance(v, Path) else v)
+                                                       for k, v in vars(args).items()},
+              "anchor": ANCHOR, "points": []}
+    for name in MODELS:
+        for precision in PRECISIONS:
+            report["points"].append(check.train(name, precision, args.batch))
+            print(json.dumps(report["points"][-1]), flush=True)
+    by = {(r["model"], r["precision"]): r["images_per_s"] for r in report["points"]}
+    report["bf16_speedup"] = {m: round(by[(m, "mixed_bfloat16")] / by[(m, "float32")], 2)
+                              for m in MODELS}
+    last = report["points"][-1]
+    report["batch_search"] = check.search(last["model"], last["precision"], args.batch * 2,
+                                          last["wall_s"])
+    check.sampler.stop()
+    report["wall_s"] = round(check.elapsed(), 1)
+    report["tensorflow_imported"] = "tensorflow" in sys.modules
+    report["markdown"] = markdown(report)
+    args.out.write_text(json.dumps(report, indent=1) + "\n")
+    print("\n".join(report["markdown"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
