@@ -1,0 +1,47 @@
+"""bench/gpu_check.py's --cpu rehearsal (issue 60): the GPU check's code end to end on
+this machine's CPU, with TensorFlow made unimportable, as on the lent GPU machines."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+WITHOUT_TENSORFLOW = """
+import importlib.abc, runpy, sys
+class NoTensorFlow(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "tensorflow":
+            raise ModuleNotFoundError("tensorflow is not installed here", name=name)
+sys.meta_path.insert(0, NoTensorFlow())
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_the_gpu_check_rehearses_on_cpu_without_tensorflow(tmp_path):
+    out = tmp_path / "check.json"
+    done = subprocess.run([sys.executable, "-c", WITHOUT_TENSORFLOW,
+                           str(ROOT / "bench" / "gpu_check.py"), "--cpu", "--out", str(out)],
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert not report["tensorflow_imported"] and report["system"]["rehearsal"]
+    points = report["points"]
+    assert [(p["model"], p["precision"], p["batch"], p["image_size"]) for p in points] == [
+        (m, p, 8, 32) for m in ("SimpleCNN", "ResNet50V2")
+        for p in ("float32", "mixed_bfloat16")]
+    for point in points:
+        assert point["images_per_s"] > 0 and len(point["epoch_s"]) == 2
+        assert "gpu_util_percent" not in point  # no GPU: no GPU figures, never zeros
+    assert set(report["bf16_speedup"]) == {"SimpleCNN", "ResNet50V2"}
+    search = report["batch_search"]
+    assert (search["largest_batch"], search["stopped_by"]) == (16, "max_batch")
+    assert [t["batch"] for t in search["tries"]] == [16] and search["tries"][0]["fits"]
+    lines = "\n".join(report["markdown"])
+    assert done.stdout.rstrip().endswith(lines)
+    assert "| ResNet50V2 | mixed_bfloat16 | 8 |" in lines
+    assert (tmp_path / "check.telemetry.csv").read_text().startswith("time_s,cpu_percent")
