@@ -215,9 +215,12 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
     return runs
 
 
-def flags_of(row) -> str:
+def flags_of(row, accuracy_tolerance: float) -> str:
     """What looks wrong about a point of the scaling table ('; '-joined, '' for nothing)."""
     flags = []
+    if row.accuracy_flag:  # the study's own claim: accuracy stays the same
+        flags.append(f"accuracy {row.accuracy_delta:+.3f} against 1 GPU, beyond the "
+                     f"tolerance {accuracy_tolerance:g}")
     if row.speedup < 1:
         flags.append(f"slowdown: speedup {row.speedup:.3g} on {row.gpus} GPUs")
     if row.efficiency > 1:
@@ -295,7 +298,7 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
     table["input_bound"] = table["input_ratio"] < INPUT_BOUND_RATIO
     # what a point's job cost beyond its training (dlscale.phases), of the job's wall time
     table["overhead_fraction"] = table["overhead_s"] / table["job_s"]
-    table["flags"] = [flags_of(row) for row in table.itertuples()]
+    table["flags"] = [flags_of(row, accuracy_tolerance) for row in table.itertuples()]
     table = table[SCALING_COLUMNS + EXTRA_COLUMNS]
     return table.sort_values(["series", "nodes", "gpus"]).reset_index(drop=True)
 

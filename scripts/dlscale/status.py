@@ -23,7 +23,17 @@ from datetime import datetime
 from pathlib import Path
 
 from dlscale import slurm
-from dlscale.contract import EPOCHS, PLAN, RUN_JSON, RUNS, STATE, RecordError, RunRecord, Status
+from dlscale.contract import (
+    EPOCHS,
+    PLAN,
+    RUN_JSON,
+    RUNS,
+    STATE,
+    RecordError,
+    RunRecord,
+    Status,
+    table,
+)
 from dlscale.files import read_jsonl
 from dlscale.locks import current_holder, holder_state
 
@@ -190,7 +200,23 @@ def study_status(folder: str | Path = ".", notes: list[str] | None = None
     return statuses
 
 
-def report(statuses: list[PointStatus], plan_written: str | None = None) -> str:
+def flagged(folder: Path) -> list[str]:
+    """The flags of the study's last scaling table (results/tables/scaling.csv), one line
+    per flagged point: what the first page lists under "Flags and verdicts"."""
+    import csv
+
+    path = folder / table("scaling")
+    try:
+        with open(path, newline="") as handle:
+            rows = list(csv.DictReader(handle))
+    except (OSError, csv.Error, UnicodeDecodeError):
+        return []
+    return [f"flag: {row['series']}, {row['gpus']} GPU(s): {row['flags']}"
+            for row in rows if (row.get("flags") or "").strip()]
+
+
+def report(statuses: list[PointStatus], plan_written: str | None = None,
+           flags: list[str] | None = None) -> str:
     width = max((len(s.key) for s in statuses), default=10)
     counts: dict[str, int] = {}
     for s in statuses:
@@ -199,7 +225,7 @@ def report(statuses: list[PointStatus], plan_written: str | None = None) -> str:
     summary = ", ".join(f"{n} {state}" for state, n in counts.items())
     lines.append(f"{len(statuses)} point(s): {summary}" + (
         f" (planned {plan_written})" if plan_written else ""))
-    return "\n".join(lines)
+    return "\n".join(lines + list(flags or []))
 
 
 def main(folder: str, as_json: bool = False) -> int:
@@ -211,7 +237,8 @@ def main(folder: str, as_json: bool = False) -> int:
         print(f"error: {exc}")
         return 2
     text = (json.dumps([s.__dict__ for s in statuses], indent=1) if as_json
-            else report(statuses, plan.get("written") if isinstance(plan, dict) else None))
+            else report(statuses, plan.get("written") if isinstance(plan, dict) else None,
+                        flagged(Path(folder))))
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     try:

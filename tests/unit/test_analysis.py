@@ -124,6 +124,10 @@ def test_accuracy_change_beyond_tolerance_is_flagged():
     epochs.loc[(epochs["run"] == "ref4") & (epochs["epoch"] == 5), "accuracy"] = 0.30
     table = scaling(epochs, summarize_runs(epochs, 1), 1, 0.05)
     assert list(table["accuracy_flag"]) == [False, False, True]
+    # a flag as the others are: in the flags column (the first page and status read it)
+    delta = table["accuracy_delta"].iloc[2]
+    assert list(table["flags"]) == ["", "", f"accuracy {delta:+.3f} against 1 GPU, beyond "
+                                            "the tolerance 0.05"]
 
 
 def completed_run(folder, epochs: list[dict], log: str):

@@ -106,3 +106,26 @@ def test_a_controller_that_does_not_answer_costs_a_note_not_the_listing(tmp_path
     assert shown.stderr.strip() == (
         "note: squeue did not answer within 5 s (is the SLURM controller reachable?): "
         "SLURM's queued and running jobs are not shown")
+
+
+def test_the_summary_lists_the_flags_of_the_last_scaling_table(tmp_path):
+    """An accuracy change beyond the tolerance is a flag as the others are: dlscale status
+    lists it under the summary, from the scaling table the study last wrote."""
+    from test_analysis import study_epochs
+
+    from dlscale.analysis import scaling, summarize_runs
+
+    epochs = study_epochs()
+    epochs.loc[(epochs["run"] == "ref4") & (epochs["epoch"] == 5), "accuracy"] = 0.30
+    folder = study(tmp_path, {})
+    (folder / "results" / "tables").mkdir()
+    table = scaling(epochs, summarize_runs(epochs, 1), 1, 0.05)
+    table.to_csv(folder / "results" / "tables" / "scaling.csv", index=False)
+    shown = run_status(folder)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[len(POINTS)].startswith(f"{len(POINTS)} point(s): ")
+    row = table.iloc[2]
+    assert lines[len(POINTS) + 1:] == [
+        f"flag: {row['series']}, {row['gpus']} GPU(s): accuracy "
+        f"{row['accuracy_delta']:+.3f} against 1 GPU, beyond the tolerance 0.05"]
