@@ -71,21 +71,36 @@ def lines_in(path, size: int = 1 << 20):
 
 
 class Lines:
-    """Byte chunks (a file's, or a pipe's as they come) as finished lines of text."""
+    """Byte chunks (a file's, or a pipe's as they come) as finished lines of text, in time
+    linear in the bytes whatever the lines' length: the unfinished line is kept as its
+    chunks, joined once when its newline comes, and compacted (LONG_LINE) only when it has
+    doubled since the last time."""
 
     def __init__(self):
-        self.pending = b""
+        self.parts: list[bytes] = []  # the unfinished line, as it came
+        self.size = 0
+        self.compact_at = LONG_LINE
 
     def add(self, chunk: bytes) -> list[str]:
         """The lines that `chunk` finished."""
-        *lines, self.pending = (self.pending + chunk).split(b"\n")
-        if len(self.pending) > LONG_LINE:
-            self.pending = compact(self.pending)
-        return [decode(compact(raw) if len(raw) > LONG_LINE else raw) for raw in lines]
+        if b"\n" not in chunk:
+            self.parts.append(chunk)
+            self.size += len(chunk)
+            if self.size > self.compact_at:
+                line = compact(b"".join(self.parts))
+                self.parts, self.size = [line], len(line)
+                self.compact_at = max(LONG_LINE, 2 * self.size)
+            return []
+        head, *lines, tail = chunk.split(b"\n")
+        if self.parts:
+            self.parts.append(head)
+            head = b"".join(self.parts)
+        self.parts, self.size, self.compact_at = [tail], len(tail), LONG_LINE
+        return [decode(compact(raw) if len(raw) > LONG_LINE else raw) for raw in (head, *lines)]
 
     def rest(self) -> str:
         """The text after the last newline."""
-        return decode(self.pending)
+        return decode(b"".join(self.parts))
 
 
 def decode(raw: bytes) -> str:

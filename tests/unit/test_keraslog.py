@@ -459,3 +459,60 @@ def test_a_log_is_parsed_once_and_read_back_while_it_is_unchanged(tmp_path, monk
         with pytest.raises(LogError, match="crashed.out: no finished epoch found"):
             parse_file_runs(str(empty), None, str(cache))
     assert len(parses) == 5
+
+
+def test_the_live_reader_is_linear_in_a_line_without_newline(monkeypatch):
+    """A command that prints 16 MB of a progress bar without a newline (carriage returns
+    only), read 64 KB at a time: the unfinished line is compacted only when it has doubled,
+    so the bytes compacted are a few times the input (every chunk re-joined and compacted
+    was about 128 times it), and the line is the one read at once."""
+    from dlscale import keraslog
+
+    seen = []
+    real = keraslog.compact
+    monkeypatch.setattr(keraslog, "compact", lambda line: seen.append(len(line)) or real(line))
+    bar = b"".join(b"\r%d/100000 [====] - loss: 0.5" % i for i in range(500_000))
+    text = b"Epoch 1/1" + bar + b"\n4/4 - 1s - loss: 0.4\nthe end"
+    lines = keraslog.Lines()
+    got = [line for lo in range(0, len(text), 65536) for line in lines.add(text[lo:lo + 65536])]
+    assert sum(seen) < 4 * len(text), (sum(seen), len(text))
+    # a long line is compacted to its first and last segments, as it grows: what is left
+    # is at most a few chunks of the bar, ending on its last state
+    first, last = got
+    assert first.startswith("Epoch 1/1\r") and len(first) < 2 * keraslog.LONG_LINE
+    assert first.endswith("\r499999/100000 [====] - loss: 0.5")
+    assert last == "4/4 - 1s - loss: 0.4"
+    assert lines.rest() == "the end"
+
+
+def test_a_16_mb_line_of_text_costs_the_live_reader_a_few_times_its_bytes(monkeypatch):
+    """A line without newline or carriage return cannot be compacted: it was joined and
+    searched again at every 64 KB chunk (quadratic: a 60 MB line read past a command's
+    time limit). Now it is joined once and searched only when it has doubled."""
+    from dlscale import keraslog
+
+    seen = []
+    real = keraslog.compact
+    monkeypatch.setattr(keraslog, "compact", lambda line: seen.append(len(line)) or real(line))
+    text = b"x" * (16 << 20) + b"\nend"
+    lines = keraslog.Lines()
+    got = [line for lo in range(0, len(text), 65536) for line in lines.add(text[lo:lo + 65536])]
+    assert sum(seen) < 4 * len(text), (sum(seen), len(text))
+    assert [len(line) for line in got] == [16 << 20] and lines.rest() == "end"
+
+
+def test_the_live_reader_gives_the_lines_of_the_whole_text_whatever_the_chunks():
+    import random
+
+    from dlscale.keraslog import Lines
+
+    rng = random.Random(3)
+    text = "".join(rng.choice(["a", "b\r", "\n", "é", " "]) for _ in range(20_000)).encode()
+    for _ in range(20):
+        lines, got, lo = Lines(), [], 0
+        while lo < len(text):
+            step = rng.choice([1, 2, 7, 100, 5000])
+            got += lines.add(text[lo:lo + step])
+            lo += step
+        *whole, last = text.decode().split("\n")
+        assert (got, lines.rest()) == (whole, last)
