@@ -10,6 +10,7 @@ count restarts or a run's settings are stated again after finished epochs.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import os
 import pickle
@@ -80,9 +81,26 @@ class Lines:
         self.parts: list[bytes] = []  # the unfinished line, as it came
         self.size = 0
         self.compact_at = LONG_LINE
+        self.started = False
+        self.utf16 = None  # the decoder of a log that begins with a UTF-16 byte order mark
+
+    def opening(self, chunk: bytes) -> bytes:
+        """The first bytes: a UTF-8 byte order mark is dropped (Windows editors and
+        PowerShell's redirections write one), a UTF-16 one makes the rest read as UTF-16
+        (its NUL bytes would otherwise call the log binary)."""
+        self.started = True
+        if chunk.startswith(codecs.BOM_UTF8):
+            return chunk[len(codecs.BOM_UTF8):]
+        if chunk.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+            self.utf16 = codecs.getincrementaldecoder("utf-16")(errors="replace")
+        return chunk
 
     def add(self, chunk: bytes) -> list[str]:
         """The lines that `chunk` finished."""
+        if not self.started and chunk:
+            chunk = self.opening(chunk)
+        if self.utf16 is not None:
+            chunk = self.utf16.decode(chunk).encode("utf-8")
         if b"\n" not in chunk:
             self.parts.append(chunk)
             self.size += len(chunk)
@@ -100,6 +118,8 @@ class Lines:
 
     def rest(self) -> str:
         """The text after the last newline."""
+        if self.utf16 is not None:
+            self.parts.append(self.utf16.decode(b"", final=True).encode("utf-8"))
         return decode(b"".join(self.parts))
 
 
@@ -245,7 +265,12 @@ def parse_text(text: str, path: str = "<log>") -> ParsedLog:
 
 
 def read_text(path) -> str:
-    with open(path, encoding="utf-8", errors="replace", newline="") as handle:
+    """A log's text: UTF-8 (a byte order mark dropped), or UTF-16 where it begins with
+    UTF-16's mark."""
+    with open(path, "rb") as handle:
+        utf16 = handle.read(2) in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+    with open(path, encoding="utf-16" if utf16 else "utf-8-sig", errors="replace",
+              newline="") as handle:
         return handle.read()
 
 

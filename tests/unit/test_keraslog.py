@@ -516,3 +516,21 @@ def test_the_live_reader_gives_the_lines_of_the_whole_text_whatever_the_chunks()
             lo += step
         *whole, last = text.decode().split("\n")
         assert (got, lines.rest()) == (whole, last)
+
+
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16", "utf-16-be"])
+def test_a_log_with_a_byte_order_mark_is_the_same_runs(tmp_path, encoding):
+    """A UTF-8 byte order mark (Windows editors, PowerShell) split the first run in two; a
+    UTF-16 log was called binary. Both read as the UTF-8 file does, live and whole."""
+    text = read_text(STUDY / "ResNet50_all.out")
+    marked = tmp_path / "ResNet50_all.out"
+    data = text.encode(encoding)
+    if encoding == "utf-16-be":
+        data = b"\xfe\xff" + data
+    marked.write_bytes(data)
+    runs = parse_file_runs(str(marked))
+    assert [r.line for r in runs] == [1, 11, 21]
+    assert [[e["seconds"] for e in r.rows()] for r in runs] == [
+        [49, 45, 45, 45, 45], [26, 24, 24, 24, 24], [14, 12, 12, 12, 12]]
+    assert not any(r.warnings or r.cut for r in runs)
+    assert read_text(marked) == text
