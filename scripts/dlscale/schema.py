@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import copy
 import difflib
+import math
+import re
 from functools import cache
 from pathlib import Path
 
@@ -53,12 +55,71 @@ def validate(config: dict) -> dict:
     Snakemake's reads it again with its pure-Python loader, 0.2 s of every Snakemake start.
     A violation is one PlanError line naming the key's path, the value and what was
     expected."""
-    error = next(_validator().iter_errors(config), None)  # what Snakemake's would raise
+    refuse_nonfinite(config, "")
+    validator = _validator()
+    error = next(validator.iter_errors(config), None)  # what Snakemake's would raise
+    while error is not None and exponent_number(error):  # 1e-3: YAML 1.1 read it as text
+        holder = config
+        for part in list(error.absolute_path)[:-1]:
+            holder = holder[part]
+        holder[error.absolute_path[-1]] = float(error.instance)
+        error = next(validator.iter_errors(config), None)
     if error is not None:
+        path, message = explain(error)
         where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}"
-                        for part in error.absolute_path).lstrip(".") or "the config"
-        raise PlanError(f"config: {where}: {error.message}")
+                        for part in path).lstrip(".") or "the config"
+        raise PlanError(f"config: {where}: {message}")
     return config
+
+
+def explain(error) -> tuple[list, str]:
+    """(key path, message) of a validation error. For a value that fits none of an anyOf's
+    forms, the form of the value's own type (a command as a mapping, not as a string) and
+    its deepest failures: the key that broke it and its rule, not "is not valid under any
+    of the given schemas". A plain value (a string, a number) keeps that message: its
+    forms differ in type, and naming one would hide the others."""
+    while (error.validator in ("anyOf", "oneOf") and error.context
+           and isinstance(error.instance, (dict, list))):
+        forms: dict = {}
+        for sub in error.context:
+            forms.setdefault(sub.relative_schema_path[0], []).append(sub)
+        fitting = [subs for subs in forms.values()  # forms of another type say nothing
+                   if not any(e.validator == "type" and not e.relative_path for e in subs)]
+        if not fitting:
+            break
+        subs = max(fitting, key=lambda errs: max(len(e.relative_path) for e in errs))
+        deepest = max(len(e.relative_path) for e in subs)
+        subs = [e for e in subs if len(e.relative_path) == deepest]
+        if len(subs) > 1:
+            return list(subs[0].absolute_path), "; ".join(e.message for e in subs)
+        error = subs[0]
+    return list(error.absolute_path), error.message
+
+
+# a number in exponent form without a dot (1e-3, 5E4): YAML 1.2 and JSON read it as a
+# number, PyYAML (YAML 1.1) as a string
+EXPONENT = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def exponent_number(error) -> bool:
+    """Whether a validation error is a number that YAML 1.1 read as text."""
+    expected = error.schema.get("type") if isinstance(error.schema, dict) else None
+    return (error.validator == "type" and expected in ("number", ["number", "null"])
+            and isinstance(error.instance, str) and EXPONENT.fullmatch(error.instance.strip())
+            is not None and bool(error.absolute_path))
+
+
+def refuse_nonfinite(value, where: str) -> None:
+    """.nan, .inf and -.inf (numbers to YAML and to the schema) as one line naming the key."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise PlanError(f"config: {where or 'the config'}: {value} is not a finite number: "
+                        "expected a number such as 0.1 or 1e-3")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            refuse_nonfinite(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            refuse_nonfinite(item, f"{where}[{index}]")
 
 
 def section(name: str) -> dict:

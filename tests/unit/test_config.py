@@ -260,3 +260,45 @@ def test_two_models_with_one_label_are_refused():
     with pytest.raises(PlanError) as info:
         expand(_config(sweep={"models": ["a.py:build", "b.py:build"]}))
     assert "two models are labelled 'build'" in str(info.value)
+
+
+@pytest.mark.parametrize("text,value", [("1e-3", 0.001), ("5E-4", 0.0005), ("1E+0", 1.0)])
+def test_a_number_in_exponent_form_is_a_number(text, value):
+    """PyYAML (YAML 1.1) reads `base_lr: 1e-3` as the string '1e-3'; YAML 1.2 and JSON
+    read a number, and so does the config."""
+    config = yaml.safe_load(f"training: {{base_lr: {text}}}\n"
+                            f"analysis: {{accuracy_tolerance: {text}}}")
+    assert config["training"]["base_lr"] == text  # as PyYAML reads it
+    validate(config)
+    assert config["training"]["base_lr"] == value
+    assert config["analysis"]["accuracy_tolerance"] == value
+
+
+@pytest.mark.parametrize("text", [".nan", ".inf", "-.inf", ".NaN"])
+def test_nan_and_infinity_are_refused_by_key(text):
+    config = yaml.safe_load(f"training: {{base_lr: {text}}}")
+    with pytest.raises(PlanError) as error:
+        validate(config)
+    message = str(error.value)
+    assert message.startswith("config: training.base_lr: ") and "not a finite number" in message
+    assert "\n" not in message
+
+
+
+@pytest.mark.parametrize("text,words", [
+    ('sweep: {commands: {mine: {run: "python x.py", bogus: 1}}}',
+     "config: sweep.commands.mine: Additional properties are not allowed ('bogus' was "
+     "unexpected)"),
+    ('sweep: {commands: {mine: {run: "python x.py", tasks: bogus}}}',
+     "config: sweep.commands.mine.tasks: 'bogus' is not one of ['one', 'per_gpu', "
+     "'per_node']"),
+    ('sweep: {models: [{from: "net.py:build", label: "my label"}]}',
+     "config: sweep.models[0].label: 'my label' does not match '^[A-Za-z][A-Za-z0-9_-]*$'"),
+])
+def test_a_value_that_fits_none_of_a_keys_forms_names_the_key_and_its_rule(text, words):
+    """Inside an anyOf (a command as text or as a mapping), the error is the form of the
+    value's own type and the key that broke it, not 'is not valid under any of the given
+    schemas'."""
+    with pytest.raises(PlanError) as error:
+        validate(yaml.safe_load(text))
+    assert str(error.value) == words
