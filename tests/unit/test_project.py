@@ -260,3 +260,14 @@ def test_every_column_of_runs_csv_is_declared_with_its_unit(tmp_path):
     written = list(pd.read_csv(tmp_path / "t" / "runs.csv", nrows=0).columns)
     declared = {c.name for c in columns.SCALING + columns.RUNS + columns.ACCOUNTED}
     assert [c for c in written if c not in declared] == []
+
+
+def test_what_a_study_writes_is_not_tracked_and_is_ignored():
+    """make demo writes the results history (history.path's default, history.sqlite in the
+    working directory): a tracked copy was rewritten by every demo run in a checkout."""
+    tracked = subprocess.run(["git", "ls-files", "*.sqlite", "results", "logs"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert tracked == []
+    ignored = subprocess.run(["git", "check-ignore", "history.sqlite", "results/x", ".whl/x"],
+                             cwd=ROOT, capture_output=True, text=True).stdout.split()
+    assert ignored == ["history.sqlite", "results/x", ".whl/x"]
