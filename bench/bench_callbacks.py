@@ -70,7 +70,7 @@ def main(argv=None) -> int:
     from bare_keras import EpochTimer  # the bare script's timer, the same in every set
 
     from dlscale import training as T
-    from dlscale.cli import keras as load_keras
+    from dlscale.keraschoice import keras as load_keras
     from dlscale.telemetry import Sampler
 
     keras = load_keras()

@@ -100,9 +100,9 @@ def stage_read(data: Path, resize_to: int = 0, cache: bool = False) -> dict:
     steps = load_manifest(data)["splits"]["train"]["count"] // BATCH
     batches = iter(make_dataset(data, "train", BATCH, training=True, seed=1, cache=cache))
     if resize_to:
-        from dlscale import cli as K
+        from dlscale import keraschoice
 
-        resize = K.keras().layers.Resizing(resize_to, resize_to, interpolation="bilinear",
+        resize = keraschoice.keras().layers.Resizing(resize_to, resize_to, interpolation="bilinear",
                                            dtype="float32")
         batches = resized(batches, tf.function(resize))
     return {"epoch_images_per_s": timed_epochs(batches, steps), "peak_rss_mb": peak_rss_mb()}

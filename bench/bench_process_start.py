@@ -33,8 +33,8 @@ BEFORE = f"""
 import sys
 sys.path.insert(0, {str(SCRIPTS)!r})
 sys.argv[0] = {str(SCRIPTS / "train.py")!r}
-from dlscale import cli
-cli.keep_jax_out = lambda: None
+from dlscale import keraschoice
+keraschoice.keep_jax_out = lambda: None
 import train
 sys.exit(train.main(sys.argv[1:]))
 """

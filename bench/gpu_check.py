@@ -200,9 +200,9 @@ def main(argv=None) -> int:
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # NVML sees what it uses
     if args.cpu:
         os.environ["JAX_PLATFORMS"] = "cpu"
-    from dlscale import cli
+    from dlscale import keraschoice
 
-    cli.use_keras(3, "jax")
+    keraschoice.use_keras(3, "jax")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     check = Check(args)
     report = {"system": system(args.cpu), "settings": {k: (str(v) if isinstance(v, Path) else v)

@@ -23,9 +23,9 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dlscale import cli as K
+from dlscale import keraschoice
 from dlscale.batchsearch import search
-from dlscale.cli import exit_without_teardown, quiet_tensorflow
+from dlscale.cli import exit_without_teardown
 from dlscale.vocabulary import DEFAULTS, PRECISIONS
 
 OOM, NO_GPU = 10, 5
@@ -41,9 +41,9 @@ class FinderError(Exception):
 
 def run_trial(args: argparse.Namespace) -> int:
     """In the trial process: a few steps with batch args.trial; exit status says how."""
-    quiet_tensorflow()
+    keraschoice.quiet_tensorflow()
     import tensorflow as tf
-    keras = K.keras()
+    keras = keraschoice.keras()
 
     from dlscale.tfrecords import load_manifest
     from dlscale.training import build_model, cuda_visible_devices, resolve_precision

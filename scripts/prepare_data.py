@@ -18,9 +18,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dlscale.cli import exit_without_teardown, fail, quiet_tensorflow
+from dlscale.cli import exit_without_teardown, fail
 from dlscale.contract import MANIFEST
 from dlscale.datasets import DATASETS, DatasetError
+from dlscale.keraschoice import quiet_tensorflow
 from dlscale.preparation import prepare
 from dlscale.vocabulary import DEFAULTS
 

@@ -20,7 +20,7 @@ import socket
 import tempfile
 from pathlib import Path
 
-from dlscale import cli as K
+from dlscale import keraschoice
 from dlscale.cluster import slurm_tf_config, worker_identity
 from dlscale.training import (
     RunError,
@@ -80,12 +80,12 @@ class Backend:
         return lambda model: schedule(model.optimizer.iterations)
 
     def callbacks(self, recorder, backup_dir: str, plan) -> list:
-        keras = K.keras()
+        keras = keraschoice.keras()
         # the recorder first, so an epoch is recorded before its backup is saved; the backup
         # outlives fit (RunRecord.write drops it once run.json is written), so a job killed
         # during the evaluation or the record resumes with every epoch done. None has step
         # hooks: Keras then calls no callback between steps
-        if K.keras_version() == 3:
+        if keraschoice.keras_version() == 3:
             from dlscale.keras3 import backup_callback
 
             return [recorder, backup_callback(backup_dir, write=self.chief)]
@@ -226,7 +226,7 @@ class Horovod(Backend):
             make_optimizer(self.settings.optimizer, plan.lr, self.settings.momentum, legacy=True))
 
     def lr_of(self, schedule):
-        keras = K.keras()
+        keras = keraschoice.keras()
         return lambda model: keras.backend.get_value(model.optimizer.learning_rate)
 
     def callbacks(self, recorder, backup_dir: str, plan) -> list:
@@ -279,7 +279,7 @@ class Horovod(Backend):
 
 class DataParallel(Backend):
     """Keras 3 on JAX: one process per node holds its replicas (GPUs, or XLA host devices
-    on CPUs, which cli.use_keras asked for), keras.distribution.DataParallel splits every
+    on CPUs, which keraschoice.use_keras asked for), keras.distribution.DataParallel splits every
     global batch over all of them. Several processes (nodes) meet through
     jax.distributed: under srun it reads SLURM's tasks itself; outside SLURM (launch.py's
     local workers) the first worker of TF_CONFIG is the coordinator. Every process reads
@@ -315,7 +315,7 @@ class DataParallel(Backend):
         import tensorflow as tf
 
         tf.config.set_visible_devices([], "GPU")
-        keras = K.keras()
+        keras = keraschoice.keras()
         platform = "gpu" if self.settings.device == "gpu" else "cpu"
         try:
             found = jax.devices(platform)
@@ -358,7 +358,7 @@ class DataParallel(Backend):
     def evaluate(self, model, test_ds, manifest: dict) -> dict:
         """The whole test split: the batches that divide over the devices under the
         distribution, the rest (JAX cannot shard it) on one device, weighed by images."""
-        keras = K.keras()
+        keras = keraschoice.keras()
         images = manifest["splits"]["test"]["count"]
         batch = self.test_batch
         full = images // batch
@@ -403,7 +403,7 @@ def one_device_metrics(model, batches) -> dict:
     strategy's cross-replica context its variables read as one copy): no replica split."""
     import numpy as np
 
-    keras = K.keras()
+    keras = keraschoice.keras()
     loss_of = keras.losses.get(model.loss)
     losses, hits = [], []
     for images, labels in batches:

@@ -1,82 +1,13 @@
-"""Small helpers every CLI script shares."""
+"""Small helpers every command line shares: failing in one line, ending without Python's
+teardown, KEY=VALUE flags."""
 
 from __future__ import annotations
 
 import atexit
-import importlib.abc
-import importlib.util
 import os
 import sys
 from collections.abc import Callable
 from typing import NoReturn
-
-# which Keras this process trains with: "2" (tf-keras, the default) or "3"; set by
-# use_keras before TensorFlow, Keras or JAX is imported
-KERAS_ENV = "DLSCALE_KERAS"
-
-
-def use_keras(version: int, backend: str = "tensorflow", host_devices: int = 1) -> None:
-    """Choose the Keras of this process before anything imports it (docs/keras.md):
-    Keras 2 (tf-keras) or Keras 3 on `backend`. On JAX, `host_devices` > 1 shows that many
-    CPU devices (XLA's host platform), the way TensorFlow gets logical CPU devices."""
-    os.environ[KERAS_ENV] = str(version)
-    if version == 3:
-        os.environ["TF_USE_LEGACY_KERAS"] = "0"  # tf.keras is Keras 3 too (users' models)
-        os.environ["KERAS_BACKEND"] = backend
-        if backend == "jax" and host_devices > 1:
-            flag = f"--xla_force_host_platform_device_count={host_devices}"
-            os.environ["XLA_FLAGS"] = " ".join(
-                [f for f in os.environ.get("XLA_FLAGS", "").split()
-                 if not f.startswith("--xla_force_host_platform_device_count")] + [flag])
-    quiet_tensorflow()
-
-
-JAX_KEPT_OUT = ("JAX is kept out of this process: its Keras trains on TensorFlow "
-                "(training.backend: jax trains on JAX)")
-
-
-class _KeepJaxOut(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] in ("jax", "jaxlib"):
-            raise ModuleNotFoundError(JAX_KEPT_OUT, name=name)
-        return None
-
-
-def keep_jax_out() -> None:
-    """TensorFlow's import imports JAX where it is installed (tf.lite's `try: import
-    jax`): 0.66 s of each start here, in a process that never uses it. Before TensorFlow
-    is imported, `import jax` in this process fails with the reason; TensorFlow goes on
-    without. Once TensorFlow is imported there is nothing to save, and nothing is done
-    (a test process that imports both keeps both)."""
-    if ("tensorflow" in sys.modules or "jax" in sys.modules
-            or any(isinstance(finder, _KeepJaxOut) for finder in sys.meta_path)):
-        return
-    sys.meta_path.insert(0, _KeepJaxOut())
-
-
-def keras_version() -> int:
-    return 3 if os.environ.get(KERAS_ENV) == "3" else 2
-
-
-def trains_on_jax() -> bool:
-    """Whether this process's Keras (as use_keras chose it) is Keras 3 on JAX."""
-    return keras_version() == 3 and os.environ.get("KERAS_BACKEND") == "jax"
-
-
-def quiet_tensorflow() -> None:
-    """Keep TensorFlow's C++ start-up chatter out of logs unless the user asked for it,
-    and JAX out of a process that does not train on it."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    if not trains_on_jax():
-        keep_jax_out()
-    if keras_version() == 3:
-        return
-    # Keras 2 (docs/keras.md): tf-keras with TensorFlow 2.21; TensorFlow 2.15 (the
-    # Horovod environment) has Keras 2 built in and fails if asked for tf_keras.
-    if importlib.util.find_spec("tf_keras") is not None:
-        os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-    else:
-        os.environ.pop("TF_USE_LEGACY_KERAS", None)
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -106,23 +37,6 @@ def exit_without_teardown(main: Callable[[], int | None]) -> NoReturn:
         except (OSError, ValueError):  # a closed pipe or stream: nothing left to keep
             pass
     os._exit(code or 0)
-
-
-def keras():
-    """The Keras use_keras chose. Keras 3: `import keras`. Keras 2 in either environment:
-    tf-keras with TensorFlow 2.21 (the main one), or TensorFlow 2.15's own tf.keras, which
-    is Keras 2 (the Horovod environment, where horovod.tensorflow.keras works on tf.keras
-    and a second Keras copy would not mix)."""
-    quiet_tensorflow()
-    if keras_version() == 3:
-        import keras as keras3
-
-        return keras3
-    try:
-        import tf_keras
-    except ImportError:
-        from tensorflow import keras as tf_keras
-    return tf_keras
 
 
 def parse_meta(items: list[str], flag: str = "--meta") -> dict:

@@ -16,7 +16,7 @@ import shutil
 import time
 from pathlib import Path
 
-from dlscale import cli as K
+from dlscale import keraschoice
 
 
 def keras_line(steps: int, seconds: float, logs: dict) -> str:
@@ -34,7 +34,7 @@ class CustomLoop:
     def __init__(self, backend, model, plan, checkpoint_dir: Path):
         import tensorflow as tf
 
-        keras = K.keras()
+        keras = keraschoice.keras()
         self.backend, self.model, self.plan = backend, model, plan
         self.optimizer = model.optimizer
         with backend.strategy.scope():
@@ -109,7 +109,7 @@ class CustomLoop:
 
     def train(self, dataset, epochs: int, callbacks: list, verbose: bool) -> int:
         """Train from the restored epoch on; return the epoch it resumed at (0: none)."""
-        keras = K.keras()
+        keras = keraschoice.keras()
         start = self.restore()
         hooks = keras.callbacks.CallbackList(callbacks, model=self.model,
                                              epochs=epochs, steps=self.plan.steps)

@@ -21,9 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dlscale import cli as K
-from dlscale import phases
-from dlscale.cli import quiet_tensorflow
+from dlscale import keraschoice, phases
 from dlscale.cluster import worker_identity
 from dlscale.contract import (
     EPOCHS,
@@ -40,6 +38,7 @@ from dlscale.contract import (
 )
 from dlscale.errors import RunError, disk_full
 from dlscale.files import tee_stdout, unshare
+from dlscale.keraschoice import quiet_tensorflow
 from dlscale.resume import completed_epochs, prepare_state
 from dlscale.runinputs import input_facts, inputs, synthetic_speed
 from dlscale.settings import Settings, resume_key
@@ -92,7 +91,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     from dlscale.backends import make_backend
     from dlscale.tfrecords import load_manifest
 
-    K.keras()
+    keraschoice.keras()
     # Keras 3 warns that fit does not shuffle a tf.data input: dlscale's shuffles itself
     warnings.filterwarnings("ignore", "`shuffle=True` was passed", UserWarning)
     phases.mark("imports")
@@ -204,7 +203,7 @@ def build(r: Run, deadline, sampler=None, on_first=None):
     from dlscale import training as T
 
     settings, backend, plan = r.settings, r.backend, r.plan
-    keras = K.keras()
+    keras = keraschoice.keras()
     keras.utils.set_random_seed(settings.seed)
     keras.mixed_precision.set_global_policy(r.precision)
     schedule = T.warmup_schedule(settings.base_lr, plan.lr, plan.warmup_steps)
@@ -240,7 +239,7 @@ def chief_callbacks(settings, backend) -> list:
     """TensorBoard event files and a profiler trace of --profile-steps, from the chief."""
     if not backend.chief or not (settings.tensorboard or settings.profile_steps):
         return []
-    keras = K.keras()
+    keras = keraschoice.keras()
     return [keras.callbacks.TensorBoard(log_dir=str(settings.out / TENSORBOARD),
                                         profile_batch=settings.profile_steps or 0)]
 
@@ -255,7 +254,8 @@ def slow_steps() -> list:
     delay = float(os.environ.get(SLOW_STEP_ENV) or 0)
     if delay <= 0:
         return []
-    return [K.keras().callbacks.LambdaCallback(on_train_batch_end=lambda *_: time.sleep(delay))]
+    return [keraschoice.keras().callbacks.LambdaCallback(
+        on_train_batch_end=lambda *_: time.sleep(delay))]
 
 
 def backup_dir(settings, state: Path) -> Path:
@@ -361,7 +361,7 @@ def record(r: Run, started: datetime, status: Status, reason, test: dict,
                  "native_shape": manifest.get("native_shape")},
         **input_facts(settings, backend, manifest),
         **T.environment_facts(), versions=(versions := T.versions()),
-        keras=getattr(K.keras(), "__version__", None), backend=settings.backend,
+        keras=getattr(keraschoice.keras(), "__version__", None), backend=settings.backend,
         system=describe_system(versions), state_note=note, notes=notes,
         started=started.isoformat(timespec="seconds"),
         command=[Path(sys.argv[0]).name, *sys.argv[1:]])
@@ -403,7 +403,7 @@ def main(settings: Settings) -> int:
     """Run the point and record how it ended; train.py's exit status."""
     started = datetime.now(UTC)
     # on JAX one process per node holds its devices
-    K.use_keras(settings.keras, settings.backend,
+    keraschoice.use_keras(settings.keras, settings.backend,
                 host_devices=settings.gpus // settings.nodes if settings.device == "cpu" else 1)
     try:
         with ExitStack() as stack:  # what run() opens is closed before a failure is recorded

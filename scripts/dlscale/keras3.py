@@ -4,7 +4,7 @@ not a TensorFlow checkpoint), the warm-up schedule written with `keras.ops` (so 
 on JAX too), the speed on synthetic input timed through `fit`, and JAX's way of saying
 that memory ran out.
 
-Keras and JAX are imported inside the functions, after `cli.use_keras` chose them.
+Keras and JAX are imported inside the functions, after `keraschoice.use_keras` chose them.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dlscale import cli as K
+from dlscale import keraschoice
 
 WEIGHTS = "latest.weights.h5"          # Keras 3 BackupAndRestore's file names
 METADATA = "training_metadata.json"
@@ -33,7 +33,7 @@ def backup_callback(backup_dir: str, write: bool = True):
     restores from it and takes part in saving it (on JAX, reading the weights across
     processes is collective); only the one that `write`s (the chief) keeps it, the others
     write to a scratch folder that is removed at once."""
-    keras = K.keras()
+    keras = keraschoice.keras()
 
     class Backup(keras.callbacks.BackupAndRestore):
         def _save_model(self):
@@ -86,7 +86,7 @@ def backup_problem(folder: Path) -> str | None:
 
 def warmup_schedule(base_lr: float, target_lr: float, warmup_steps: int):
     """training.warmup_schedule in keras.ops: the same ramp on any backend."""
-    keras = K.keras()
+    keras = keraschoice.keras()
     ops = keras.ops
 
     class Warmup(keras.optimizers.schedules.LearningRateSchedule):
@@ -105,7 +105,7 @@ def warmup_schedule(base_lr: float, target_lr: float, warmup_steps: int):
 def synthetic_speed(model, dataset, steps: int, global_batch: int) -> float:
     """Images/s of `steps` steps of `fit` on `dataset` (one repeated batch), timed in a
     second epoch after an untimed first one (tracing, compiling, warm-up)."""
-    keras = K.keras()
+    keras = keraschoice.keras()
     seconds = []
 
     class Timer(keras.callbacks.Callback):

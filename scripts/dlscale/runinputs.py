@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from dlscale import cli as K
+from dlscale import keraschoice
 
 if TYPE_CHECKING:
     from dlscale.driver import Run
@@ -81,7 +81,7 @@ def synthetic_speed(r: Run, model) -> float:
 
     train_ds, _ = r.backend.datasets(synthetic_input, inputs(r)[1],
                                      plan.global_batch)  # the test input is not read
-    if K.keras_version() == 3:
+    if keraschoice.keras_version() == 3:
         from dlscale.keras3 import synthetic_speed as through_fit
 
         return through_fit(model, train_ds, r.settings.synthetic_check_steps, plan.global_batch)

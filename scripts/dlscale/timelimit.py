@@ -8,8 +8,7 @@ from __future__ import annotations
 import os
 import time
 
-from dlscale import cli as K
-from dlscale import slurm
+from dlscale import keraschoice, slurm
 
 
 class DeadlineReached(Exception):
@@ -67,7 +66,7 @@ def deadline_stop(deadline: float, agree, reserve: float = END_OF_JOB_RESERVE_S)
     """Keras callback that ends training at an epoch boundary when the next epoch, taken
     as 1.5 x the longest so far, plus `reserve` seconds for the end of the job, would
     end after `deadline`. `agree(flag)` makes every worker take the same decision."""
-    keras = K.keras()
+    keras = keraschoice.keras()
 
     class DeadlineStop(keras.callbacks.Callback):
         # decided at the end of an epoch, raised as the next begins: by then Keras has

@@ -3,7 +3,7 @@ learning-rate schedule, the epoch recorder, software checks and versions.
 
 TensorFlow is imported inside the functions so that importing this module (for
 `--help`, for tests of the pure helpers) stays fast. The Keras used everywhere is
-tf-keras (Keras 2) unless the point asks for Keras 3 (`cli.use_keras`; what differs is
+tf-keras (Keras 2) unless the point asks for Keras 3 (`keraschoice.use_keras`; what differs is
 in dlscale.keras3): Keras 3's `fit` fails under MultiWorkerMirroredStrategy with this
 TensorFlow (docs/keras.md), and Horovod knows only Keras 2.
 """
@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from dlscale import cli as K
+from dlscale import keraschoice
 from dlscale.contract import read_epochs
 from dlscale.errors import RunError  # noqa: F401 (the callers' name for it)
 from dlscale.files import append_jsonl, write_jsonl_atomic
@@ -155,7 +155,7 @@ def plan_run(*, batch_per_gpu: int, replicas: int, train_images: int,
 def make_optimizer(name: str, rate, momentum: float = 0.0, legacy: bool = False):
     """sgd (with momentum) or adam, at `rate` (a number or a schedule); legacy: Keras'
     legacy optimizer classes, which Horovod 0.28's callbacks need."""
-    keras = K.keras()
+    keras = keraschoice.keras()
     optimizers = getattr(keras.optimizers, "legacy", keras.optimizers) if legacy else \
         keras.optimizers
     if name == "sgd":
@@ -178,7 +178,7 @@ def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int,
     CNN (two 5x5 convolution + max-pool blocks and a dense softmax), or MLP, the network
     JSC trains on MNIST (Flatten, Dense(512), Dense(classes)); with `model_from`, the model
     a user's function builds (dlscale.usermodel), labelled `name`."""
-    keras = K.keras()
+    keras = keraschoice.keras()
 
     inputs = keras.Input(shape=input_shape, dtype="uint8", name="image")
     x = inputs
@@ -223,11 +223,11 @@ def warmup_schedule(base_lr: float, target_lr: float, warmup_steps: int):
     al.'s gradual warm-up). A schedule, not a callback, so resuming from a backup
     continues at the right rate: it depends only on the optimizer's step count. Keras 3
     gets the same ramp in keras.ops (dlscale.keras3), so that it runs on JAX too."""
-    if K.keras_version() == 3:
+    if keraschoice.keras_version() == 3:
         from dlscale import keras3
 
         return keras3.warmup_schedule(base_lr, target_lr, warmup_steps)
-    keras = K.keras()
+    keras = keraschoice.keras()
     import tensorflow as tf
 
     class Warmup(keras.optimizers.schedules.LearningRateSchedule):
@@ -260,7 +260,7 @@ def epoch_recorder(path: Path, steps: int, global_batch: int, lr_of, write: bool
     epochs before the one starting, so a run restored from a backup has no duplicates,
     and calls `on_first(epoch index)`: only then is it known where a resume began.
     """
-    keras = K.keras()
+    keras = keraschoice.keras()
 
     class EpochRecorder(keras.callbacks.Callback):
         def __init__(self):
@@ -339,11 +339,11 @@ def environment_facts() -> dict:
 def versions() -> dict:
     import tensorflow as tf
     build = tf.sysconfig.get_build_info()
-    keras = K.keras()
+    keras = keraschoice.keras()
     keras_version = (getattr(keras, "__version__", None)
                      or f"built into TensorFlow {tf.__version__}")
     horovod = sys.modules.get("horovod")  # loaded by the Horovod backend, if it runs
-    jax = sys.modules.get("jax") if K.trains_on_jax() else None  # Keras 3's JAX backend
+    jax = sys.modules.get("jax") if keraschoice.trains_on_jax() else None  # Keras 3's JAX backend
     return {"tensorflow": tf.__version__,
             "keras": f"{keras.__name__.split('.')[0]} {keras_version}",
             "jax": getattr(jax, "__version__", None),

@@ -348,9 +348,9 @@ def _params(function) -> list[Param] | None:
 
 def build(builder: str, input_shape: tuple[int, int, int], num_classes: int):
     """The user's model, checked: a Keras model with one output of num_classes values."""
-    from dlscale import cli as K
+    from dlscale import keraschoice
 
-    keras = K.keras()
+    keras = keraschoice.keras()
     function = load(builder)
     params = _params(function)
     style = call_style(params) if params is not None else (SHAPE_NAMES[0], CLASS_NAMES[0])
@@ -366,12 +366,12 @@ def build(builder: str, input_shape: tuple[int, int, int], num_classes: int):
         kind = f"{type(model).__module__}.{type(model).__name__}"
         other = {"keras": 3, "tf_keras": 2}.get(kind.split(".")[0])
         hint = (f"it is a Keras {other} model: set training.keras to {other}, or build it with "
-                f"{'`import keras`' if K.keras_version() == 3 else '`import tf_keras`'}"
-                if other and other != K.keras_version() else
-                "build it with `import keras`" if K.keras_version() == 3 else
+                f"{'`import keras`' if keraschoice.keras_version() == 3 else '`import tf_keras`'}"
+                if other and other != keraschoice.keras_version() else
+                "build it with `import keras`" if keraschoice.keras_version() == 3 else
                 "build it with `from tensorflow import keras`")
         raise RunError(f"model {builder} returned a {kind}, not a model of the Keras this "
-                       f"point trains with (Keras {K.keras_version()}: {keras.__name__} "
+                       f"point trains with (Keras {keraschoice.keras_version()}: {keras.__name__} "
                        f"{keras.__version__}): {hint}", 2)
     try:  # called on the input dlscale feeds it: builds a model given no keras.Input
         output = model(keras.Input(shape=shape))

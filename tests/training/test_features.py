@@ -50,7 +50,7 @@ def test_two_workers_write_tensorboard_a_profile_and_the_model_once(small_data, 
     traces = list((tmp_path / "tensorboard").rglob("*.xplane.pb"))
     assert len(traces) == 1 and traces[0].stat().st_size > 1000
 
-    from dlscale.cli import keras
+    from dlscale.keraschoice import keras
 
     model = keras().models.load_model(str(tmp_path / "model.keras"), compile=False)
     assert model.output_shape == (None, 10)

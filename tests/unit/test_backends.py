@@ -92,7 +92,7 @@ def test_trains_fit_calls_no_callback_between_steps(tmp_path):
     import time
 
     from dlscale import driver
-    from dlscale.cli import keras
+    from dlscale.keraschoice import keras
     from dlscale.settings import parse
 
     settings = parse(["--data-dir", str(tmp_path), "--out", str(tmp_path / "out"),

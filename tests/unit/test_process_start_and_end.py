@@ -21,8 +21,8 @@ def test_tensorflow_starts_without_jax_unless_keras_trains_on_jax():
     whose Keras is 2, or 3 on TensorFlow; there `import jax` says why it fails."""
     check = """
 import sys
-from dlscale import cli
-cli.use_keras({keras}, "{backend}")
+from dlscale import keraschoice
+keraschoice.use_keras({keras}, "{backend}")
 import tensorflow
 print("jax" in sys.modules)
 try:

@@ -271,3 +271,20 @@ def test_what_a_study_writes_is_not_tracked_and_is_ignored():
     ignored = subprocess.run(["git", "check-ignore", "history.sqlite", "results/x", ".whl/x"],
                              cwd=ROOT, capture_output=True, text=True).stdout.split()
     assert ignored == ["history.sqlite", "results/x", ".whl/x"]
+
+
+def test_every_module_of_the_package_is_named_in_the_developers_guide():
+    """docs/development.md, "What is where": one row for each module of the package."""
+    text = (ROOT / "docs" / "development.md").read_text()
+    table = text.split("| module | its job |", 1)[1].split("\n\n", 1)[0]
+    named = set(re.findall(r"`(\w+)`", table))
+    modules = {path.stem for path in (ROOT / "scripts" / "dlscale").glob("*.py")} - {"__init__"}
+    assert sorted(modules - named) == []
+
+
+def test_no_module_is_imported_under_the_name_of_the_keras_backend_module():
+    """`K` is what every Keras reader takes for keras.backend: the Keras choice is
+    imported by its own name (dlscale.keraschoice)."""
+    sources = [*(ROOT / "scripts").rglob("*.py"), *(ROOT / "tests").rglob("*.py"),
+               *(ROOT / "bench").rglob("*.py")]
+    assert [str(p) for p in sources if re.search(r"\bimport \w+ as K\b", p.read_text())] == []

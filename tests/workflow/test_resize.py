@@ -23,11 +23,11 @@ pytestmark = pytest.mark.workflow
 def model_input(data_dir, image_size):
     """What the model's convolutions see: the output of its `rescale` layer, for the
     first test batch read from `data_dir` by the training reader."""
-    from dlscale import cli as K
+    from dlscale import keraschoice
     from dlscale.tfrecords import load_manifest
     from dlscale.training import build_model
 
-    keras = K.keras()
+    keras = keraschoice.keras()
     manifest = load_manifest(data_dir)
     model = build_model("SimpleCNN", tuple(manifest["image_shape"]), 10, image_size)
     images, labels = next(iter(make_dataset(data_dir, "test", 40, training=False)))
