@@ -135,8 +135,13 @@ def write(path: str) -> None:
     from pathlib import Path
 
     text = Path(path).read_text()
-    head, _, rest = text.partition(BEGIN)
-    _, _, tail = rest.partition(END)
+    head, begun, rest = text.partition(BEGIN)
+    _, ended, tail = rest.partition(END)
+    if not (begun and ended):  # a lost marker would drop everything after the table
+        missing = " and ".join(m.strip() for m, found in ((BEGIN, begun), (END, ended))
+                               if not found)
+        raise SystemExit(f"error: {path} lacks {missing}: expected the generated table "
+                         f"between {BEGIN.strip()} and {END.strip()}; nothing written")
     Path(path).write_text(head + BEGIN + render() + END + tail)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import secrets
 import shutil
 import sys
 from contextlib import contextmanager
@@ -17,9 +18,12 @@ def atomic(path: str | Path):
     block ends without an error, and is removed otherwise. The temporary name keeps the
     suffix, so tools that choose a format by it (matplotlib, pandas) still do. The new
     content is on disk before it takes the old one's name, so a node losing power right
-    after cannot leave an empty file where the old one was."""
+    after cannot leave an empty file where the old one was. The temporary file is this
+    writer's own, created exclusively (claim_temporary): two writers of one file (two
+    Snakemake starts recording a folder's listing) never publish each other's
+    half-written bytes."""
     path = Path(path)
-    tmp = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    tmp = claim_temporary(path)
     try:
         yield tmp
         with open(tmp, "rb") as handle:
@@ -29,12 +33,33 @@ def atomic(path: str | Path):
         tmp.unlink(missing_ok=True)
 
 
+def claim_temporary(path: Path) -> Path:
+    """A new empty file beside `path`, created exclusively (O_EXCL): `.name.tmp.suffix`,
+    or, while another writer holds that name (or a killed one left it behind), a name
+    with this process's id and a random part. Its writer owns it: it may be rewritten
+    in place or replaced (link_or_copy), never shared."""
+    name = path.with_name(f".{path.stem}.tmp{path.suffix}")
+    while True:
+        try:
+            os.close(os.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+            return name
+        except FileExistsError:
+            name = path.with_name(f".{path.stem}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+                                  f"{path.suffix}")
+
+
 def link_or_copy(source: str | Path, target: str | Path) -> None:
     """`target` as a second name of `source` (a hard link: one copy on disk, however large),
     or a copy where the file system has no hard links. Neither file may then be written
     in place: replaced whole (atomic), removed, or first made its own (`unshare`)."""
+    target = Path(target)
     try:
-        os.link(source, target)
+        try:
+            os.link(source, target)
+        except FileExistsError:  # a temporary file claimed for it: the link takes its place
+            spare = target.with_name(f"{target.name}.{secrets.token_hex(4)}.link")
+            os.link(source, spare)
+            os.replace(spare, target)
     except OSError:
         shutil.copyfile(source, target)
 

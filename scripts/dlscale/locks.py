@@ -95,6 +95,10 @@ def holder_state(who: dict, active: dict | None = None) -> str:
         return "gone"
     if who.get("host") == socket.gethostname():
         return "live" if pid_alive(who["pid"], who.get("since")) else "gone"
+    if who.get("slurm_job") and str(who["slurm_job"]) == os.environ.get("SLURM_JOB_ID"):
+        # this very job on another host: SLURM requeued it (a failed node) and it starts
+        # again elsewhere under the same id; its earlier run is gone, not a rival
+        return "gone"
     if who.get("slurm_job"):
         jobs = slurm.active_jobs() if active is None else active
         if jobs is None:

@@ -171,3 +171,44 @@ def test_ports_reserved_by_live_launchers_are_never_handed_out_twice(tmp_path):
     locks.reserve_ports(1)
     registry = json.loads(locks._registry().read_text())
     assert not set(registry.values()) & {proc.pid for proc in procs}
+
+
+def test_two_writers_of_one_file_write_temporary_files_of_their_own(tmp_path):
+    """files.atomic: a second writer of the same file while the first writes (two Snakemake
+    starts recording a folder's listing) never shares its temporary file."""
+    from dlscale.files import atomic
+
+    target = tmp_path / "listing.json"
+    with atomic(target) as first, atomic(target) as second:
+        assert first != second and first.parent == second.parent == tmp_path
+        assert first.name == ".listing.tmp.json" and second.name.endswith(".tmp.json")
+        first.write_text("first")
+        second.write_text("second, and longer")
+    assert target.read_text() == "first"  # the last to finish replaced the file whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["listing.json"]
+
+
+def test_a_requeued_job_on_another_node_does_not_wait_for_itself(tmp_path, monkeypatch):
+    """SLURM requeues a job after a node failure under the same id; on its new node it
+    finds the point's lock naming its own job on the dead one. That holder is gone: the
+    job is running, but it is this one."""
+    from dlscale import locks
+
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    dead = {"host": "node-that-failed", "pid": 123, "slurm_job": "4242"}
+    assert locks.holder_state(dead, active={"4242": "RUNNING"}) == "gone"
+    other = {"host": "node-that-failed", "pid": 123, "slurm_job": "4243"}
+    assert locks.holder_state(other, active={"4242": "RUNNING", "4243": "RUNNING"}) == "live"
+
+
+def test_a_record_linked_into_its_temporary_file_is_one_copy_on_disk(tmp_path):
+    """RunRecord.write stores epochs.jsonl once: a hard link through files.atomic, though
+    the temporary file was claimed (created) first."""
+    from dlscale.files import atomic, link_or_copy
+
+    source = tmp_path / "state.jsonl"
+    source.write_text('{"epoch": 1}\n')
+    with atomic(tmp_path / "epochs.jsonl") as tmp:
+        link_or_copy(source, tmp)
+    assert (tmp_path / "epochs.jsonl").stat().st_ino == source.stat().st_ino
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["epochs.jsonl", "state.jsonl"]

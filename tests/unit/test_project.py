@@ -288,3 +288,15 @@ def test_no_module_is_imported_under_the_name_of_the_keras_backend_module():
     sources = [*(ROOT / "scripts").rglob("*.py"), *(ROOT / "tests").rglob("*.py"),
                *(ROOT / "bench").rglob("*.py")]
     assert [str(p) for p in sources if re.search(r"\bimport \w+ as K\b", p.read_text())] == []
+
+
+def test_make_docs_refuses_a_document_that_lost_a_marker_and_writes_nothing(tmp_path):
+    from dlscale import columns
+
+    doc = tmp_path / "analysis.md"
+    text = f"# Analysis\n\n{columns.BEGIN}old table\n\n## After the table\n\nkept\n"
+    doc.write_text(text)
+    with pytest.raises(SystemExit) as stop:
+        columns.write(str(doc))
+    assert "lacks <!-- columns: end -->" in str(stop.value) and "\n" not in str(stop.value)
+    assert doc.read_text() == text
