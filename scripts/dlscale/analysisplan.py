@@ -56,14 +56,25 @@ def meta_flags(meta: dict) -> str:
     return " ".join(f"--meta {shlex.quote(f'{k}={v}')}" for k, v in meta.items())
 
 
+def external_series(item: dict) -> str:
+    """The series an external_runs entry is drawn in: its label, or '<model> (external)'."""
+    return item.get("label", f"{item['model']} (external)")
+
+
 class AnalysisPlan:
     """Study's analysis half (self.config, self.basedir and self.points are Study's)."""
 
     def _external_runs(self) -> dict[str, tuple[dict, list[dict]]]:
         """{key: (entry, per-run values)}, each log read now: what it lacks fails here."""
-        runs = {}
+        runs, series = {}, {}
         for index, item in enumerate(self.config["external_runs"]):
             where = f"external_runs[{index}]"
+            name = external_series(item)
+            first = series.setdefault(name, (where, item["model"]))
+            if first[1] != item["model"]:  # one line in the plots for two models' speedups
+                raise PlanError(f"{where}: label '{name}' is {first[0]}'s too, a log of "
+                                f"{first[1]}, and this is one of {item['model']}: a series is "
+                                "one model; give each its own label")
             for name in ("log", "err_log"):
                 if item.get(name) and (problem := unreadable_file(item[name])):
                     raise PlanError(f"{where}: {name} '{item[name]}' {problem}")
@@ -185,7 +196,7 @@ class AnalysisPlan:
         """--meta for the entry, --per-run for each run's values, --pattern for patterns."""
         item, per_run = self.external[key]
         meta = {"run": f"external/{key}", "source": "external",
-                "series": item.get("label", f"{item['model']} (external)"),
+                "series": external_series(item),
                 "model": item["model"], "repeat": item["repeat"],
                 "images_per_epoch": item.get("train_images", ""),
                 "precision": item["precision"],

@@ -426,3 +426,19 @@ def test_planning_a_study_without_references_or_compared_tables_imports_no_panda
                           cwd=tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stdout
+
+
+def test_two_models_logs_under_one_label_are_refused_naming_both_entries(tmp_path):
+    """ResNet50V2's and ResNet152V2's logs with one label were drawn as one series (repeats
+    2, the speedups of neither model); a series of one model's logs at several GPU counts
+    under one label stays allowed."""
+    study_logs = ROOT / "tests" / "data" / "reference-study"
+    one_model = [{"log": str(study_logs / f"ResNet50_{n}gpu.out"), "model": "ResNet50V2",
+                  "gpus": n, "label": "course", "train_images": 50000} for n in (1, 2)]
+    assert len(study(tmp_path, sweep={"models": []}, external_runs=one_model).external) == 2
+    two_models = [one_model[0], {**one_model[1], "model": "ResNet152V2"}]
+    with pytest.raises(PlanError) as error:
+        study(tmp_path, sweep={"models": []}, external_runs=two_models)
+    assert str(error.value) == (
+        "external_runs[1]: label 'course' is external_runs[0]'s too, a log of ResNet50V2, and "
+        "this is one of ResNet152V2: a series is one model; give each its own label")
