@@ -24,6 +24,10 @@ AMDAHL_COLUMNS = ["series", "points", "serial_fraction", "serial_fraction_se", "
                   "efficiency_4x"]
 
 
+# decimals a serial fraction is given to: far finer than any measurement
+DIGITS = 12
+
+
 def amdahl(n, f: float):
     """Amdahl's speedup on n processors with serial fraction f."""
     n = np.asarray(n, dtype=float)
@@ -35,7 +39,7 @@ def karp_flatt(speedup, n):
     speedup, n = np.asarray(speedup, dtype=float), np.asarray(n, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         e = (1.0 / speedup - 1.0 / n) / (1.0 - 1.0 / n)
-    return np.where(n > 1, e, np.nan)
+    return np.where(n > 1, np.round(e, DIGITS), np.nan)  # 1/s - 1/n leaves float noise
 
 
 def _sse(f: float, n: np.ndarray, s: np.ndarray) -> float:
@@ -60,7 +64,9 @@ def fit_serial_fraction(n, speedup) -> tuple[float, float]:
             hi = b
         else:
             lo = a
-    f = (lo + hi) / 2
+    # to the search's resolution: a perfect speedup is 0, not the 4.77e-21 where the
+    # search stopped
+    f = round((lo + hi) / 2, DIGITS)
     if len(n) < 2:
         return f, math.nan
     slope = -(1 - 1 / n) / (f + (1 - f) / n) ** 2

@@ -343,3 +343,12 @@ def test_no_accounting_leaves_the_columns_empty_with_a_note():
     assert job_accounting(None) == (dict.fromkeys(COLUMNS), None)
     columns, note = job_accounting("4242424242")
     assert columns == dict.fromkeys(COLUMNS) and note.startswith("no job accounting")
+
+
+def test_a_perfect_speedup_has_a_serial_fraction_of_zero():
+    """The fit stopped at 4.77e-21 and printed it: to its resolution, it is 0."""
+    from dlscale.amdahl import fit_serial_fraction, karp_flatt
+
+    f, se = fit_serial_fraction([1, 2, 4], [1.0, 2.0, 4.0])
+    assert (f, se) == (0.0, 0.0)
+    assert list(karp_flatt([3.0, 7.0], [3, 7])) == [0.0, 0.0]
