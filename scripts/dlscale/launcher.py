@@ -194,6 +194,11 @@ def finished_meanwhile(out: Path, command: list[str], waited: bool) -> bool:
     return False
 
 
+def is_user_command(command: list[str]) -> bool:
+    """Whether the training is a command of the user's (run_command.py), not train.py."""
+    return any(word.endswith("run_command.py") for word in command)
+
+
 def planned_settings(command: list[str]) -> dict:
     """The run record's planned keys, from the training command's own flags (train.py's
     or run_command.py's parser); {} when they do not parse (the script said why)."""
@@ -227,6 +232,9 @@ def record_end(out: Path, returncode: int, log: str | None, started: datetime,
     notes = list(notes or [])
     planned = planned_settings(command)
     finished = len(read_epochs(out / STATE / EPOCHS))
+    # dlscale's training resumes from its backup; a command of yours is started over
+    rerun = ("a rerun starts the command over" if is_user_command(command) else
+             "a rerun continues from the last finished epoch")
     if late:
         status = Status.TIMEOUT
         epochs = planned.get("epochs")
@@ -234,8 +242,7 @@ def record_end(out: Path, returncode: int, log: str | None, started: datetime,
                  if epochs and finished >= epochs else f"inside epoch {finished + 1}")
         reason = (f"still running {WATCHDOG_RESERVE_S:.0f} s before the job's time limit "
                   f"({where}): stopped so that the job ends in time; the epoch in progress "
-                  "is lost and a rerun continues from the last finished epoch, with more "
-                  "time") + see
+                  f"is lost and {rerun}, with more time") + see
     elif terminated == signal.SIGINT:
         status, reason = Status.KILLED, stopped_reason(terminated) + see
     elif terminated:
@@ -247,9 +254,8 @@ def record_end(out: Path, returncode: int, log: str | None, started: datetime,
             notes.append(f"cannot tell a time limit from a cancel: {exc}")
         timeout = left is not None and left <= 5
         status = Status.TIMEOUT if timeout else Status.KILLED
-        reason = ("SLURM ended the job at its time limit before an epoch boundary; a rerun "
-                  "continues from the last epoch" if timeout else
-                  stopped_reason(terminated)) + see
+        reason = (f"SLURM ended the job at its time limit before an epoch boundary; {rerun}"
+                  if timeout else stopped_reason(terminated)) + see
     elif returncode < 0:
         status, reason = Status.KILLED, killed_reason(-returncode) + see
     else:

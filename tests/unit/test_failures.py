@@ -322,3 +322,20 @@ def test_a_record_written_before_records_had_a_version_is_read_and_upgraded(tmp_
     record = contract.RunRecord.read(tmp_path / "run.json")
     assert record.status is contract.Status.KILLED and record["upgraded_from_version"] == 0
     assert record["images_per_epoch"] is None and record["notes"] == []
+
+
+@pytest.mark.parametrize("script, words", [
+    ("run_command.py", "a rerun starts the command over, with more time"),
+    ("train.py", "a rerun continues from the last finished epoch, with more time")])
+def test_a_timeout_says_what_a_rerun_will_do_for_a_command_and_for_dlscales_training(
+        tmp_path, script, words):
+    """launch.py's record of a training stopped before the job's time limit: dlscale's
+    training resumes from its backup, a command of yours is started over."""
+    import json
+    from datetime import UTC, datetime
+
+    from dlscale.launcher import record_end
+
+    record_end(tmp_path, -15, None, datetime.now(UTC), ["python", f"/x/{script}"], late=True)
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["status"] == "timeout" and words in run["failure"]
