@@ -36,6 +36,7 @@ from dlscale.amdahl import karp_flatt
 from dlscale.columns import ACCOUNTED_COLUMNS as ACCOUNTED
 from dlscale.columns import EXTRA_COLUMNS, MEASURED, SCALING_COLUMNS
 from dlscale.contract import Status
+from dlscale.errors import one_line
 from dlscale.vocabulary import (
     COMPARED_COLUMNS,
     EPOCH_METRICS,
@@ -152,7 +153,7 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
         problems = []
         if first["status"] != Status.COMPLETED:
             why = first["failure"] if isinstance(first["failure"], str) else "no reason given"
-            problems.append(f"{first['status']}: {why}")
+            problems.append(f"{first['status']}: {one_line(why)}")
         if group["cut"].any():
             problems.append("log cut inside an epoch")
         if not pd.isna(expected) and len(group) < int(expected):

@@ -3,6 +3,16 @@ what was expected (rules/common.smk shows it as Snakemake's WorkflowError, once)
 RunError, with train.py's exit status; a full disk told apart from full memory."""
 
 
+def one_line(reason: str) -> str:
+    """A reason as status, the first page and failed.csv show it: its first non-blank line,
+    and, where it had more, a pointer to the whole text (the point's run.json keeps it)."""
+    lines = [line.strip() for line in str(reason).splitlines() if line.strip()]
+    if not lines:
+        return ""
+    return lines[0] + (" [...; the whole reason is in the point's run.json]"
+                       if len(lines) > 1 else "")
+
+
 class PlanError(ValueError):
     """The config asks for something that cannot run; the message says what and why."""
 

@@ -111,8 +111,11 @@ def page(scaling: pd.DataFrame, amdahl: pd.DataFrame, failed: pd.DataFrame,
         lines += ["None: every planned point completed.", ""]
     else:
         for _, row in failed.iterrows():
-            lines.append(f"- {rst(row['run'])}: {rst(row['status'])}, "
-                         f"{rst(row.get('problem') if pd.notna(row.get('problem')) else '')}")
+            problem = str(row.get("problem")) if pd.notna(row.get("problem")) else ""
+            status = str(row["status"])
+            problem = problem.removeprefix(f"{status}: ")  # "failed, failed: ..." was shown
+            lines.append(f"- {rst(row['run'])}: {rst(status)}" +
+                         (f", {rst(problem)}" if problem else ""))
         lines.append("")
     lines += ["The tables, every figure and the workflow are in the menu on the left.", ""]
     return "{% raw %}\n" + "\n".join(lines) + "\n{% endraw %}\n"

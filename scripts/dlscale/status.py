@@ -34,6 +34,7 @@ from dlscale.contract import (
     Status,
     table,
 )
+from dlscale.errors import one_line
 from dlscale.files import read_jsonl
 from dlscale.locks import current_holder, holder_state
 
@@ -165,7 +166,8 @@ def point_status(folder: Path, point: dict, jobs: dict[str, dict]) -> PointStatu
     if record.status is Status.COMPLETED:
         status.detail = f"{epochs} epoch(s)"
     else:
-        status.detail = f"{epochs} of {record.get('epochs')} epoch(s): {record.get('failure')}"
+        status.detail = (f"{epochs} of {record.get('epochs')} epoch(s): "
+                         f"{one_line(record.get('failure') or 'no reason given')}")
     if status.job:  # recorded; its job (Snakemake's job step) is still ending
         status.detail += f" (job {status.job} ending)"
     return status

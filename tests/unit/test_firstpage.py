@@ -40,3 +40,38 @@ def test_a_study_without_results_says_so():
                                         "problem": "the time limit"}])))
     assert "No point of this study has a result yet" in html
     assert "a/gpus1/rep1: timeout, the time limit" in html
+
+
+def test_a_failed_point_is_one_line_with_its_status_said_once(tmp_path):
+    """A reason of several lines (a command's last output) was shown whole in status, on
+    the first page and in failed.csv, and the page read 'failed, failed: ...'. Each shows
+    its first line and where the rest is; run.json keeps the whole."""
+    import json
+
+    from test_analysis import study_epochs
+
+    from dlscale.analysis import summarize_runs
+    from dlscale.status import point_status
+
+    reason = "the command exited with status 1\nTraceback (most recent call last):\n  boom"
+    run = tmp_path / "results" / "runs" / "cmd" / "gpus4" / "rep1"
+    run.mkdir(parents=True)
+    from dlscale.contract import RunRecord, Status
+
+    RunRecord.ending(Status.FAILED, reason, {"epochs": 3}, {}, epochs_completed=1).write(run)
+    assert json.loads((run / "run.json").read_text())["failure"] == reason  # kept whole
+    shown = point_status(tmp_path, {"key": "cmd/gpus4/rep1", "epochs": 3}, {})
+    assert shown.detail == ("1 of 3 epoch(s): the command exited with status 1 [...; the "
+                            "whole reason is in the point's run.json]")
+    epochs = study_epochs()
+    epochs.loc[epochs["run"] == "ref4", ["status", "failure"]] = ["failed", reason]
+    runs = summarize_runs(epochs, 1)
+    problem = runs.loc[runs["run"] == "ref4", "problem"].iloc[0]
+    assert problem.startswith("failed: the command exited with status 1 [...; the whole")
+    assert "\n" not in problem
+    html = rendered(page(pd.DataFrame(columns=["series", "nodes", "gpus"]),
+                         pd.DataFrame(columns=["series", "serial_fraction"]),
+                         pd.DataFrame([{"run": "cmd/gpus4/rep1", "status": "failed",
+                                        "problem": problem}])))
+    assert "cmd/gpus4/rep1: failed, the command exited with status 1" in html
+    assert "failed, failed" not in html
