@@ -157,6 +157,10 @@ class Study(AnalysisPlan):
         if not job_step:
             self._check_history_path()
         self._sources: dict[str, Source] = {}
+        if self.points and not job_step and self.data["dataset"] != FOLDER:
+            # a source that is not there: one line at planning (a dry run too), not an
+            # InputFunctionException with a traceback when the DAG is built
+            self.source(self.data["dataset"])
         if not self.points and not self.external:
             raise PlanError("nothing to run: sweep.models is empty and there are no "
                             "external_runs")
