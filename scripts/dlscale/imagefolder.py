@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -53,8 +54,11 @@ class Listing:
 
 def _images(folder: Path) -> list[tuple[str, int, int]]:
     """(path below `folder`, size, mtime_ns) of every image at any depth, sorted; hidden
-    files and folders are passed over. One stat per file (os.scandir)."""
+    files and folders are passed over. One stat per file (os.scandir). A folder linked
+    in (a symbolic link) is followed once; a link back to a folder already listed (a loop)
+    is a DatasetError naming it."""
     found, pending = [], [(folder, "")]
+    seen = {_identity(os.stat(folder))}
     while pending:
         path, prefix = pending.pop()
         with os.scandir(path) as entries:
@@ -62,11 +66,23 @@ def _images(folder: Path) -> list[tuple[str, int, int]]:
                 if entry.name.startswith("."):
                     continue
                 if entry.is_dir():
+                    if entry.is_symlink():
+                        here = _identity(entry.stat())
+                        if here in seen:
+                            raise DatasetError(
+                                f"{entry.path} is a symbolic link to "
+                                f"{os.path.realpath(entry.path)}, a folder listed already (a "
+                                "loop, or a second link to it): expected each folder once")
+                        seen.add(here)
                     pending.append((Path(entry.path), f"{prefix}{entry.name}/"))
                 elif os.path.splitext(entry.name)[1].lower() in SUFFIXES and entry.is_file():
                     stat = entry.stat()
                     found.append((prefix + entry.name, stat.st_size, stat.st_mtime_ns))
     return sorted(found)
+
+
+def _identity(stat: os.stat_result) -> tuple[int, int]:
+    return stat.st_dev, stat.st_ino
 
 
 def _folders(path: Path) -> list[str]:
@@ -77,9 +93,9 @@ def _classes(root: Path, where: str) -> dict[str, list[tuple[str, int, int]]]:
     """Class name -> its images (paths below `root`), refusing a level of split or group
     folders where the classes are expected."""
     per_class = {}
-    for name in _folders(root):
-        per_class[name] = [(f"{name}/{rel}", size, mtime)
-                           for rel, size, mtime in _images(root / name)]
+    for name in _folders(root):  # keyed by the NFC form: macOS writes names in NFD
+        per_class[unicodedata.normalize("NFC", name)] = [
+            (f"{name}/{rel}", size, mtime) for rel, size, mtime in _images(root / name)]
     depth = {name: [rel.count("/") for rel, _, _ in files] for name, files in per_class.items()}
     nested = {name: {rel.split("/")[1] for (rel, _, _), d in zip(files, depth[name]) if d > 1}
               for name, files in per_class.items()}
@@ -94,6 +110,11 @@ def _classes(root: Path, where: str) -> dict[str, list[tuple[str, int, int]]]:
             "than images: expected one sub-folder per class; point data.source at the folder "
             "whose sub-folders are the classes")
     return per_class
+
+
+def shown(names) -> str:
+    """Class names as a list where each is told apart: escaped (ascii) beyond ASCII."""
+    return "[" + ", ".join(ascii(n) for n in sorted(names)) + "]"
 
 
 def _split_folders(source: Path) -> tuple[str, str] | None:
@@ -154,8 +175,8 @@ def scan(source: str | Path, test_fraction: float,
         train, test = split_folders
         split = {name: _classes(source / name, f"{source / name}") for name in split_folders}
         if sorted(split[train]) != sorted(split[test]):
-            raise DatasetError(f"{source}: {train}/ has classes {sorted(split[train])} but "
-                               f"{test}/ has {sorted(split[test])}: expected the same")
+            raise DatasetError(f"{source}: {train}/ has classes {shown(split[train])} but "
+                               f"{test}/ has {shown(split[test])}: expected the same")
         if test != "test":
             notes.append(f"data.source {source}: {train}/ is the training split and {test}/ "
                          "the test split")

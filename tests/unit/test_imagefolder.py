@@ -75,3 +75,35 @@ def test_the_digest_follows_every_image_and_nothing_else(tmp_path):
     assert edited != first
     image.unlink()
     assert scan(source, 0.2).digest not in (first, edited)
+
+
+def test_class_names_equal_after_unicode_normalisation_are_one_class(tmp_path):
+    """train/ written on Linux (NFC), val/ copied from macOS (NFD): one class 'café'. Names
+    that do differ are shown escaped, so the difference can be seen."""
+    nfc, nfd = "caf\u00e9", "cafe\u0301"
+    source = tree(tmp_path / "a", [f"train/{nfc}/{i}.png" for i in range(2)]
+                  + [f"val/{nfd}/{i}.png" for i in range(2)]
+                  + [f"{split}/dog/{i}.png" for split in ("train", "val") for i in range(2)])
+    listing = scan(source, 0.2)
+    assert listing.classes == (nfc, "dog")
+    assert per_class(listing.files["test"]) == {0: 2, 1: 2}
+    assert all(os.path.exists(f) for f, _ in listing.files["test"])
+    other = tree(tmp_path / "b", [f"train/{nfc}/0.png", "train/dog/0.png",
+                                  "val/cafe/0.png", "val/dog/0.png"])
+    with pytest.raises(DatasetError) as error:
+        scan(other, 0.2)
+    assert "has classes ['caf\\xe9', 'dog'] but val/ has ['cafe', 'dog']" in str(error.value)
+
+
+def test_a_symbolic_link_loop_is_one_line_naming_the_link(tmp_path):
+    source = tree(tmp_path, [f"{c}/{i}.png" for c in ("cat", "dog") for i in range(3)])
+    os.symlink(tmp_path / "cat", tmp_path / "cat" / "again")
+    with pytest.raises(DatasetError) as error:
+        scan(source, 0.2)
+    message = str(error.value)
+    assert message.startswith(f"{tmp_path / 'cat' / 'again'} is a symbolic link to "
+                              f"{os.path.realpath(tmp_path / 'cat')}") and "\n" not in message
+    os.remove(tmp_path / "cat" / "again")
+    outside = tree(tmp_path.parent / f"{tmp_path.name}-more", ["x.png", "y.png"])
+    os.symlink(outside, tmp_path / "dog" / "more")  # a folder linked in once: followed
+    assert scan(source, 0.5).available == {"train": 4, "test": 4}
