@@ -256,7 +256,7 @@ def plan_sweep(config: dict, checked: bool = False, train_images: int | None = N
               len(sweep.get("keras") or ()) > 1, len(sweep.get("backend") or ()) > 1)
     scaling = sweep["scaling"]
     image_size = config["data"]["image_size"]
-    points, skipped = [], {}
+    points, skipped, lost = [], {}, {}
     for (model, builder), strategy, loop, precision, (keras, backend), gpus, rep in \
             itertools.product(usermodel.entries(sweep["models"]), strategies, loops,
                               precisions, frameworks, sweep["gpus"],
@@ -277,6 +277,10 @@ def plan_sweep(config: dict, checked: bool = False, train_images: int | None = N
                 what += f" on Keras {keras} ({backend}, loop {loop})"
             if reason:
                 skipped.setdefault(what, reason)
+                for axis, value in (("keras", keras), ("backend", backend),
+                                    ("strategy", strategy), ("loop", loop),
+                                    ("precision", precision)):
+                    lost.setdefault((axis, value), reason)
                 continue
             if chosen == "horovod" and loop == "custom":
                 raise SweepError("the custom training loop runs mirrored and multiworker points; "
@@ -284,11 +288,17 @@ def plan_sweep(config: dict, checked: bool = False, train_images: int | None = N
             points.append(make_point(config, (model, builder), gpus, nodes, chosen, loop,
                                      precision, rep, batch_per_gpu, global_batch,
                                      levels=levels, framework=(keras, backend)))
+    trained = list(points)
     points += command_points(config, skipped)
     notes = [f"sweep: {what} left out: {reason}" for what, reason in skipped.items()]
     if (sweep["models"] or sweep["commands"]) and not points:
         raise SweepError("no point of the sweep can run: " + "; ".join(
             dict.fromkeys(skipped.values())))
+    for axis in ("keras", "backend", "strategy", "loop", "precision"):
+        for value in (sweep.get(axis) or []) if trained else []:
+            if not any(getattr(p, axis) == value for p in trained):  # asked for, none left
+                raise SweepError(f"sweep.{axis}: {value} gives no point that can run: "
+                                 f"{lost.get((axis, value), 'every point was left out')}")
     check_points(points, config, checked, train_images)
     return points, notes
 

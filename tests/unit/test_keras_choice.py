@@ -125,3 +125,17 @@ def test_a_model_of_the_other_keras_is_refused_at_planning(tmp_path, monkeypatch
     assert str(refused.value) == (
         "sweep.models: 'net.py:build' imports keras (Keras 3), but its points train with "
         "Keras 2: set training.keras (or sweep.keras) to 3, or build it with `import tf_keras`")
+
+
+@pytest.mark.parametrize("sweep, words", [
+    ({"backend": ["tensorflow", "jax"]},
+     "sweep.backend: jax gives no point that can run: backend jax runs Keras 3 only"),
+    ({"strategy": ["mirrored", "horovod"], "keras": [3]},
+     "sweep.strategy: horovod gives no point that can run: "),
+])
+def test_a_swept_value_that_loses_every_point_is_an_error_naming_it(sweep, words):
+    """sweep.backend: [tensorflow, jax] with Keras 2 dropped the whole JAX axis with a
+    note while [jax] alone was an error: a value asked for that gives no point is one."""
+    with pytest.raises(SweepError) as error:
+        plan_sweep(_config(sweep={"models": ["SimpleCNN"], "gpus": [1, 2], **sweep}))
+    assert words in str(error.value) and "\n" not in str(error.value)
