@@ -159,8 +159,7 @@ class Study(AnalysisPlan):
         self._sources: dict[str, Source] = {}
         if self.points and not job_step and self.data["dataset"] != FOLDER:
             # a source that is not there: one line at planning (a dry run too), not an
-            # InputFunctionException with a traceback when the DAG is built
-            self.source(self.data["dataset"])
+            self.source(self.data["dataset"])  # InputFunctionException when the DAG is built
         if not self.points and not self.external:
             raise PlanError("nothing to run: sweep.models is empty and there are no "
                             "external_runs")
@@ -378,14 +377,14 @@ class Study(AnalysisPlan):
         listing (in the planning process only); PlanError when it cannot be written."""
         notes = self.notes()
         if not self.job_step:
+            notes.insert(0, f"the study plans {len(self.points)} point(s) and "
+                            f"{len(self.external)} external run(s)")
             try:  # the folder's content: the input that prepares it again when it changes
                 notes.append(self.record_listing())
             except OSError as exc:
                 raise PlanError(f"cannot write the image folder's listing: {exc}") from None
         for note in filter(None, notes):
             print(f"dlscale: {note}", file=sys.stderr)
-
-
 
     @staticmethod
     def site_slurm_extra(default_resources_args) -> str | None:

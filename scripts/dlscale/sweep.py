@@ -237,6 +237,19 @@ def check_gres(template: str | None) -> None:
                          "placeholder is {gpus} (the GPUs per node), e.g. 'gpu:v100:{gpus}'")
 
 
+def check_size(config: dict, *axes: list) -> None:
+    """SweepError before any point is made when every combination of the sweep's axes (an
+    upper bound of its points) passes sweep.max_points."""
+    sweep = config["sweep"]
+    nodes = 1 if sweep["nodes"] == "auto" else len(sweep["nodes"])
+    combinations = (len(usermodel.entries(sweep["models"])) * len(sweep["gpus"]) * nodes
+                    * sweep["repeats"] * math.prod(len(axis) for axis in axes))
+    if combinations > sweep["max_points"]:
+        raise SweepError(f"the sweep combines into {combinations} points, more than "
+                         f"sweep.max_points ({sweep['max_points']}): check its axes, or "
+                         "raise sweep.max_points to plan them all")
+
+
 def plan_sweep(config: dict, checked: bool = False, train_images: int | None = None,
                ) -> tuple[list[Point], list[str]]:
     """All points of the sweep in a stable order, and a note per combination of GPUs,
@@ -256,6 +269,7 @@ def plan_sweep(config: dict, checked: bool = False, train_images: int | None = N
               len(sweep.get("keras") or ()) > 1, len(sweep.get("backend") or ()) > 1)
     scaling = sweep["scaling"]
     image_size = config["data"]["image_size"]
+    check_size(config, strategies, loops, precisions, frameworks)
     points, skipped, lost = [], {}, {}
     for (model, builder), strategy, loop, precision, (keras, backend), gpus, rep in \
             itertools.product(usermodel.entries(sweep["models"]), strategies, loops,

@@ -302,3 +302,17 @@ def test_a_value_that_fits_none_of_a_keys_forms_names_the_key_and_its_rule(text,
     with pytest.raises(PlanError) as error:
         validate(yaml.safe_load(text))
     assert str(error.value) == words
+
+
+def test_a_sweep_beyond_max_points_is_refused_before_any_point_is_made():
+    """A 60,000-point sweep (an axis mistyped) planned silently for minutes: past
+    sweep.max_points (10,000 by default) it is one line at once, and can be raised."""
+    config = {"sweep": {"models": ["SimpleCNN"], "gpus": list(range(1, 601)),
+                        "repeats": 100}}
+    validate(config)
+    with pytest.raises(SweepError) as error:
+        expand(config)
+    assert ("the sweep combines into 60000 points, more than sweep.max_points (10000)"
+            in str(error.value))
+    config["sweep"].update(gpus=[1, 2], repeats=3, max_points=6)
+    assert len(expand(config)) == 6
