@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import os
 import random
+import re
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -226,6 +227,15 @@ def scan(source: str | Path, test_fraction: float,
     return Listing(classes, listed, available, digest.hexdigest(), notes)
 
 
+def decode_reason(exc: BaseException) -> str:
+    """The image decoder's own reason, without TensorFlow's wrapping ('{{function_node
+    __wrapped__DecodeImage_device_/job:localhost/...}} ... [Op:DecodeImage]')."""
+    message = (getattr(exc, "message", None) or str(exc)).strip()
+    message = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", message)
+    message = re.sub(r"\s*\[Op:\w+\]\s*$", "", message.splitlines()[0] if message else "")
+    return message or type(exc).__name__
+
+
 def read(source: str | Path, image_size: int, test_fraction: float,
          limits: dict[str, int | None] | None = None) -> Splits:
     """Decoded and resized images of every split (`limits` as in `scan`)."""
@@ -243,9 +253,8 @@ def read(source: str | Path, image_size: int, test_fraction: float,
             try:
                 image = tf.io.decode_image(data, channels=3, expand_animations=False)
             except (tf.errors.OpError, OSError) as exc:
-                message = getattr(exc, "message", None) or str(exc)
                 raise DatasetError(f"{path}: cannot be decoded as an image "
-                                   f"({message.strip().splitlines()[0][:160]})") from None
+                                   f"({decode_reason(exc)})") from None
             resized = tf.image.resize(image, (image_size, image_size), method="bilinear")
             out[i] = np.clip(np.round(resized.numpy()), 0, 255).astype(np.uint8)
         images[split] = out
