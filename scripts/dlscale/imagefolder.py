@@ -172,6 +172,12 @@ def scan(source: str | Path, test_fraction: float,
                            "one sub-folder per class")
     notes, digest = [], hashlib.sha256()
     split_folders = _split_folders(source)
+    for folder in [source, *(source / name for name in split_folders or ())]:
+        loose = sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")
+                       and p.suffix.lower() in SUFFIXES and p.is_file())
+        if loose:  # a class is a folder: these have none
+            notes.append(f"data.source: {len(loose)} image(s) directly in {folder} (e.g. "
+                         f"{loose[0]}) are in no class folder and are left out")
     if split_folders:
         train, test = split_folders
         split = {name: _classes(source / name, f"{source / name}") for name in split_folders}

@@ -107,3 +107,12 @@ def test_a_symbolic_link_loop_is_one_line_naming_the_link(tmp_path):
     outside = tree(tmp_path.parent / f"{tmp_path.name}-more", ["x.png", "y.png"])
     os.symlink(outside, tmp_path / "dog" / "more")  # a folder linked in once: followed
     assert scan(source, 0.5).available == {"train": 4, "test": 4}
+
+
+def test_images_outside_any_class_folder_are_left_out_with_a_note(tmp_path):
+    source = tree(tmp_path, [f"{c}/{i}.png" for c in ("cat", "dog") for i in range(3)]
+                  + ["loose.jpg", "other.PNG", "README.txt"])
+    listing = scan(source, 0.2)
+    assert listing.available == {"train": 4, "test": 2}
+    assert listing.notes == [f"data.source: 2 image(s) directly in {tmp_path} (e.g. loose.jpg) "
+                             "are in no class folder and are left out"]
