@@ -87,6 +87,15 @@ def connect(path: str | Path) -> sqlite3.Connection:
             db.close()
             raise HistoryError(f"{path}: history layout version {version} was written by a "
                                f"newer dlscale (this one reads up to {SCHEMA_VERSION})")
+        tables = [row[0] for row in db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
+        if version == 0 and tables:  # another program's database: never write into it
+            db.execute("ROLLBACK")
+            db.close()
+            raise HistoryError(f"{path}: an SQLite database of another program (tables "
+                               f"{', '.join(tables[:5])}{', ...' if len(tables) > 5 else ''})"
+                               ": expected a dlscale history or a new file; set history.path "
+                               "to another file")
         for step in range(version, SCHEMA_VERSION):
             for statement in MIGRATIONS[step]:
                 db.execute(statement)

@@ -154,3 +154,27 @@ def test_listing_never_writes(tmp_path):
         with pytest.raises(history.HistoryError,
                            match=f"--since '{bad}': expected a date as YYYY-MM-DD"):
             history.listing(db, since=bad)
+
+
+def test_another_programs_sqlite_file_is_refused_and_left_as_it_was(tmp_path):
+    """history.path naming another program's SQLite file ended in 'table studies already
+    exists', or, without that name, added dlscale's tables to it."""
+    import sqlite3
+
+    from dlscale.history import HistoryError, connect
+
+    for tables in (["studies"], ["jobs", "users"]):
+        path = tmp_path / f"{tables[0]}.sqlite"
+        other = sqlite3.connect(path)
+        for name in tables:
+            other.execute(f"CREATE TABLE {name} (id INTEGER)")
+        other.commit()
+        other.close()
+        with pytest.raises(HistoryError) as error:
+            connect(path)
+        assert str(error.value) == (
+            f"{path}: an SQLite database of another program (tables {', '.join(tables)}): "
+            "expected a dlscale history or a new file; set history.path to another file")
+        other = sqlite3.connect(path)
+        assert [r[0] for r in other.execute("SELECT name FROM sqlite_master")] == tables
+        other.close()
