@@ -176,7 +176,12 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
             notes = f"{notes}; {said}" if isinstance(notes, str) and notes else said
             used = used[~bad]
         benchmark = group.empty and not pd.isna(first["logged_images_per_s"])
-        if used.empty and not benchmark:
+        if used.empty and bad.any() and (seconds[bad] == 0).all():
+            problems.append("every epoch's time is 0 s: the output gives whole seconds and "
+                            "each epoch took less than one (Keras 3 prints '0s'); train "
+                            "longer epochs, or a patterns.epoch_time that reads a finer time such as "
+                            "ms/step")
+        elif used.empty and not benchmark:
             problems.append(f"no epoch left after skipping {skip}")
         rows.append({
             "run": run, "source": first["source"], "series": first["series"],

@@ -352,3 +352,15 @@ def test_a_perfect_speedup_has_a_serial_fraction_of_zero():
     f, se = fit_serial_fraction([1, 2, 4], [1.0, 2.0, 4.0])
     assert (f, se) == (0.0, 0.0)
     assert list(karp_flatt([3.0, 7.0], [3, 7])) == [0.0, 0.0]
+
+
+def test_a_run_whose_epochs_all_print_0s_says_why_it_is_not_counted():
+    """A command whose epochs print `0s` (Keras 3's whole seconds) and no ms/step was
+    'no epoch left after skipping 1': it is counted out with the reason and what to do."""
+    epochs = study_epochs()
+    epochs.loc[epochs["run"] == "ref2", "seconds"] = 0.0
+    runs = summarize_runs(epochs, 1)
+    row = runs[runs["run"] == "ref2"].iloc[0]
+    assert not row["counted"]
+    assert row["problem"].startswith("every epoch's time is 0 s: the output gives whole "
+                                     "seconds")
