@@ -179,8 +179,8 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
         if used.empty and bad.any() and (seconds[bad] == 0).all():
             problems.append("every epoch's time is 0 s: the output gives whole seconds and "
                             "each epoch took less than one (Keras 3 prints '0s'); train "
-                            "longer epochs, or a patterns.epoch_time that reads a finer time such as "
-                            "ms/step")
+                            "longer epochs, or a patterns.epoch_time that reads a finer "
+                            "time such as ms/step")
         elif used.empty and not benchmark:
             problems.append(f"no epoch left after skipping {skip}")
         rows.append({
