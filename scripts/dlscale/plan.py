@@ -17,7 +17,7 @@ from functools import cached_property
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 
-from dlscale import schema, usermodel
+from dlscale import modelimports, schema, usermodel
 from dlscale.analysisplan import AnalysisPlan, meta_flags
 from dlscale.command import check_template
 from dlscale.contract import (
@@ -140,11 +140,9 @@ class Study(AnalysisPlan):
         for builder in dict.fromkeys(p.model_from for p in points
                                      if p.model_from and not job_step):
             # relative to the working directory, as the jobs run; nothing of it is run
-            self._model_files[builder] = [str(f) for f in usermodel.check(builder)]
-            imported = usermodel.keras_of(self._model_files[builder])
-            for asked in dict.fromkeys(p.keras for p in points if p.model_from == builder):
-                if problem := usermodel.keras_problem(builder, imported, asked):
-                    raise PlanError(problem)
+            files = modelimports.local_imports(usermodel.check(builder), builder)
+            self._model_files[builder] = [str(f) for f in files]
+            modelimports.check(builder, files, [p for p in points if p.model_from == builder])
             if any(p.model_from == builder and p.batch_per_gpu == "auto" for p in points):
                 raise PlanError(f"sweep.models: '{builder}': batch_per_gpu auto searches "
                                 "built-in models only; set a number for this model "

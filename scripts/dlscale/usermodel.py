@@ -155,19 +155,39 @@ def locate(builder: str, basedir: Path | None = None) -> Located:
                     if (alias.asname or alias.name.split(".")[0]) == name:
                         bound = node
         if bound is None and not _binds(tree, name):
+            bound = _star_source(tree, name, module, path, search)
+        if bound is None and not _binds(tree, name):
             raise PlanError(f"sweep.models: '{builder}': {path} defines no function {name} "
                             "at its top level")
         if not isinstance(bound, ast.ImportFrom):
             return Located(tuple(files), bound if isinstance(bound, ast.AST) and not
                            isinstance(bound, ast.Import) else None)
         source = _imported(bound, module, path.name == "__init__.py")
-        name = next(a.name for a in bound.names if (a.asname or a.name) == name)
+        name = next((a.name for a in bound.names if (a.asname or a.name) == name), name)
         found = module_file(source, search) if source else None
         if found is None:  # from another package (keras.applications ...): not followed
             return Located(tuple(files), None)
         path, module = found, source
         files.append(path)
     return Located(tuple(files), None)
+
+
+def _star_source(tree: ast.Module, name: str, module: str | None, path: Path,
+                 search: list[Path]) -> ast.ImportFrom | None:
+    """The `from X import *` of the module's top level whose module binds `name` (a
+    package's __init__.py re-exporting its modules), or None."""
+    for node in _top_level(tree.body):
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            source = _imported(node, module, path.name == "__init__.py")
+            found = module_file(source, search) if source else None
+            if found is None:
+                continue
+            inner = _parse(found, str(found))
+            if _binds(inner, name) or any(
+                    getattr(n, "name", None) == name for n in _top_level(inner.body)
+                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))):
+                return node
+    return None
 
 
 def _top_level(body: list) -> list:
@@ -268,35 +288,6 @@ def check(builder: str, basedir: Path | None = None) -> tuple[Path, ...]:
             raise PlanError(f"sweep.models: '{builder}': {name}({signature_text(params)}): "
                             f"{style}")
     return located.files
-
-
-# the modules that name one Keras whatever the environment (`from tensorflow import
-# keras` follows training.keras: it is not listed)
-KERAS_MODULES = {"keras": 3, "tf_keras": 2}
-
-
-def keras_of(files) -> int | None:
-    """The Keras the builder's files import (3: `keras`, 2: `tf_keras`), read with ast;
-    None when they name neither, or both."""
-    seen = set()
-    for path in files:
-        for node in ast.walk(_parse(Path(path), str(path))):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                     [node.module] if isinstance(node, ast.ImportFrom) and not node.level
-                     and node.module else [])
-            seen.update(KERAS_MODULES[n.split(".")[0]] for n in names
-                        if n.split(".")[0] in KERAS_MODULES)
-    return seen.pop() if len(seen) == 1 else None
-
-
-def keras_problem(builder: str, imported: int | None, asked: int) -> str | None:
-    """Why a model whose files import Keras `imported` cannot train with Keras `asked`."""
-    if imported is None or imported == asked:
-        return None
-    module = "keras" if imported == 3 else "tf_keras"
-    return (f"sweep.models: '{builder}' imports {module} (Keras {imported}), but its points "
-            f"train with Keras {asked}: set training.keras (or sweep.keras) to {imported}, or "
-            f"build it with {'`import keras`' if asked == 3 else '`import tf_keras`'}")
 
 
 def source_files(builder: str) -> tuple[Path, ...]:

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from dlscale import usermodel
+from dlscale import modelimports
 from dlscale.errors import PlanError
 from dlscale.schema import validate
 from dlscale.sweep import SweepError, plan_sweep
@@ -106,7 +106,7 @@ def test_what_cannot_train_is_refused_at_planning_with_the_reason(sections, word
 def test_the_keras_a_model_file_imports_is_read_without_running_it(tmp_path, source, found):
     path = tmp_path / "net.py"
     path.write_text("raise SystemExit('ran')\n" + source)
-    assert usermodel.keras_of([path]) == found
+    assert modelimports.keras_of([path]) == found
 
 
 def test_a_model_of_the_other_keras_is_refused_at_planning(tmp_path, monkeypatch):

@@ -99,3 +99,74 @@ def test_a_model_that_cannot_take_the_images_is_a_one_line_reason(tmp_path):
     message = str(info.value)
     assert message.startswith(f"model {tmp_path / 'net.py'}:build cannot take images of "
                               "shape (None, 8, 8, 3): ") and "\n" not in message
+
+
+def _package(root, files: dict[str, str]) -> None:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
+BUILD = "def build(input_shape, num_classes):\n    return head(input_shape, num_classes)\n"
+
+
+def _study(tmp_path, builder: str, **training):
+    import copy
+
+    from dlscale.plan import Study
+    from dlscale.schema import validate
+
+    config = copy.deepcopy({"sweep": {"models": [builder], "gpus": [1]},
+                            "training": {"device": "cpu", "batch_per_gpu": 8, **training}})
+    validate(config)
+    return Study(config, tmp_path)
+
+
+def test_every_local_module_a_builders_file_imports_is_an_input(tmp_path, monkeypatch):
+    """mymodels/net.py does `from .layers import head`, layers.py imports blocks.py: an edit
+    to either trains the points again, as docs/your-own-work.md says."""
+    _package(tmp_path, {"mymodels/__init__.py": "",
+                        "mymodels/net.py": "from .layers import head\n\n" + BUILD,
+                        "mymodels/layers.py": "from mymodels import blocks\n\n"
+                                              "def head(shape, n):\n    return blocks\n",
+                        "mymodels/blocks.py": "import os\n"})
+    monkeypatch.chdir(tmp_path)
+    study = _study(tmp_path, "mymodels.net:build")
+    point = next(iter(study.points.values()))
+    assert sorted(study.model_files(point)) == sorted(
+        str(tmp_path / "mymodels" / name)  # the package's __init__.py runs with them
+        for name in ("__init__.py", "net.py", "layers.py", "blocks.py"))
+
+
+def test_a_relative_import_that_reaches_no_module_is_refused_at_planning(tmp_path,
+                                                                        monkeypatch):
+    _package(tmp_path, {"mymodels/__init__.py": "",
+                        "mymodels/net.py": "from .lyers import head\n\n" + BUILD})
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PlanError) as error:
+        _study(tmp_path, "mymodels.net:build")
+    assert str(error.value) == (
+        f"sweep.models: 'mymodels.net:build': {tmp_path / 'mymodels' / 'net.py'}, line 1: "
+        f"'from .lyers import ...' reaches no module of {tmp_path}: it would fail when the "
+        "point's job imports it")
+
+
+def test_a_builder_re_exported_with_a_star_import_is_found(tmp_path, monkeypatch):
+    _package(tmp_path, {"mymodels/__init__.py": "from .net import *\n",
+                        "mymodels/net.py": "def head(s, n):\n    return None\n\n" + BUILD})
+    monkeypatch.chdir(tmp_path)
+    study = _study(tmp_path, "mymodels:build")
+    point = next(iter(study.points.values()))
+    assert str(tmp_path / "mymodels" / "net.py") in study.model_files(point)
+
+
+def test_a_model_that_imports_jax_is_refused_for_tensorflow_points(tmp_path, monkeypatch):
+    _package(tmp_path, {"net.py": "import jax.numpy as jnp\nimport keras\n\n"
+                                  "def head(s, n):\n    return None\n\n" + BUILD})
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PlanError) as error:
+        _study(tmp_path, "net.py:build", keras=3)
+    assert str(error.value) == (f"sweep.models: 'net.py:build': {tmp_path / 'net.py'} imports "
+                                "jax, which its TensorFlow points cannot run: set "
+                                "training.backend to jax")
+    _study(tmp_path, "net.py:build", keras=3, backend="jax")  # on JAX it plans

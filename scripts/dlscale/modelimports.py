@@ -1,0 +1,102 @@
+"""What your model's files import, read with ast and never run: the modules of your own
+tree they import (inputs of its points: an edit to a helper trains them again), and the
+Keras and backend they need (refused at planning when the points train with others)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from dlscale.errors import PlanError
+from dlscale.usermodel import _imported, _parse, module_file
+
+
+def local_imports(files: tuple[Path, ...], builder: str,
+                  basedir: Path | None = None) -> tuple[Path, ...]:
+    """`files` and every module of the user's own tree (below the working directory) that
+    they import, at any depth and transitively, read with ast: the inputs of the builder's
+    points, so that an edit to a helper trains them again. PlanError naming the file and
+    line for a relative import that reaches no module (it would fail at job time)."""
+    root = (Path(basedir) if basedir is not None else Path.cwd()).resolve()
+    found = dict.fromkeys(Path(f).resolve() for f in files)
+    pending = list(found)
+    while pending:
+        path = pending.pop()
+        try:
+            parts = list(path.relative_to(root).with_suffix("").parts)
+        except ValueError:  # outside the tree: installed code, not followed
+            continue
+        package = parts[-1] == "__init__"
+        module = ".".join(parts[:-1] if package else parts)
+        for node in ast.walk(_parse(path, builder)):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _imported(node, module or None, package)
+                if node.level and (base is None or module_file(base, [root]) is None):
+                    dots = "." * node.level + (node.module or "")
+                    raise PlanError(f"sweep.models: '{builder}': {path}, line {node.lineno}: "
+                                    f"'from {dots} import ...' reaches no module of "
+                                    f"{root}: it would fail when the point's job imports it")
+                targets = [base] + [f"{base}.{a.name}" for a in node.names if a.name != "*"]
+            else:
+                continue
+            for target in filter(None, targets):
+                file = module_file(target, [root])
+                if file is not None and file.resolve() not in found:
+                    found[file.resolve()] = None
+                    pending.append(file.resolve())
+    return tuple(found)
+
+
+def imports_jax(files) -> Path | None:
+    """The first of `files` that imports jax (or flax), read with ast; None if none does."""
+    for path in files:
+        for node in ast.walk(_parse(Path(path), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module] if isinstance(node, ast.ImportFrom) and not node.level
+                     and node.module else [])
+            if any(n.split(".")[0] in ("jax", "flax") for n in names):
+                return Path(path)
+    return None
+
+
+# the modules that name one Keras whatever the environment (`from tensorflow import
+# keras` follows training.keras: it is not listed)
+KERAS_MODULES = {"keras": 3, "tf_keras": 2}
+
+
+def keras_of(files) -> int | None:
+    """The Keras the builder's files import (3: `keras`, 2: `tf_keras`), read with ast;
+    None when they name neither, or both."""
+    seen = set()
+    for path in files:
+        for node in ast.walk(_parse(Path(path), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module] if isinstance(node, ast.ImportFrom) and not node.level
+                     and node.module else [])
+            seen.update(KERAS_MODULES[n.split(".")[0]] for n in names
+                        if n.split(".")[0] in KERAS_MODULES)
+    return seen.pop() if len(seen) == 1 else None
+
+
+def keras_problem(builder: str, imported: int | None, asked: int) -> str | None:
+    """Why a model whose files import Keras `imported` cannot train with Keras `asked`."""
+    if imported is None or imported == asked:
+        return None
+    module = "keras" if imported == 3 else "tf_keras"
+    return (f"sweep.models: '{builder}' imports {module} (Keras {imported}), but its points "
+            f"train with Keras {asked}: set training.keras (or sweep.keras) to {imported}, or "
+            f"build it with {'`import keras`' if asked == 3 else '`import tf_keras`'}")
+
+
+def check(builder: str, files: tuple[Path, ...], points: list) -> None:
+    """PlanError when the builder's files import a Keras or a backend that some of its
+    points (`points`, the builder's) do not train with."""
+    if (jax_file := imports_jax(files)) and any(p.backend != "jax" for p in points):
+        raise PlanError(f"sweep.models: '{builder}': {jax_file} imports jax, which its "
+                        "TensorFlow points cannot run: set training.backend to jax")
+    imported = keras_of(files)
+    for asked in dict.fromkeys(p.keras for p in points):
+        if problem := keras_problem(builder, imported, asked):
+            raise PlanError(problem)
