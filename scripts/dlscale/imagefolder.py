@@ -26,6 +26,7 @@ writes its output only when whole).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import random
 import re
@@ -51,6 +52,7 @@ class Listing:
     available: dict[str, int]  # split -> images before data.limit_*
     digest: str  # of every image's path, size and modification time: changes with an edit
     notes: list[str] = field(default_factory=list)  # one line each, for planning to show
+    stats: dict[str, tuple[int, int]] = field(default_factory=dict)  # path: size, mtime_ns
 
 
 def _images(folder: Path) -> list[tuple[str, int, int]]:
@@ -170,7 +172,7 @@ def scan(source: str | Path, test_fraction: float,
     if not source.is_dir():
         raise DatasetError(f"{source} is not a folder: dataset folder expects a folder of "
                            "one sub-folder per class")
-    notes, digest = [], hashlib.sha256()
+    notes, digest, stats = [], hashlib.sha256(), {}
     split_folders = _split_folders(source)
     for folder in [source, *(source / name for name in split_folders or ())]:
         loose = sorted(p.name for p in folder.iterdir() if not p.name.startswith(".")
@@ -194,6 +196,7 @@ def scan(source: str | Path, test_fraction: float,
                 for rel, size, mtime in split[name][c]:
                     files[role].append((f"{name}/{rel}", label))
                     digest.update(f"{name}/{rel}\t{size}\t{mtime}\n".encode())
+                    stats[f"{name}/{rel}"] = (size, mtime)
     else:
         per_class = _classes(source, str(source))
         classes = _enough(tuple(per_class), source)
@@ -202,6 +205,7 @@ def scan(source: str | Path, test_fraction: float,
         for label, name in enumerate(classes):
             for rel, size, mtime in per_class[name]:
                 digest.update(f"{rel}\t{size}\t{mtime}\n".encode())
+                stats[rel] = (size, mtime)
             chosen = [rel for rel, _, _ in per_class[name]]
             if len(chosen) == 1:
                 raise DatasetError(f"{source}: class folder '{name}' holds 1 image: expected "
@@ -230,7 +234,40 @@ def scan(source: str | Path, test_fraction: float,
     root = str(source)
     listed = {role: [(os.path.join(root, rel), label) for rel, label in files[role]]
               for role in files}
-    return Listing(classes, listed, available, digest.hexdigest(), notes)
+    return Listing(classes, listed, available, digest.hexdigest(), notes, stats)
+
+
+def content_digest(source: Path, stats: dict[str, tuple[int, int]],
+                   cache: Path) -> tuple[str, dict[str, list[str]]]:
+    """A digest of every image's path and bytes (md5), and what changed since `cache` was
+    written: {added, removed, edited}. Only the images whose size or modification time
+    differ from the cache's record are read, so a folder listed before costs its stats; a
+    touched image, or a copy without times, whose bytes are the same changes nothing."""
+    try:
+        known = json.loads(cache.read_text())["files"]
+        known = known if isinstance(known, dict) else {}
+    except (OSError, ValueError, KeyError, TypeError):
+        known = {}
+    files, changes = {}, {"added": [], "removed": sorted(set(known) - set(stats)),
+                          "edited": []}
+    for rel, (size, mtime) in sorted(stats.items()):
+        old = known.get(rel)
+        if isinstance(old, list) and len(old) == 3 and old[:2] == [size, mtime]:
+            files[rel] = old
+            continue
+        md5 = hashlib.md5((source / rel).read_bytes()).hexdigest()
+        files[rel] = [size, mtime, md5]
+        if not isinstance(old, list) or len(old) != 3:
+            changes["added"].append(rel)
+        elif old[2] != md5:
+            changes["edited"].append(rel)
+    if files != known:
+        from dlscale.files import write_json_atomic
+
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(cache, {"source": str(source), "files": files})
+    digest = hashlib.sha256("".join(f"{rel}\t{v[2]}\n" for rel, v in files.items()).encode())
+    return digest.hexdigest(), changes
 
 
 def decode_reason(exc: BaseException) -> str:

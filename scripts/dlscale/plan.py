@@ -246,15 +246,19 @@ class Study(AnalysisPlan):
         return f"{DATA}/{FOLDER}-{size}px{LISTING_SUFFIX}"
 
     def record_listing(self) -> str | None:
-        """Write what the image folder holds (a digest of every image's path, size and
-        modification time) to listing_file, only when it changed: the data is prepared
-        again when an image is added, deleted or edited, and for nothing else. Returns a
-        note when it changed after a preparation; planning within a job writes nothing."""
+        """Write what the image folder holds (a digest of every image's path and bytes,
+        imagefolder.content_digest) to listing_file, only when it changed: the data is
+        prepared again when an image is added, deleted or edited, not when one is touched.
+        A note names what changed after a preparation; a job's planning writes nothing."""
         if self.folder is None:
             return None
+        from dlscale.imagefolder import content_digest
+
         path = Path(self.listing_file(self.shard_size()))
-        listing = {"source": str(Path(self.data["source"]).expanduser().resolve()),
-                   "images": self.folder.available, "digest": self.folder.digest}
+        source = Path(self.data["source"]).expanduser().resolve()
+        digest, changes = content_digest(source, self.folder.stats,
+                                         path.with_name(f".{path.stem}.stats.json"))
+        listing = {"source": str(source), "images": self.folder.available, "digest": digest}
         try:
             before = json.loads(path.read_text())
         except (OSError, ValueError):
@@ -265,9 +269,9 @@ class Study(AnalysisPlan):
         write_json_atomic(path, listing)
         if before is None or not (Path(self.data_dir) / MANIFEST).exists():
             return None
+        said = "; ".join(f"{len(v)} {k} (e.g. {v[0]})" for k, v in changes.items() if v)
         return (f"note: the images in {listing['source']} changed since they were listed "
-                f"({before.get('images')} -> {listing['images']} images): the data is "
-                "prepared again")
+                f"({said or 'the listing was of another form'}): the data is prepared again")
 
     def download(self, dataset: str, filename: str) -> tuple[str, str | None]:
         target = f"{DOWNLOADS}/{dataset}/{filename}"

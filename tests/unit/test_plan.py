@@ -442,3 +442,40 @@ def test_two_models_logs_under_one_label_are_refused_naming_both_entries(tmp_pat
     assert str(error.value) == (
         "external_runs[1]: label 'course' is external_runs[0]'s too, a log of ResNet50V2, and "
         "this is one of ResNet152V2: a series is one model; give each its own label")
+
+
+def test_a_touched_image_with_the_same_bytes_prepares_nothing(tmp_path, monkeypatch):
+    """The folder's listing followed every image's modification time: a touch, or an
+    rsync without times, prepared the folder again and retrained every point. Now a
+    changed stat has the image's bytes read again, and only new bytes change the listing;
+    the note names what changed."""
+    import os
+    from pathlib import Path
+
+    from dlscale.contract import MANIFEST
+
+    source = tmp_path / "images"
+    for c in ("cat", "dog"):
+        (source / c).mkdir(parents=True)
+        for i in range(4):
+            (source / c / f"{i}.png").write_bytes(f"{c}{i}".encode())
+    monkeypatch.chdir(tmp_path)
+
+    def plan():
+        s = study(tmp_path, data={"dataset": "folder", "source": str(source),
+                                  "image_size": 32},
+                  sweep={"models": ["SimpleCNN"], "gpus": [1]},
+                  training={"batch_per_gpu": 2, "device": "cpu"})
+        return s, s.record_listing()
+
+    first, note = plan()
+    listing = Path(first.listing_file(first.shard_size()))
+    assert note is None and listing.exists()
+    Path(first.data_dir).mkdir(parents=True)
+    (Path(first.data_dir) / MANIFEST).write_text("{}")  # the folder was prepared
+    written = listing.stat().st_mtime_ns
+    os.utime(source / "cat" / "1.png", ns=(1, 1))  # touched: same bytes
+    assert plan()[1] is None and listing.stat().st_mtime_ns == written
+    (source / "dog" / "2.png").write_bytes(b"another picture")
+    assert plan()[1] == (f"note: the images in {source} changed since they were listed "
+                         "(1 edited (e.g. dog/2.png)): the data is prepared again")
