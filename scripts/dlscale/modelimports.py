@@ -16,10 +16,13 @@ def local_imports(files: tuple[Path, ...], builder: str,
     """`files` and every module of the user's own tree (below the working directory) that
     they import, at any depth and transitively, read with ast: the inputs of the builder's
     points, so that an edit to a helper trains them again. PlanError naming the file and
-    line for a relative import that reaches no module (it would fail at job time)."""
+    line for a relative import that reaches no module, and for modules that import names
+    from each other at their top level (a circle: one finds the other half-initialised);
+    either would fail when the job imports them."""
     root = (Path(basedir) if basedir is not None else Path.cwd()).resolve()
     found = dict.fromkeys(Path(f).resolve() for f in files)
     pending = list(found)
+    names_from: dict[Path, set[Path]] = {}  # a module -> those it imports names from
     while pending:
         path = pending.pop()
         try:
@@ -39,6 +42,10 @@ def local_imports(files: tuple[Path, ...], builder: str,
                                     f"'from {dots} import ...' reaches no module of "
                                     f"{root}: it would fail when the point's job imports it")
                 targets = [base] + [f"{base}.{a.name}" for a in node.names if a.name != "*"]
+                source = module_file(base, [root]) if base else None
+                if source is not None and node.col_offset == 0 and any(
+                        module_file(f"{base}.{a.name}", [root]) is None for a in node.names):
+                    names_from.setdefault(path, set()).add(source.resolve())
             else:
                 continue
             for target in filter(None, targets):
@@ -46,7 +53,34 @@ def local_imports(files: tuple[Path, ...], builder: str,
                 if file is not None and file.resolve() not in found:
                     found[file.resolve()] = None
                     pending.append(file.resolve())
+    if circle := _circle(names_from):
+        raise PlanError(f"sweep.models: '{builder}': " + ", which imports from ".join(
+            str(p) for p in circle) + ": a circular import of names fails when the point's "
+            "job imports them; move what both need into a third module")
     return tuple(found)
+
+
+def _circle(edges: dict[Path, set[Path]]) -> list[Path] | None:
+    """A cycle of the graph (its first node repeated at the end), or None."""
+    state: dict[Path, int] = {}  # 1: on the current path, 2: done
+    trail: list[Path] = []
+
+    def visit(node: Path) -> list[Path] | None:
+        state[node] = 1
+        trail.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return trail[trail.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        trail.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(edges):
+        if start not in state and (found := visit(start)):
+            return found
+    return None
 
 
 def imports_jax(files) -> Path | None:

@@ -170,3 +170,25 @@ def test_a_model_that_imports_jax_is_refused_for_tensorflow_points(tmp_path, mon
                                 "jax, which its TensorFlow points cannot run: set "
                                 "training.backend to jax")
     _study(tmp_path, "net.py:build", keras=3, backend="jax")  # on JAX it plans
+
+
+def test_modules_that_import_names_from_each_other_are_refused_at_planning(tmp_path,
+                                                                          monkeypatch):
+    """net.py imports head from layers.py, which imports build from net.py: the job's
+    import fails ('partially initialized module'); planning says so, naming both."""
+    _package(tmp_path, {"mymodels/__init__.py": "",
+                        "mymodels/net.py": "from .layers import head\n\n" + BUILD,
+                        "mymodels/layers.py": "from .net import build\n\n"
+                                              "def head(s, n):\n    return build\n"})
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(PlanError) as error:
+        _study(tmp_path, "mymodels.net:build")
+    net, layers = tmp_path / "mymodels" / "net.py", tmp_path / "mymodels" / "layers.py"
+    assert str(error.value) == (
+        f"sweep.models: 'mymodels.net:build': {layers}, which imports from {net}, which "
+        f"imports from {layers}: a circular import of names fails when the point's job "
+        "imports them; move what both need into a third module")
+    # a module imported as a module, inside a function, is no circle
+    _package(tmp_path, {"mymodels/layers.py": "def head(s, n):\n"
+                                              "    from . import net\n    return net\n"})
+    _study(tmp_path, "mymodels.net:build")
