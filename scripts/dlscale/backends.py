@@ -94,6 +94,7 @@ class Backend:
     def datasets(self, train_input, test_input, global_batch: int):
         import tensorflow as tf
 
+        self.test_batch = global_batch  # the test split's batches, as evaluate reads them
         train = self.strategy.distribute_datasets_from_function(train_input)
         options = tf.data.Options()
         options.experimental_distribute.auto_shard_policy = \
@@ -138,10 +139,6 @@ class Mirrored(Backend):
         if self.size > 1:
             raise RunError(f"strategy mirrored runs in one process, but {self.size} workers "
                            "were started: use multiworker", 2)
-
-    def datasets(self, train_input, test_input, global_batch: int):
-        self.test_batch = global_batch
-        return super().datasets(train_input, test_input, global_batch)
 
     def evaluate(self, model, test_ds, manifest: dict) -> dict:
         """The whole test split: the full global batches under the strategy, the last

@@ -71,6 +71,9 @@ def lines_in(path, size: int = 1 << 20):
     yield lines.rest(), False
 
 
+UTF16_MARKS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)  # a log that begins so is UTF-16
+
+
 class Lines:
     """Byte chunks (a file's, or a pipe's as they come) as finished lines of text, in time
     linear in the bytes whatever the lines' length: the unfinished line is kept as its
@@ -91,7 +94,7 @@ class Lines:
         self.started = True
         if chunk.startswith(codecs.BOM_UTF8):
             return chunk[len(codecs.BOM_UTF8):]
-        if chunk.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        if chunk.startswith(UTF16_MARKS):
             self.utf16 = codecs.getincrementaldecoder("utf-16")(errors="replace")
         return chunk
 
@@ -268,7 +271,7 @@ def read_text(path) -> str:
     """A log's text: UTF-8 (a byte order mark dropped), or UTF-16 where it begins with
     UTF-16's mark."""
     with open(path, "rb") as handle:
-        utf16 = handle.read(2) in (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+        utf16 = handle.read(2) in UTF16_MARKS
     with open(path, encoding="utf-16" if utf16 else "utf-8-sig", errors="replace",
               newline="") as handle:
         return handle.read()

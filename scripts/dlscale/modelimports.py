@@ -36,13 +36,13 @@ def local_imports(files: tuple[Path, ...], builder: str,
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
                 base = _imported(node, module or None, package)
-                if node.level and (base is None or module_file(base, [root]) is None):
+                source = module_file(base, [root]) if base else None
+                if node.level and source is None:
                     dots = "." * node.level + (node.module or "")
                     raise PlanError(f"sweep.models: '{builder}': {path}, line {node.lineno}: "
                                     f"'from {dots} import ...' reaches no module of "
                                     f"{root}: it would fail when the point's job imports it")
                 targets = [base] + [f"{base}.{a.name}" for a in node.names if a.name != "*"]
-                source = module_file(base, [root]) if base else None
                 if source is not None and node.col_offset == 0 and any(
                         module_file(f"{base}.{a.name}", [root]) is None for a in node.names):
                     names_from.setdefault(path, set()).add(source.resolve())
@@ -83,16 +83,22 @@ def _circle(edges: dict[Path, set[Path]]) -> list[Path] | None:
     return None
 
 
-def imports_jax(files) -> Path | None:
-    """The first of `files` that imports jax (or flax), read with ast; None if none does."""
-    for path in files:
-        for node in ast.walk(_parse(Path(path), str(path))):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                     [node.module] if isinstance(node, ast.ImportFrom) and not node.level
-                     and node.module else [])
-            if any(n.split(".")[0] in ("jax", "flax") for n in names):
-                return Path(path)
-    return None
+def top_packages(path: Path) -> set[str]:
+    """The installed packages a file imports (`import keras.ops`, `from jax import numpy`:
+    keras, jax), read with ast; relative imports are the user's own."""
+    names = set()
+    for node in ast.walk(_parse(Path(path), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def imports_jax(imported: dict[Path, set[str]]) -> Path | None:
+    """The first file (of {file: top_packages}) that imports jax or flax; None if none does."""
+    return next((Path(path) for path, names in imported.items() if names & {"jax", "flax"}),
+                None)
 
 
 # the modules that name one Keras whatever the environment (`from tensorflow import
@@ -103,14 +109,11 @@ KERAS_MODULES = {"keras": 3, "tf_keras": 2}
 def keras_of(files) -> int | None:
     """The Keras the builder's files import (3: `keras`, 2: `tf_keras`), read with ast;
     None when they name neither, or both."""
-    seen = set()
-    for path in files:
-        for node in ast.walk(_parse(Path(path), str(path))):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                     [node.module] if isinstance(node, ast.ImportFrom) and not node.level
-                     and node.module else [])
-            seen.update(KERAS_MODULES[n.split(".")[0]] for n in names
-                        if n.split(".")[0] in KERAS_MODULES)
+    return _keras(top_packages(Path(path)) for path in files)
+
+
+def _keras(imported) -> int | None:
+    seen = {KERAS_MODULES[name] for names in imported for name in names & KERAS_MODULES.keys()}
     return seen.pop() if len(seen) == 1 else None
 
 
@@ -127,10 +130,11 @@ def keras_problem(builder: str, imported: int | None, asked: int) -> str | None:
 def check(builder: str, files: tuple[Path, ...], points: list) -> None:
     """PlanError when the builder's files import a Keras or a backend that some of its
     points (`points`, the builder's) do not train with."""
-    if (jax_file := imports_jax(files)) and any(p.backend != "jax" for p in points):
+    imported = {path: top_packages(path) for path in files}  # each file read once
+    if (jax_file := imports_jax(imported)) and any(p.backend != "jax" for p in points):
         raise PlanError(f"sweep.models: '{builder}': {jax_file} imports jax, which its "
                         "TensorFlow points cannot run: set training.backend to jax")
-    imported = keras_of(files)
+    keras = _keras(imported.values())
     for asked in dict.fromkeys(p.keras for p in points):
-        if problem := keras_problem(builder, imported, asked):
+        if problem := keras_problem(builder, keras, asked):
             raise PlanError(problem)

@@ -55,7 +55,7 @@ def validate(config: dict) -> dict:
     Snakemake's reads it again with its pure-Python loader, 0.2 s of every Snakemake start.
     A violation is one PlanError line naming the key's path, the value and what was
     expected."""
-    refuse_nonfinite(config, "")
+    refuse_nonfinite(config, [])
     validator = _validator()
     error = next(validator.iter_errors(config), None)  # what Snakemake's would raise
     while error is not None and exponent_number(error):  # 1e-3: YAML 1.1 read it as text
@@ -66,10 +66,14 @@ def validate(config: dict) -> dict:
         error = next(validator.iter_errors(config), None)
     if error is not None:
         path, message = explain(error)
-        where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}"
-                        for part in path).lstrip(".") or "the config"
-        raise PlanError(f"config: {where}: {message}")
+        raise PlanError(f"config: {key_path(path)}: {message}")
     return config
+
+
+def key_path(parts) -> str:
+    """A key's path as errors name it: training.base_lr, sweep.models[0].label."""
+    return "".join(f"[{part}]" if isinstance(part, int) else f".{part}"
+                   for part in parts).lstrip(".") or "the config"
 
 
 def explain(error) -> tuple[list, str]:
@@ -109,17 +113,15 @@ def exponent_number(error) -> bool:
             is not None and bool(error.absolute_path))
 
 
-def refuse_nonfinite(value, where: str) -> None:
+def refuse_nonfinite(value, path: list) -> None:
     """.nan, .inf and -.inf (numbers to YAML and to the schema) as one line naming the key."""
     if isinstance(value, float) and not math.isfinite(value):
-        raise PlanError(f"config: {where or 'the config'}: {value} is not a finite number: "
+        raise PlanError(f"config: {key_path(path)}: {value} is not a finite number: "
                         "expected a number such as 0.1 or 1e-3")
-    if isinstance(value, dict):
-        for key, item in value.items():
-            refuse_nonfinite(item, f"{where}.{key}" if where else str(key))
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            refuse_nonfinite(item, f"{where}[{index}]")
+    items = value.items() if isinstance(value, dict) else (
+        enumerate(value) if isinstance(value, list) else ())
+    for key, item in items:
+        refuse_nonfinite(item, [*path, key])
 
 
 def section(name: str) -> dict:

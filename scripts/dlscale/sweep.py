@@ -237,6 +237,10 @@ def check_gres(template: str | None) -> None:
                          "placeholder is {gpus} (the GPUs per node), e.g. 'gpu:v100:{gpus}'")
 
 
+# the sweep's axes that a point names by the same word: a value asked for must give a point
+SWEPT_AXES = ("keras", "backend", "strategy", "loop", "precision")
+
+
 def check_size(config: dict, *axes: list) -> None:
     """SweepError before any point is made when every combination of the sweep's axes (an
     upper bound of its points) passes sweep.max_points."""
@@ -291,10 +295,10 @@ def plan_sweep(config: dict, checked: bool = False, train_images: int | None = N
                 what += f" on Keras {keras} ({backend}, loop {loop})"
             if reason:
                 skipped.setdefault(what, reason)
-                for axis, value in (("keras", keras), ("backend", backend),
-                                    ("strategy", strategy), ("loop", loop),
-                                    ("precision", precision)):
-                    lost.setdefault((axis, value), reason)
+                values = {"keras": keras, "backend": backend, "strategy": strategy,
+                          "loop": loop, "precision": precision}
+                for axis in SWEPT_AXES:
+                    lost.setdefault((axis, values[axis]), reason)
                 continue
             if chosen == "horovod" and loop == "custom":
                 raise SweepError("the custom training loop runs mirrored and multiworker points; "
@@ -308,7 +312,7 @@ def plan_sweep(config: dict, checked: bool = False, train_images: int | None = N
     if (sweep["models"] or sweep["commands"]) and not points:
         raise SweepError("no point of the sweep can run: " + "; ".join(
             dict.fromkeys(skipped.values())))
-    for axis in ("keras", "backend", "strategy", "loop", "precision"):
+    for axis in SWEPT_AXES:
         for value in (sweep.get(axis) or []) if trained else []:
             if not any(getattr(p, axis) == value for p in trained):  # asked for, none left
                 raise SweepError(f"sweep.{axis}: {value} gives no point that can run: "
