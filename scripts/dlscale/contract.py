@@ -41,6 +41,8 @@ LOCK_HELD = ".lock.held"  # the lock where flock is not to be had (O_EXCL)
 MANIFEST = "manifest.json"  # a prepared dataset's: its shards, classes and sizes
 MODEL_FILE = "model.keras"  # a completed run's saved model (training.save_model)
 TENSORBOARD = "tensorboard"  # its event files and profiler traces
+BREAKDOWN = "breakdown.json"  # the profiled window's split of steps and the all-reduce's times
+TRACE = "trace"  # the profiled window's raw trace, kept only with analysis.keep_traces
 COMMAND_OUT = "out"  # a sweep.commands point's {out_dir}: the command's own files
 RUN_TABLE = "epochs.csv"  # a run's (or an external log's) per-epoch table
 # the last completed record (run.json, epochs.jsonl, train.log; hard links, not copies),

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dlscale import keraschoice, phases
+from dlscale import keraschoice, phases, profwindow
 from dlscale.cluster import worker_identity
 from dlscale.contract import (
     EPOCHS,
@@ -128,7 +128,8 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
             say(f"dlscale train: the backup in {backup} held no finished epoch: starting "
                 "at epoch 1")
 
-    model, recorder, callbacks = build(r, deadline, sampler, announce)
+    window = profwindow.open_window(settings, backend, plan.steps)
+    model, recorder, callbacks = build(r, deadline, sampler, announce, window)
     phases.mark("model")
     done = completed_epochs(backup) if resuming else 0  # the order goes on from there
     train_ds, test_ds = backend.datasets(*inputs(r, done), plan.global_batch)
@@ -161,6 +162,8 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
         backend.save_model(model, settings.out / MODEL_FILE)
     synthetic = (synthetic_speed(r, model)
                  if status is Status.COMPLETED and settings.synthetic_check_steps else None)
+    breakdown = profwindow.close_window(settings, backend, window, model,
+                                        status is Status.COMPLETED)
     if sampler:
         sampler.stop()
         if sampler.error:
@@ -173,6 +176,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     info["telemetry"] = ({"file": TELEMETRY, "interval_s": settings.telemetry_interval,
                           "gpu_note": sampler.gpu_note} if sampler else None)
     info["synthetic_images_per_s"] = synthetic
+    info["breakdown"] = breakdown
     if backend.chief:
         info.write(settings.out)
     return info
@@ -198,7 +202,7 @@ def start_telemetry(settings, backend, stack: ExitStack):
     return sampler
 
 
-def build(r: Run, deadline, sampler=None, on_first=None):
+def build(r: Run, deadline, sampler=None, on_first=None, window=None):
     """The compiled model in the backend's scope, its epoch recorder and its callbacks."""
     from dlscale import training as T
 
@@ -215,7 +219,7 @@ def build(r: Run, deadline, sampler=None, on_first=None):
         callbacks = (backend.callbacks(recorder, str(r.backup), plan)
                      if settings.loop == "fit"
                      else [recorder]) + chief_callbacks(settings, backend)
-        callbacks += slow_steps()
+        callbacks += slow_steps() + ([window] if window else [])
         if deadline is not None:  # last: it stops training after the backup is saved
             callbacks.append(deadline_stop(deadline, backend.agree))
         model.compile(optimizer=backend.optimizer(plan, schedule), metrics=["accuracy"],

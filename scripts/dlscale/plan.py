@@ -286,18 +286,17 @@ class Study(AnalysisPlan):
         flags = {"model": p.model, "gpus": p.gpus, "nodes": p.nodes, "strategy": p.strategy,
                  "keras": p.keras, "backend": p.backend, "epochs": p.epochs,
                  "base-lr": p.base_lr, "optimizer": p.optimizer,
-                 "loop": p.loop,
-                 "lr-scaling": p.lr_scaling,
+                 "loop": p.loop, "lr-scaling": p.lr_scaling,
                  "warmup-epochs": p.warmup_epochs, "momentum": p.momentum,
                  "precision": p.precision, "device": p.device, "seed": p.seed,
                  "shuffle-buffer": self.data["shuffle_buffer"],
-                 "cache-mb": self.data["cache_mb"],
-                 "image-size": self.data["image_size"],
+                 "cache-mb": self.data["cache_mb"], "image-size": self.data["image_size"],
                  "communication": p.communication,
-                 "telemetry-interval": self.config["training"]["telemetry_interval_s"]}
+                 "telemetry-interval": self.config["training"]["telemetry_interval_s"],
+                 "breakdown-steps": (analysis := self.config["analysis"])["breakdown"]}
         if p.model_from:
             flags["model-from"] = p.model_from
-        if self.config["analysis"]["synthetic_check"]:
+        if analysis["synthetic_check"]:
             flags["synthetic-check-steps"] = SYNTHETIC_CHECK_STEPS
         if p.profile_steps:
             flags["profile-steps"] = ",".join(map(str, p.profile_steps))
@@ -311,7 +310,8 @@ class Study(AnalysisPlan):
         text = " ".join(f"--{k} {shlex.quote(str(v))}" for k, v in flags.items())
         if software["modules"]:
             text += " --modules " + " ".join(map(shlex.quote, software["modules"]))
-        switches = {"xla": p.xla, "save-model": p.save_model, "tensorboard": p.tensorboard}
+        switches = {"xla": p.xla, "save-model": p.save_model, "tensorboard": p.tensorboard,
+                    "keep-trace": analysis["keep_traces"]}
         return text + "".join(f" --{k}" if on else f" --no-{k}" for k, on in switches.items())
 
     def command_flags(self, p: Point) -> str:

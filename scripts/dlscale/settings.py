@@ -62,6 +62,8 @@ class Settings:
     save_model: bool
     tensorboard: bool
     profile_steps: tuple[int, int] | None
+    breakdown_steps: int
+    keep_trace: bool
     telemetry_interval: float
     synthetic_check_steps: int
     attempt: int
@@ -193,6 +195,11 @@ def build_parser(description: str = DESCRIPTION) -> argparse.ArgumentParser:
         help="write TensorBoard event files to --out/tensorboard (chief only)")
     add("--profile-steps", type=steps_range, metavar="FIRST,LAST",
         help="profile these training steps into --out/tensorboard (chief only)")
+    add("--breakdown-steps", type=int, default=0, metavar="N",
+        help="trace N steps of the first epoch and time the all-reduce after training, into "
+             "--out/breakdown.json (chief only; analysis.breakdown); 0: off")
+    add("--keep-trace", action=argparse.BooleanOptionalAction, default=False,
+        help="keep the window's raw trace in --out/trace (analysis.keep_traces)")
     add("--telemetry-interval", type=float, default=train["telemetry_interval_s"],
         metavar="SECONDS", help="sample host CPU, RSS and (NVML) GPU use into --out/"
         "telemetry.csv every SECONDS from the chief; 0: off (default: %(default)s)")
