@@ -22,4 +22,4 @@ report: STUDY.report_first_page(C.REPORT_PAGE, "report/workflow.rst")
 rule all:
     default_target: True
     input:
-        STUDY.targets(PLOT_NAMES),
+        STUDY.targets(PLOT_NAMES + WHY_PLOTS),

@@ -185,6 +185,67 @@ rule plot_scaling:
         "--out-dir {params.plots:q} > {log:q} 2>&1"
 
 
+# Why each point scales as it does: its profiled window's split of a step and its timed
+# all-reduce (breakdown.json beside its records), and a communication model per series.
+rule explain_scaling:
+    input:
+        scaling=C.table("scaling"),
+        runs=C.table("runs"),
+    output:
+        breakdown=report(
+            C.table("breakdown"),
+            caption="../report/breakdown.rst",
+            category="Tables",
+            labels={"table": "where the step time goes"},
+        ),
+        prediction=report(
+            C.table("prediction"),
+            caption="../report/prediction_table.rst",
+            category="Tables",
+            labels={"table": "what more GPUs would give"},
+        ),
+    log:
+        "logs/explain_scaling.log",
+    localrule: True
+    conda:
+        "../envs/dlscale.yaml"
+    params:
+        script=script("explain_scaling.py"),
+        runs=C.RUNS,
+    shell:
+        "python {params.script:q} {input.scaling:q} --runs {input.runs:q} "
+        "--runs-dir {params.runs:q} --breakdown {output.breakdown:q} "
+        "--prediction {output.prediction:q} 2>&1 | tee {log:q}"
+
+
+rule plot_breakdown:
+    input:
+        breakdown=C.table("breakdown"),
+        prediction=C.table("prediction"),
+    output:
+        [
+            report(
+                f"{C.PLOTS}/{name}.png",
+                caption=f"../report/{name}.rst",
+                category="Scaling",
+                labels={"figure": name.replace("_", " ")},
+            )
+            for name in WHY_PLOTS
+        ],
+        [f"{C.PLOTS}/{name}.svg" for name in WHY_PLOTS],
+    log:
+        "logs/plot_breakdown.log",
+    localrule: True
+    conda:
+        "../envs/dlscale.yaml"
+    params:
+        script=script("plot_breakdown.py"),
+        plots=folder_of(0),
+    shell:
+        "python {params.script:q} {input.breakdown:q} --prediction {input.prediction:q} "
+        "--out-dir {params.plots:q} > {log:q} 2>&1"
+
+
 # The report's first page (the Snakefile's `report:`): the answer, flags, failed points.
 rule report_page:
     input:
@@ -193,6 +254,8 @@ rule report_page:
         failed=C.table("failed"),
         overview=f"{C.PLOTS}/overview.png",
         verdicts=[C.table("history")] if STUDY.history_db else [],
+        breakdown=C.table("breakdown"),
+        prediction=C.table("prediction"),
     output:
         C.REPORT_PAGE,
     log:
@@ -208,6 +271,7 @@ rule report_page:
     shell:
         "python {params.script:q} {input.scaling:q} --amdahl {input.amdahl:q} "
         "--failed {input.failed:q} --overview {input.overview:q} {params.verdicts} "
+        "--breakdown {input.breakdown:q} --prediction {input.prediction:q} "
         "-o {output:q} > {log:q} 2>&1"
 
 

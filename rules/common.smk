@@ -33,6 +33,7 @@ POINTS, EXTERNAL, DATA_DIR = STUDY.points, STUDY.external, STUDY.data_dir
 POINT = sweep.POINT_PATTERN  # a run folder's key, whatever the sweep's size
 RESOURCES = ("gres", "cpus_per_task", "mem_mb", "nodes")
 PLOT_NAMES = vocabulary.PLOT_NAMES
+WHY_PLOTS = vocabulary.WHY_PLOTS
 # the site's software for the TensorFlow rules: modules (--sdm env-modules) or a container
 SOFTWARE_MODULES = config["software"]["modules"]
 SOFTWARE_CONTAINER = config["software"]["container"]

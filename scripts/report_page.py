@@ -4,7 +4,8 @@ verdicts and failed points, with the overview figure.
 
   report_page.py results/tables/scaling.csv --amdahl results/tables/amdahl.csv \
       --failed results/tables/failed.csv --overview results/plots/overview.png \
-      [--verdicts results/tables/history.csv] -o results/report/first-page.rst
+      [--verdicts results/tables/history.csv] [--breakdown results/tables/breakdown.csv \
+      --prediction results/tables/prediction.csv] -o results/report/first-page.rst
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ def main(argv=None) -> int:
     parser.add_argument("--failed", required=True, type=Path)
     parser.add_argument("--overview", type=Path)
     parser.add_argument("--verdicts", type=Path, help="the history's verdicts (history.csv)")
+    parser.add_argument("--breakdown", type=Path, help="breakdown.csv (dlscale.explain)")
+    parser.add_argument("--prediction", type=Path, help="prediction.csv, with --breakdown")
     parser.add_argument("-o", "--out", required=True, type=Path)
     args = parser.parse_args(argv)
 
@@ -34,7 +37,10 @@ def main(argv=None) -> int:
                     read_table(args.amdahl, ["series", "serial_fraction"]),
                     read_table(args.failed, ["run", "status"]), args.overview,
                     read_table(args.verdicts, ["series", "gpus", "verdict"])
-                    if args.verdicts else None)
+                    if args.verdicts else None,
+                    (read_table(args.breakdown, ["series", "nodes", "gpus"]),
+                     read_table(args.prediction, ["series", "gpus"]))
+                    if args.breakdown else None)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

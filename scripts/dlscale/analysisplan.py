@@ -219,7 +219,7 @@ class AnalysisPlan:
         from dlscale.contract import CHECKS, PLOTS, REPORT_PAGE, table
 
         return (
-            [table("scaling"), table("failed")]
+            [table("scaling"), table("failed"), table("breakdown"), table("prediction")]
             # each point's record too: one that went missing is trained again, never
             # "up to date" because the tables built from it still exist
             + [f"{run_dir(key)}/{RUN_JSON}" for key in self.points]

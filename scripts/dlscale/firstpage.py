@@ -43,6 +43,11 @@ def number(value, digits: int = 3, percent: bool = False) -> str:
     return f"{value:.{digits}g}"
 
 
+def share(value) -> str:
+    """A share of a step, as a whole percent."""
+    return "n/a" if pd.isna(value) else f"{float(value):.0%}"
+
+
 def series_lines(scaling: pd.DataFrame, amdahl: pd.DataFrame) -> list[list[str]]:
     """Per series: its largest measured GPU count and what it reached there."""
     serial = dict(zip(amdahl["series"], amdahl["serial_fraction"])) if len(amdahl) else {}
@@ -70,8 +75,43 @@ def list_table(header: list[str], rows: list[list[str]], widths: list[int]) -> l
     return lines + [""]
 
 
+def why_lines(breakdown: pd.DataFrame, prediction: pd.DataFrame) -> list[str]:
+    """Per series: where the step goes at its largest GPU count, and the predicted
+    efficiency at the next doubling (dlscale.explain)."""
+    out = []
+    for (series, nodes), part in breakdown.groupby(["series", "nodes"], sort=False):
+        row = part.sort_values("gpus").iloc[-1]
+        gpus = int(row["gpus"])
+        head = f"- {rst(series)} at {gpus} GPU(s)"
+        if pd.isna(row.get("compute_share")):
+            out.append(f"{head}: no traced steps ({rst(row.get('notes') or 'no window')})")
+            continue
+        comm = ("not separable" if row["communication"] == "not separable" else
+                f"{share(row['communication_share'])} exposed "
+                f"({share(row['comm_total_share'])} in all)")
+        text = (f"{head}: compute {share(row['compute_share'])} of the step, "
+                f"communication {comm}, input wait {share(row['input_share'])},"
+                f" the rest {share(row['other_share'])}: the dominant cost is "
+                f"{row['dominant']}")
+        label = series if breakdown["nodes"].nunique() == 1 else f"{series} ({nodes} node(s))"
+        ahead = prediction[(prediction["series"] == label) & (prediction["gpus"] == 2 * gpus)]
+        if len(ahead) and pd.notna(ahead["predicted_efficiency"].iloc[0]):
+            text += (f"; predicted efficiency at {2 * gpus} GPUs "
+                     f"{number(ahead['predicted_efficiency'].iloc[0])} "
+                     f"(model {rst(ahead['verdict'].iloc[0])})")
+        out.append(text + ".")
+    if not out:
+        return []
+    return ["Why it scales", "-------------", "",
+            "Where the step time goes at the largest GPU count (a few traced steps of the "
+            "first epoch; results/tables/breakdown.csv) and what the next doubling would "
+            "give (a communication model fitted on the smaller points; prediction.csv):",
+            "", *out, ""]
+
+
 def page(scaling: pd.DataFrame, amdahl: pd.DataFrame, failed: pd.DataFrame,
-         overview: Path | None = None, verdicts: pd.DataFrame | None = None) -> str:
+         overview: Path | None = None, verdicts: pd.DataFrame | None = None,
+         why: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> str:
     """The first page as reStructuredText (for Snakemake's report)."""
     lines = ["How this study scales", "=====================", ""]
     if scaling.empty:
@@ -92,6 +132,8 @@ def page(scaling: pd.DataFrame, amdahl: pd.DataFrame, failed: pd.DataFrame,
                   "   :width: 100%",
                   "   :alt: the overview figure: epoch time, speedup, efficiency and "
                   "accuracy against GPUs", ""]
+    if why is not None:
+        lines += why_lines(*why)
     flags = []
     if "flags" in scaling:
         for _, row in scaling.dropna(subset=["flags"]).iterrows():

@@ -102,6 +102,11 @@ def minus(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int,
     return out
 
 
+def clip(intervals: list[tuple[int, int]], s: int, e: int) -> list[tuple[int, int]]:
+    """The union of the intervals' parts within [s, e)."""
+    return union([(max(a, s), min(b, e)) for a, b in intervals if a < e and b > s])
+
+
 def steps_of(events: list[Event]) -> dict[int, tuple[int, int]]:
     """Each step number's interval: its widest marker (tf-keras and a window can both
     mark a step)."""
@@ -127,10 +132,7 @@ def split(events: list[Event]) -> list[dict]:
     dispatches.sort()
     rows = []
     for number, (s, e) in sorted(steps.items()):
-        def clip(intervals):
-            return union([(max(a, s), min(b, e)) for a, b in intervals if a < e and b > s])
-
-        compute, comm, inp = (clip(by_kind[k]) for k in ("compute", "comm", "input"))
+        compute, comm, inp = (clip(by_kind[k], s, e) for k in ("compute", "comm", "input"))
         if not inp and (first := next((d for d in dispatches if s <= d < e), None)):
             inp = [(s, first)]  # Keras 3 on JAX: the batch is fetched before the dispatch
         exposed = minus(comm, compute)

@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""Where each point's step time goes, and what more GPUs would give.
+
+  explain_scaling.py results/tables/scaling.csv --runs results/tables/runs.csv \
+      --runs-dir results/runs --breakdown results/tables/breakdown.csv \
+      --prediction results/tables/prediction.csv
+
+Reads each counted run's breakdown.json (its profiled window and its timed all-reduce)
+beside its records; writes breakdown.csv (per point) and prediction.csv (per series and
+GPU count, with the next two doublings). Definitions: dlscale/explain.py and
+docs/analysis.md ("Why it scales").
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pandas as pd
+
+from dlscale.explain import tables
+from dlscale.files import write_table
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("scaling", type=Path)
+    ap.add_argument("--runs", type=Path, required=True)
+    ap.add_argument("--runs-dir", type=Path, required=True)
+    ap.add_argument("--breakdown", type=Path, required=True)
+    ap.add_argument("--prediction", type=Path, required=True)
+    args = ap.parse_args()
+    breakdown, prediction = tables(pd.read_csv(args.scaling), pd.read_csv(args.runs),
+                                   args.runs_dir)
+    write_table(breakdown, args.breakdown)
+    write_table(prediction, args.prediction)
+    for _, row in prediction.drop_duplicates("series").iterrows():
+        print(f"{row['series']}: {row['verdict'] or row['note']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
