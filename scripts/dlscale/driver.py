@@ -132,7 +132,9 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     model, recorder, callbacks = build(r, deadline, sampler, announce, window)
     phases.mark("model")
     done = completed_epochs(backup) if resuming else 0  # the order goes on from there
-    train_ds, test_ds = backend.datasets(*inputs(r, done), plan.global_batch)
+    train_input, test_input = inputs(r, done)
+    train_ds, test_ds = backend.datasets(slow_input(train_input, notes), test_input,
+                                         plan.global_batch)
     phases.mark("data")
     for line in filter(None, [summary(r), note,
                               *notes, plan.xla_note]):
@@ -252,6 +254,28 @@ def chief_callbacks(settings, backend) -> list:
 # slower than its history on any machine (tests/workflow/test_history_workflow.py);
 # run.json notes it
 SLOW_STEP_ENV = "DLSCALE_TEST_SLOW_STEP_S"
+
+
+# Tests only: seconds of sleep in the input pipeline before every training batch, so that
+# a point is input-bound on any machine (tests/workflow/test_why_workflow.py)
+SLOW_INPUT_ENV = "DLSCALE_TEST_SLOW_INPUT_S"
+
+
+def slow_input(train_input, notes: list[str]):
+    """The training input function, its batches slowed by SLOW_INPUT_ENV's seconds."""
+    delay = float(os.environ.get(SLOW_INPUT_ENV) or 0)
+    if delay <= 0:
+        return train_input
+    import tensorflow as tf
+
+    notes.append(f"slowed for a test: {SLOW_INPUT_ENV}={delay} s of sleep before every batch")
+
+    def slow(*batch):
+        done = tf.py_function(lambda: time.sleep(delay) or 0, [], tf.int32)
+        with tf.control_dependencies([done]):
+            return tf.nest.map_structure(tf.identity, batch)
+
+    return lambda context: train_input(context).map(slow)
 
 
 def slow_steps() -> list:

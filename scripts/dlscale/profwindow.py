@@ -273,7 +273,9 @@ def record(window, logdir: Path, backend, model, keep: bool) -> dict:
     out["summary"] = stepsplit.summary(out["steps"])
     if out["summary"] and backend.replicas > 1 and not out["summary"]["comm_total_s"]:
         out["communication"] = "not separable"
-        notes.append("no collective operation ran in the window: the replicas' gradients "
+        notes.append("Horovod's collectives run in its own threads, outside TensorFlow's "
+                     "trace (its timeline is not read yet)" if backend.kind == "horovod" else
+                     "no collective operation ran in the window: the replicas' gradients "
                      "are summed by ordinary operations (AddN and copies), which the trace "
                      "cannot tell from compute")
     else:

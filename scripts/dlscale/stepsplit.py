@@ -152,6 +152,6 @@ def summary(rows: list[dict]) -> dict:
     if not rows:
         return {}
     walls = sorted(r["wall_s"] for r in rows)
-    total = {k: round(sum(r[k] for r in rows), 6)
+    total = {k: round(sum(r[k] for r in rows), 9)
              for k in ("wall_s", "comm_total_s", *PARTS)}
-    return {"steps": len(rows), "step_s": round(walls[len(walls) // 2], 6), **total}
+    return {"steps": len(rows), "step_s": round(walls[len(walls) // 2], 9), **total}

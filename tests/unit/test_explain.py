@@ -1,0 +1,109 @@
+"""What more GPUs would give (dlscale.explain): the all-reduce's alpha-beta fit, the
+prediction checked on the held-out point, and breakdown.csv from breakdown.json files.
+The series are made here from the model's own formula, so every expected figure follows
+from the parameters below, not from a run."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from dlscale import explain
+from dlscale.contract import BREAKDOWN
+
+ALPHA, BANDWIDTH, GRADIENT = 20e-6, 5e9, 100 * 2**20  # s, bytes/s (bus), bytes
+COMPUTE, BATCH = 0.2, 32  # seconds of a step no communication explains; images per GPU
+SIZES = [4096, 65536, 2**20, 16 * 2**20, GRADIENT]
+
+
+def allreduce(n, size=GRADIENT):
+    return explain.allreduce_s(n, size, ALPHA, BANDWIDTH)
+
+
+def study(tmp_path, gpus=(1, 2, 4), slower_at=None, separable=True):
+    """scaling.csv and runs.csv of a weak-scaling series whose steps take COMPUTE plus the
+    whole all-reduce (nothing hidden), each point's breakdown.json beside its records."""
+    scaling, runs = [], []
+    for n in gpus:
+        step = COMPUTE + allreduce(n) + (0.5 * COMPUTE if n == slower_at else 0)
+        scaling.append({"series": "Net", "model": "Net", "strategy": "dataparallel",
+                        "precision": "float32", "nodes": 1, "gpus": n, "scaling": "weak",
+                        "global_batch": BATCH * n, "images_per_s": BATCH * n / step})
+        run = f"Net/gpus{n}/rep1"
+        runs.append({"run": run, "source": "dlscale", "counted": True, "series": "Net",
+                     "gpus": n, "nodes": 1})
+        comm = allreduce(n) if separable else 0.0
+        record = {"method": "own trace", "replicas": n, "gradient_bytes": GRADIENT,
+                  "notes": [], "communication": "separable" if n > 1 and separable else
+                  "none (one replica)" if n == 1 else "not separable",
+                  "summary": {"steps": 5, "step_s": step, "wall_s": 5 * step,
+                              "comm_total_s": 5 * comm, "comm_exposed_s": 5 * comm,
+                              "compute_s": 5 * (step - comm), "input_s": 0.0,
+                              "other_s": 0.0},
+                  "collective": None if n == 1 else {
+                      "bytes": SIZES, "seconds": [allreduce(n, s) for s in SIZES]}}
+        (tmp_path / run).mkdir(parents=True)
+        (tmp_path / run / BREAKDOWN).write_text(json.dumps(record))
+    frame = pd.DataFrame(scaling)
+    frame["efficiency"] = (frame["images_per_s"] / frame["gpus"]
+                           / frame["images_per_s"].iloc[0])
+    return frame, pd.DataFrame(runs)
+
+
+def test_a_points_timings_give_back_the_latency_and_bus_bandwidth():
+    for n in (2, 4, 8):
+        alpha, bandwidth = explain.alpha_beta(
+            {"bytes": SIZES, "seconds": [allreduce(n, s) for s in SIZES]}, n)
+        assert alpha == pytest.approx(ALPHA) and bandwidth == pytest.approx(BANDWIDTH)
+    assert explain.alpha_beta(None, 2) is None and explain.alpha_beta({"error": "x"}, 2) is None
+
+
+def test_a_series_the_model_explains_is_predicted_on_its_held_out_point(tmp_path):
+    scaling, runs = study(tmp_path)
+    breakdown, prediction = explain.tables(scaling, runs, tmp_path)
+    assert prediction["gpus"].tolist() == [1, 2, 4, 8, 16]
+    assert prediction["role"].tolist() == ["fit", "fit", "held out", "extrapolated",
+                                           "extrapolated"]
+    held = prediction[prediction["gpus"] == 4].iloc[0]
+    assert abs(held["error"]) < 1e-6 and held["verdict"] == "explained"
+    for _, row in prediction.iterrows():  # weak scaling: efficiency = T(1) / T(n)
+        n = row["gpus"]
+        assert row["predicted_step_s"] == pytest.approx(COMPUTE + allreduce(n))
+        assert row["predicted_efficiency"] == pytest.approx(COMPUTE / (COMPUTE + allreduce(n)))
+    assert prediction["latency_us"].iloc[0] == pytest.approx(ALPHA * 1e6)
+    assert prediction["bus_bandwidth_gbs"].iloc[0] == pytest.approx(BANDWIDTH / 1e9)
+    assert breakdown["communication_share"].tolist()[0] == 0
+    four = breakdown[breakdown["gpus"] == 4].iloc[0]
+    assert four["communication_share"] == pytest.approx(
+        allreduce(4) / (COMPUTE + allreduce(4)))
+    assert four["bus_bandwidth_gbs"] == pytest.approx(
+        GRADIENT / allreduce(4) * 2 * 3 / 4 / 1e9)
+
+
+def test_a_held_out_point_slower_than_the_model_says_is_not_explained(tmp_path):
+    scaling, runs = study(tmp_path, slower_at=4)
+    _, prediction = explain.tables(scaling, runs, tmp_path)
+    held = prediction[prediction["gpus"] == 4].iloc[0]
+    assert held["error"] == pytest.approx(-(0.5 * COMPUTE) / (1.5 * COMPUTE + allreduce(4)))
+    assert held["verdict"].startswith("not explained")
+
+
+def test_communication_the_trace_cannot_separate_is_empty_never_zero(tmp_path):
+    scaling, runs = study(tmp_path, separable=False)
+    breakdown, _ = explain.tables(scaling, runs, tmp_path)
+    two = breakdown[breakdown["gpus"] == 2].iloc[0]
+    assert two["communication"] == "not separable"
+    assert math.isnan(two["communication_share"]) and two["dominant"] == "compute"
+
+
+def test_a_series_without_records_is_listed_with_the_reason(tmp_path):
+    scaling, runs = study(tmp_path, gpus=(1, 2))
+    for run in runs["run"]:
+        (tmp_path / run / BREAKDOWN).unlink()
+    breakdown, prediction = explain.tables(scaling, runs, tmp_path)
+    assert breakdown["notes"].str.startswith("no breakdown.json").all()
+    assert prediction["note"].str.contains("not predicted").all()
+    assert prediction["predicted_step_s"].isna().all()

@@ -1,0 +1,96 @@
+"""Where a step's time goes: the split of traced steps (dlscale.stepsplit) on traces the
+real profilers wrote (tests/data/traces), read by each framework's own reader, and on
+events made here to pin the rules (union, not sum; compute before communication)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import ROOT
+
+from dlscale import stepsplit
+from dlscale.profwindow import bench_sizes, read_trace, window_steps
+from dlscale.stepsplit import Event
+
+TRACES = ROOT / "tests" / "data" / "traces"
+CAPTURED = [("keras3-jax-dataparallel-2cpu.xplane.pb", True),
+            ("keras3-tensorflow-mirrored-2cpu.xplane.pb", False),
+            ("tf-keras-mirrored-2cpu.xplane.pb", False)]
+
+
+@pytest.mark.parametrize(("name", "on_jax"), CAPTURED)
+def test_each_traced_step_splits_into_parts_that_add_up_to_its_wall_time(name, on_jax):
+    rows = stepsplit.split(read_trace(TRACES / name, on_jax))
+    assert [r["step"] for r in rows] == [2, 3, 4]  # the window: after the compiling steps
+    for r in rows:
+        parts = sum(r[k] for k in stepsplit.PARTS)
+        assert parts == pytest.approx(r["wall_s"], abs=1e-8)
+        assert r["compute_s"] > 0.5 * r["wall_s"]  # a CPU step is mostly its operations
+        # 2 replicas: their collective ran in every step, partly hidden under compute
+        assert 0 < r["comm_exposed_s"] <= r["comm_total_s"] < r["wall_s"]
+        assert r["input_s"] >= 0
+    assert sum(r["input_s"] for r in rows) > 0  # the window waited for a batch, if briefly
+
+
+def test_a_jax_trace_splits_the_same_read_by_jax_or_by_tensorflow():
+    path = TRACES / CAPTURED[0][0]
+    by_jax, by_tf = (stepsplit.split(read_trace(path, on_jax)) for on_jax in (True, False))
+    assert len(by_jax) == len(by_tf) == 3
+    for a, b in zip(by_jax, by_tf, strict=True):
+        assert a.keys() == b.keys()
+        for key in a:
+            assert a[key] == pytest.approx(b[key], abs=2e-9)  # nanoseconds apart at most
+
+
+def ev(line, name, start, end, step=None):
+    return Event(f"/host:CPU|{line}", name, start, end, step)
+
+
+def test_covered_time_is_the_union_of_intervals_with_compute_first():
+    events = [ev("python", "train", 0, 1000, step=7),
+              # nested compute events (a fusion inside its executor's wrapper) count once
+              ev("tf_XLAEigen/1", "ThunkExecutor::Execute", 100, 600),
+              ev("tf_XLAEigen/1", "fusion.3", 100, 400),
+              ev("tf_XLAEigen/2", "convolution.1", 300, 500),
+              # the collective overlaps compute from 450 to 500: 100 of it is exposed
+              ev("tf_XLAEigen/2", "all-reduce.5", 450, 600),
+              ev("tf_data_iterator_get_next/3", "IteratorGetNextOp::DoCompute", 0, 120),
+              ev("python", "something on the host", 900, 950)]
+    [row] = stepsplit.split(events)
+    assert row["step"] == 7 and row["wall_s"] == pytest.approx(1e-6)
+    assert row["compute_s"] == pytest.approx(400e-9)  # 100..500
+    assert row["comm_total_s"] == pytest.approx(150e-9)
+    assert row["comm_exposed_s"] == pytest.approx(100e-9)  # 500..600
+    assert row["input_s"] == pytest.approx(100e-9)  # 0..100: 100..120 is under compute
+    assert row["other_s"] == pytest.approx(400e-9)
+
+
+def test_without_input_events_jax_waits_for_its_batch_until_the_dispatch():
+    events = [ev("python", "train", 0, 1000, step=2),
+              ev("python", "PjitFunction(train_step)", 300, 320),
+              ev("tf_XLAEigen/1", "fusion", 320, 900)]
+    [row] = stepsplit.split(events)
+    assert row["input_s"] == pytest.approx(300e-9)
+    assert row["compute_s"] == pytest.approx(580e-9)
+
+
+def test_events_outside_the_steps_and_of_no_operation_line_are_not_counted():
+    events = [ev("python", "train", 100, 200, step=1),
+              ev("tf_Compute/1", "a/b:MatMul", 0, 100),     # before the step
+              ev("python", "a/b:MatMul", 100, 200)]         # not an operations line
+    [row] = stepsplit.split(events)
+    assert row["compute_s"] == 0 and row["other_s"] == pytest.approx(100e-9)
+    assert stepsplit.summary([]) == {}
+
+
+@pytest.mark.parametrize(("steps", "wanted", "window"), [
+    (100, 5, (2, 5)), (4, 5, (2, 2)), (2, 5, (1, 1)), (1, 5, (0, 1)), (100, 0, (2, 0))])
+def test_the_window_lies_after_the_compiling_steps_where_the_epoch_has_room(
+        steps, wanted, window):
+    assert window_steps(steps, wanted) == window
+
+
+def test_the_collective_is_timed_from_a_few_kilobytes_to_the_gradient():
+    sizes = bench_sizes(100 * 2**20)
+    assert sizes[0] == 4096 and sizes[-1] == 100 * 2**20 and len(sizes) == 6
+    assert all(s % 4 == 0 for s in sizes) and sizes == sorted(sizes)
+    assert bench_sizes(1000) == [1000]
