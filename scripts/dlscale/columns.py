@@ -113,6 +113,43 @@ ACCOUNTED = (
     Column("sacct_alloc_tres", "", "the allocation's trackable resources", True),
 )
 
+# breakdown.csv: one row per point (dlscale.explain), after scaling.csv's first six columns
+BREAKDOWN = (
+    Column("step_s", "s", "the point's step time: global_batch / images_per_s", True),
+    Column("window_steps", "", "traced steps, over the repeats", True),
+    Column("window_step_s", "s", "median wall time of a traced step", True),
+    Column("compute_share", "1", "share of the traced steps' time covered by operations"),
+    Column("communication_share", "1", "covered by collectives and no operation (exposed); "
+           "empty where not separable"),
+    Column("input_share", "1", "waiting for the input, under neither of those"),
+    Column("other_share", "1", "the rest: host overhead, idle"),
+    Column("comm_total_share", "1", "covered by collectives, hidden or not"),
+    Column("communication", "", "separable, not separable or none (one replica)", True),
+    Column("dominant", "", "the largest of compute, communication, input and other"),
+    Column("gradient_bytes", "bytes", "the model's trainable weights at their dtype", True),
+    Column("allreduce_s", "s", "the gradient's all-reduce timed alone on the replicas", True),
+    Column("bus_bandwidth_gbs", "GB/s", "its bus bandwidth: bytes / time x 2(n-1)/n"),
+    Column("method", "", "how the parts were told apart", True),
+    Column("notes", "", "what the window could not take, and why", True),
+)
+# prediction.csv: one row per series and GPU count, measured and the next two doublings
+PREDICTION = (
+    Column("series", "", "the series (with its node count where a study has several)"),
+    Column("gpus", "", "GPUs"),
+    Column("role", "", "fit, held out (predicted unseen) or extrapolated"),
+    Column("measured_step_s", "s", "step_s where measured", True),
+    Column("predicted_step_s", "s", "C(n) + exposure x all-reduce time of the gradient"),
+    Column("error", "1", "(predicted - measured) / measured step time"),
+    Column("measured_efficiency", "1", "scaling.csv's efficiency", True),
+    Column("predicted_efficiency", "1", "the model's speedup / gpus"),
+    Column("latency_us", "us", "the ring all-reduce's per-hop latency (alpha)"),
+    Column("bus_bandwidth_gbs", "GB/s", "its bus bandwidth (B)"),
+    Column("gradient_bytes", "bytes", "the bytes all-reduced per step"),
+    Column("exposure", "1", "exposed communication / all-reduce time, on the fit points"),
+    Column("verdict", "", "explained, or not explained (held-out error over the threshold)"),
+    Column("note", "", "why a series is not predicted"),
+)
+
 SCALING_COLUMNS = [c.name for c in SCALING if c.since_v1]
 EXTRA_COLUMNS = [c.name for c in SCALING if not c.since_v1]  # older tables may lack them
 MEASURED = [c.name for c in SCALING if c.measured]  # one value per point, from its runs
@@ -122,7 +159,8 @@ ACCOUNTED_COLUMNS = tuple(c.name for c in ACCOUNTED)
 def render() -> str:
     """The Markdown table of every column with its unit and meaning."""
     lines = ["| column | table | unit | meaning |", "|---|---|---|---|"]
-    for table, columns in (("scaling.csv", SCALING), ("runs.csv", RUNS + ACCOUNTED)):
+    for table, columns in (("scaling.csv", SCALING), ("runs.csv", RUNS + ACCOUNTED),
+                           ("breakdown.csv", BREAKDOWN), ("prediction.csv", PREDICTION)):
         lines += [f"| `{c.name}` | {table} | {c.unit or '-'} | {c.meaning} |" for c in columns]
     return "\n".join(lines) + "\n"
 

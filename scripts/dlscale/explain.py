@@ -31,6 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from dlscale import columns
 from dlscale.contract import BREAKDOWN
 
 EXPLAINED_ERROR = 0.25  # |predicted - measured| / measured step time on the held-out point
@@ -122,13 +123,8 @@ def point_rows(scaling: pd.DataFrame, runs: pd.DataFrame,
     return pd.DataFrame(rows, columns=[*KEYS, *BREAKDOWN_ORDER])
 
 
-BREAKDOWN_ORDER = ["step_s", "window_steps", "window_step_s", "compute_share",
-                   "communication_share", "input_share", "other_share",
-                   "comm_total_share", "communication", "dominant", "gradient_bytes",
-                   "allreduce_s", "bus_bandwidth_gbs", "method", "notes"]
-PREDICTION_ORDER = ["series", "gpus", "role", "measured_step_s", "predicted_step_s",
-                    "error", "measured_efficiency", "predicted_efficiency", "latency_us",
-                    "bus_bandwidth_gbs", "gradient_bytes", "exposure", "verdict", "note"]
+BREAKDOWN_ORDER = [c.name for c in columns.BREAKDOWN]
+PREDICTION_ORDER = [c.name for c in columns.PREDICTION]
 
 
 def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
