@@ -20,7 +20,8 @@ def test_two_horovod_ranks_train_and_only_rank_0_writes(small_data, tmp_path):
          str(HOROVOD_PYTHON), str(SCRIPTS / "train.py"), "--data-dir", str(small_data),
          "--out", str(tmp_path), "--model", "SimpleCNN", "--device", "cpu", "--gpus", "2",
          "--batch-per-gpu", "8", "--epochs", "3", "--warmup-epochs", "2",
-         "--strategy", "horovod"], capture_output=True, text=True, timeout=900)
+         "--strategy", "horovod", "--breakdown-steps", "3"], capture_output=True, text=True,
+        timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
     run = json.loads((tmp_path / "run.json").read_text())
     assert (run["strategy"], run["replicas"], run["workers"]) == ("horovod", 2, 2)
@@ -32,3 +33,10 @@ def test_two_horovod_ranks_train_and_only_rank_0_writes(small_data, tmp_path):
     assert records[0]["lr"] < 0.02 and records[-1]["lr"] == pytest.approx(0.02)  # warm-up
     assert (tmp_path / "train.log").read_text().count("Epoch 1/3") == 1
     assert 0.0 <= run["test_accuracy"] <= 1.0
+    # rank 0's window: TensorFlow's trace holds no Horovod collective (they run in
+    # Horovod's threads), so communication is not separable, and says why
+    window = json.loads((tmp_path / "breakdown.json").read_text())
+    assert window["communication"] == "not separable" and window["summary"]["steps"] == 3
+    assert "Horovod's collectives run in its own threads" in window["notes"][0]
+    assert run["breakdown"]["notes"] == window["notes"]
+    assert len(window["collective"]["seconds"]) > 1  # hvd.allreduce timed on both ranks

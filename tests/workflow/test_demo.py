@@ -45,7 +45,9 @@ def test_the_demo_ends_with_tables_plots_and_a_report(tmp_path):
     run_snakemake(tmp_path, *demo, "--report", str(tmp_path / "report.html"))
     html = (tmp_path / "report.html").read_text(errors="replace")
     for name in ("scaling.csv", "runs.csv", "failed.csv", "amdahl.csv", "references.csv",
-                 "systems.csv", "speedup.png", "cost.png", "utilisation.png", "overview.png"):
+                 "systems.csv", "speedup.png", "cost.png", "utilisation.png", "overview.png",
+                 "breakdown.csv", "prediction.csv", "where_the_time_goes.png",
+                 "prediction.png"):
         assert re.search(re.escape(name), html), name
     table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
     # the report opens on the answer: its first page, as a browser shows it
@@ -57,6 +59,16 @@ def test_the_demo_ends_with_tables_plots_and_a_report(tmp_path):
         serial = amdahl.loc[amdahl["series"] == model, "serial_fraction"].iloc[0]
         assert (f"{model} 4 GPU(s) {top['speedup']:.3g} {top['efficiency']:.3g} "
                 f"{serial:.3g}") in first, first[:3000]
+    # why it scales: every point's window was read, each series has its prediction, and
+    # the first page names the dominant cost at 4 GPUs and the efficiency at 8
+    breakdown = pd.read_csv(tmp_path / "results/tables/breakdown.csv")
+    assert len(breakdown) == 6 and breakdown["compute_share"].notna().all()
+    assert breakdown.loc[breakdown["gpus"] > 1, "comm_total_share"].gt(0).all()
+    prediction = pd.read_csv(tmp_path / "results/tables/prediction.csv")
+    assert sorted(prediction.groupby("series")["gpus"].max()) == [16, 16]
+    for model in ("MobileNetV2", "SimpleCNN"):
+        assert f"{model} at 4 GPU(s): compute" in first
+    assert first.count("predicted efficiency at 8 GPUs") == 2
     assert table["cost_per_epoch"].notna().all() and table["target_reached"].notna().all()
     assert table.loc[table["gpus"] > 1, "serial_fraction"].notna().all()
     assert len(pd.read_csv(tmp_path / "results/tables/amdahl.csv")) == 2  # one per model

@@ -43,6 +43,13 @@ def test_a_backend_sweep_of_keras3_gives_a_series_per_backend_to_the_tables(tmp_
         for backend in ("jax", "tensorflow") for gpus in (1, 2)]
     assert scaling["speedup"].notna().all() and scaling["images_per_s"].gt(0).all()
     assert "SimpleCNN jax" in (tmp_path / "results/report/first-page.rst").read_text()
+    # both backends' points explain their steps: a collective in every 2-replica window
+    breakdown = pd.read_csv(tmp_path / "results/tables/breakdown.csv")
+    assert len(breakdown) == 8 and breakdown["compute_share"].notna().all()
+    two = breakdown[breakdown["gpus"] == 2]
+    assert (two["communication"] == "separable").all() and two["comm_total_share"].gt(0).all()
+    prediction = pd.read_csv(tmp_path / "results/tables/prediction.csv")
+    assert prediction["series"].nunique() == 4
 
 
 def test_keras3_across_nodes_is_refused_before_any_job_with_the_reason(tmp_path):

@@ -49,6 +49,12 @@ def test_multiworker_point_starts_two_workers(tmp_path, config):
     assert "rule train:" in proc.stdout and "mpi=srun" in proc.stdout
     run = json.loads((tmp_path / target).read_text())
     assert (run["strategy"], run["workers"], run["replicas"]) == ("multiworker", 2, 2)
+    # the chief's window holds the collective ops (CollectiveReduceV2) of the two workers,
+    # and both took part in the all-reduce timed after training
+    window = json.loads((tmp_path / target).with_name("breakdown.json").read_text())
+    assert window["communication"] == "separable" and window["notes"] == []
+    assert 0 < window["summary"]["comm_total_s"] < window["summary"]["wall_s"]
+    assert len(window["collective"]["seconds"]) == len(window["collective"]["bytes"]) > 1
 
 
 def test_fast_config_runs_end_to_end_on_cpu(tmp_path, cifar_python):
