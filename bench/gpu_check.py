@@ -82,7 +82,8 @@ class Check:
     def elapsed(self) -> float:
         return time.perf_counter() - self.t0
 
-    def train(self, name: str, precision: str, batch: int, steps: int | None = None) -> dict:
+    def train(self, name: str, precision: str, batch: int, steps: int | None = None,
+              trace: bool = True) -> dict:
         """One model at one batch: build, compile, fit `epochs` epochs of `steps` steps
         (default --steps); the first epoch (compilation) untimed."""
         import keras
@@ -112,8 +113,13 @@ class Check:
             def on_epoch_end(self, epoch, logs=None):
                 marks.append(sampler.now())
 
+        from dlscale import profwindow
+
+        logdir = args.out.parent / f"trace-{name}-{precision}-{batch}"
+        window = profwindow.make_callback(logdir, *profwindow.window_steps(
+            steps or args.steps, 5 if trace else 0), marks=True)  # the untimed 1st epoch
         history = model.fit(x, y, batch_size=batch, epochs=args.epochs, shuffle=False,
-                            verbose=0, callbacks=[Edges()])
+                            verbose=0, callbacks=[Edges(), window])
         epochs = [marks[i + 1] - marks[i] for i in range(0, len(marks), 2)]
         timed = epochs[1:]
         seconds = sorted(timed)[len(timed) // 2]
@@ -124,7 +130,8 @@ class Check:
                   "epoch_s": [round(s, 4) for s in timed],
                   "images_per_s": round(images / seconds, 1),
                   "loss_last": float(history.history["loss"][-1]),
-                  "wall_s": round(time.perf_counter() - started, 1), **used}
+                  "wall_s": round(time.perf_counter() - started, 1), **used,
+                  "breakdown": split_window(logdir, window) if trace else None}
         del model
         keras.backend.clear_session()
         return result
@@ -140,7 +147,8 @@ class Check:
                 break
             try:  # about as many images an epoch as at the study's batch, at least 4 steps
                 result = self.train(name, precision, batch,
-                                    max(4, self.args.steps * self.args.batch // batch))
+                                    max(4, self.args.steps * self.args.batch // batch),
+                                    trace=False)
             except Exception as exc:  # noqa: BLE001 (which ones mean out of memory: below)
                 if not out_of_memory(exc):
                     raise
@@ -155,6 +163,31 @@ class Check:
             batch *= 2
         return {"model": name, "precision": precision, "largest_batch": largest,
                 "stopped_by": stopped, "tries": tries}
+
+
+def split_window(logdir: Path, window) -> dict:
+    """The window's step split (dlscale.stepsplit) on this real GPU trace, with what the
+    trace holds per line (the ten longest event names), to check the split's rules
+    against a real GPU's layout; the trace is deleted."""
+    import shutil
+    from collections import Counter
+
+    from dlscale import profwindow, stepsplit
+
+    traces = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
+    if window.error or not traces:
+        return {"error": window.error or "no trace written"}
+    events = profwindow.read_trace(traces[-1], on_jax=True)
+    lines: dict[str, Counter] = {}
+    for e in events:
+        lines.setdefault(e.line, Counter())[e.name] += e.end - e.start
+    out = {"window_s": round(window.seconds, 3), "trace_bytes": traces[-1].stat().st_size,
+           "summary": stepsplit.summary(stepsplit.split(events)),
+           "lines": {line: [[n, round(ns / 1e6, 3), stepsplit.kind(
+               stepsplit.Event(line, n, 0, 0))] for n, ns in c.most_common(10)]
+               for line, c in lines.items()}}
+    shutil.rmtree(logdir, ignore_errors=True)
+    return out
 
 
 def system(cpu: bool) -> dict:
@@ -182,6 +215,13 @@ def markdown(report: dict) -> list[str]:
         lines.append(f"| {r['model']} | {r['precision']} | {r['batch']} | {r['images_per_s']} | "
                      f"{r['first_epoch_s']} | {r.get('gpu_util_percent', '-')} | "
                      f"{r.get('gpu_mem_mb_peak', '-')} | {r.get('j_per_image', '-')} |")
+    for r in report["points"]:  # the step split of each point's traced steps
+        w = (r.get("breakdown") or {}).get("summary") or {}
+        if w:
+            lines.append(f"\n{r['model']} {r['precision']}: traced step {w['step_s']:.4f} s; "
+                         + ", ".join(f"{k.removesuffix('_s')} {w[k] / w['wall_s']:.0%}"
+                                     for k in ("compute_s", "comm_exposed_s", "input_s",
+                                               "other_s")))
     for name, ratio in report["bf16_speedup"].items():
         lines.append(f"\n{name}: mixed_bfloat16 over float32 at batch "
                      f"{report['settings']['batch']}: {ratio}x")

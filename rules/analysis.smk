@@ -101,6 +101,8 @@ rule aggregate_runs:
 rule compare_studies:
     input:
         scaling=C.table("scaling"),
+        # read beside scaling.csv, as each compared study's are
+        why=[C.table("breakdown"), C.table("prediction")],
         others=[path for _, path in STUDY.compare],
     output:
         report(

@@ -197,6 +197,8 @@ class Horovod(Backend):
         except ImportError as exc:
             raise RunError(f"strategy horovod needs Horovod: {exc} (make horovod builds "
                            ".venv-horovod; run train.py with its python)", 2) from exc
+        if self.settings.breakdown_steps:  # the window records Horovod's timeline
+            os.environ.setdefault("HOROVOD_TIMELINE", "DYNAMIC")
         hvd.init()
         self.hvd = hvd
         return hvd.rank(), hvd.size(), hvd.local_rank()

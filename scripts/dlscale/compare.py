@@ -4,7 +4,12 @@
       -o results/tables/compared.csv
 
 One row per study, series, nodes and GPU count, with a `study` column ("this study" or
-the label) and the columns every scaling.csv has (dlscale.vocabulary.COMPARED_COLUMNS).
+the label) and the columns every scaling.csv has (dlscale.vocabulary.COMPARED_COLUMNS);
+then why each point scales, where a study has breakdown.csv and prediction.csv beside its
+scaling.csv (dlscale.explain): the dominant cost and the shares of compute, exposed
+communication and input, the predicted efficiency and the model's verdict; and a row per
+GPU count the model extrapolates to (`role` "extrapolated", its measured columns empty).
+A study without them (an older dlscale's) has those columns empty.
 """
 
 from __future__ import annotations
@@ -15,6 +20,30 @@ from pathlib import Path
 
 from dlscale.analysis import parse_compare, read_studies
 from dlscale.vocabulary import COMPARED_COLUMNS
+
+WHY_COLUMNS = ("dominant", "compute_share", "communication_share", "input_share",
+               "predicted_efficiency", "verdict")
+
+
+def why(table, scaling: Path):
+    """The study's points with WHY_COLUMNS from the breakdown.csv and prediction.csv
+    beside its scaling.csv, and its extrapolated GPU counts as rows of their own."""
+    import pandas as pd
+
+    table = table.assign(role="measured")
+    breakdown, prediction = (scaling.with_name(f"{n}.csv") for n in ("breakdown", "prediction"))
+    keys = ["series", "nodes", "gpus"]
+    if breakdown.is_file():
+        parts = pd.read_csv(breakdown)[[*keys, *WHY_COLUMNS[:4]]]
+        table = table.merge(parts, on=keys, how="left")
+    if prediction.is_file():
+        model = pd.read_csv(prediction)[["series", "gpus", "role", *WHY_COLUMNS[4:]]]
+        table = table.merge(model[model["role"] != "extrapolated"].drop(columns="role"),
+                            on=["series", "gpus"], how="left")
+        beyond = model[model["role"] == "extrapolated"]
+        table = pd.concat([table, beyond.assign(nodes=pd.NA)], ignore_index=True)
+    return table.reindex(columns=[*table.columns,
+                                  *(c for c in WHY_COLUMNS if c not in table)])
 
 
 def main(argv=None) -> int:
@@ -36,8 +65,11 @@ def main(argv=None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    table = pd.concat([t[list(COMPARED_COLUMNS)].assign(study=label) for label, t in studies],
-                      ignore_index=True)[["study", *COMPARED_COLUMNS]]
+    paths = [args.scaling, *(p for _, p in parse_compare(args.compare, args.compare_json))]
+    table = pd.concat([why(t[list(COMPARED_COLUMNS)], path).assign(study=label)
+                       for (label, t), path in zip(studies, paths, strict=True)],
+                      ignore_index=True)
+    table = table[["study", "role", *COMPARED_COLUMNS, *WHY_COLUMNS]]
     write_table(table, args.out)
     print(f"wrote {args.out}: {len(studies)} studies, {len(table)} points")
     return 0

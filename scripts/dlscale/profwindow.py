@@ -20,7 +20,7 @@ import shutil
 import time
 from pathlib import Path
 
-from dlscale import keraschoice, stepsplit
+from dlscale import hvdtimeline, keraschoice, stepsplit
 from dlscale.contract import BREAKDOWN, TRACE
 from dlscale.files import write_json_atomic
 
@@ -39,11 +39,12 @@ def window_steps(steps_per_epoch: int, wanted: int) -> tuple[int, int]:
     return first, max(0, min(wanted, steps_per_epoch - first))
 
 
-def make_callback(logdir: Path, first: int, count: int, marks: bool):
+def make_callback(logdir: Path, first: int, count: int, marks: bool, horovod=None):
     """A Keras callback that traces steps [first, first + count) of the first epoch into
     logdir, marking each step where the framework does not (`marks`: Keras 3 on either
     backend, the custom loop), and waiting for each step's result so that its marker
-    covers its work. `seconds` is what starting and stopping the profiler took."""
+    covers its work. `seconds` is what starting and stopping the profiler took. With
+    `horovod` (the module), Horovod's timeline is recorded beside the trace."""
     keras = keraschoice.keras()
     on_jax = keraschoice.trains_on_jax()
 
@@ -93,7 +94,11 @@ def make_callback(logdir: Path, first: int, count: int, marks: bool):
             try:
                 if start:
                     profiler_start(logdir, on_jax)
+                    if horovod is not None:
+                        horovod.start_timeline(str(logdir / hvdtimeline.TIMELINE))
                 else:
+                    if horovod is not None:
+                        horovod.stop_timeline()
                     profiler_stop(on_jax)
                     self.taken = True
                 self._open = start
@@ -263,7 +268,11 @@ def record(window, logdir: Path, backend, model, keep: bool) -> dict:
                      "MiB: not read; analysis.breakdown asks fewer steps")
     else:
         try:
-            out["steps"] = stepsplit.split(read_trace(traces[-1], on_jax))
+            events = read_trace(traces[-1], on_jax)
+            if (timeline := logdir / hvdtimeline.TIMELINE).is_file():
+                events += hvdtimeline.events(timeline)
+                out["method"] = METHOD + " and Horovod's timeline"
+            out["steps"] = stepsplit.split(events)
             out["trace_bytes"] = size
         except Exception as exc:  # noqa: BLE001 - never a failed point
             notes.append(f"the trace could not be read: {type(exc).__name__}: {exc}")
@@ -273,8 +282,8 @@ def record(window, logdir: Path, backend, model, keep: bool) -> dict:
     out["summary"] = stepsplit.summary(out["steps"])
     if out["summary"] and backend.replicas > 1 and not out["summary"]["comm_total_s"]:
         out["communication"] = "not separable"
-        notes.append("Horovod's collectives run in its own threads, outside TensorFlow's "
-                     "trace (its timeline is not read yet)" if backend.kind == "horovod" else
+        notes.append("Horovod's timeline holds no collective in the window"
+                     if backend.kind == "horovod" else
                      "no collective operation ran in the window: the replicas' gradients "
                      "are summed by ordinary operations (AddN and copies), which the trace "
                      "cannot tell from compute")
@@ -310,7 +319,8 @@ def open_window(settings, backend, steps_per_epoch: int):
         return None  # training.profile_steps holds the profiler: one session at a time
     first, count = window_steps(steps_per_epoch, settings.breakdown_steps)
     return make_callback(settings.out / TRACE, first, count,
-                         marks=settings.keras == 3 or settings.loop == "custom")
+                         marks=settings.keras == 3 or settings.loop == "custom",
+                         horovod=backend.hvd if backend.kind == "horovod" else None)
 
 
 def close_window(settings, backend, window, model, completed: bool) -> dict | None:

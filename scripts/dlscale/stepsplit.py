@@ -12,12 +12,14 @@ CPU event), so the split is "approximate" wherever names decide:
   tf-keras emits it, dlscale's window emits it for Keras 3 and the custom loop);
 - communication: XLA's collectives (`all-reduce.3`, `all-gather`, `reduce-scatter`,
   `collective-permute`, `all-to-all`), TensorFlow's collective and NCCL ops
-  (`...:CollectiveReduceV2`, `NcclAllReduce`), NCCL kernels (`nccl...`);
+  (`...:CollectiveReduceV2`, `NcclAllReduce`), NCCL kernels (`nccl...`), and Horovod's
+  data-moving phases from its timeline (`horovod:GLOO_ALLREDUCE`, dlscale.hvdtimeline);
 - input wait: the consumer side of tf.data (`IteratorGetNext`, `GetNextFromShard`,
   `...GetNextAsOptional`); where the step holds none (Keras 3 on JAX fetches its batch in
   Python), the host time from the step's start to its first dispatch (`PjitFunction(...)`);
 - compute: every other event on a line that executes operations (TensorFlow's
-  `tf_Compute` threads, XLA's CPU threads, a GPU's planes), except the runtime's own
+  `tf_Compute` threads, XLA's CPU threads, a GPU's `XLA Ops`, `TensorFlow Ops` and
+  `Stream #` lines; tested on a synthetic GPU trace only), except the runtime's own
   bookkeeping (names with `::`, rendezvous and waits);
 - the rest: the step's wall time that none of these covers (host overhead, idle).
 
@@ -34,12 +36,13 @@ STEP_MARKER = "train"  # the step marker's name (tf-keras' own, and dlscale's)
 COLLECTIVE = re.compile(
     r"(^|/)(all-reduce|all-gather|reduce-scatter|collective-permute|all-to-all|"
     r"ragged-all-to-all|collective-broadcast)([.-]|$)"
-    r"|:(Collective\w+|Nccl\w+)$|^nccl|^Nccl|^ncclDevKernel")
+    r"|:(Collective\w+|Nccl\w+)$|^nccl|^Nccl|^horovod:")
 INPUT = re.compile(r"IteratorGetNext|GetNextFromShard|GetNextAsOptional")
 DISPATCH = "PjitFunction("  # JAX's dispatch of a compiled step
 # lines whose events are operations: TensorFlow's executor threads, XLA:CPU's threads,
-# a GPU's streams and op lines
-COMPUTE_LINE = re.compile(r"tf_Compute|tf_inter_op|tf_XLA|XLA Ops|Stream #|^/device:")
+# a GPU's op lines and streams (not its "XLA Modules" or "Steps": a whole step each)
+COMPUTE_LINE = re.compile(r"tf_Compute|tf_inter_op|tf_XLA|\|XLA Ops$|\|TensorFlow Ops$|"
+                          r"\|Stream #")
 RUNTIME = re.compile(r"::|^Rendezvous|^Wait|^H2D|^D2H|^Handle inputs|^Allocate|"
                      r"^ExecutorState|^ParallelFor|^Loop$|^ThreadpoolListener")
 PARTS = ("compute_s", "comm_exposed_s", "input_s", "other_s")

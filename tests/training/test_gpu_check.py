@@ -37,6 +37,11 @@ def test_the_gpu_check_rehearses_on_cpu_without_tensorflow(tmp_path):
     for point in points:
         assert point["images_per_s"] > 0 and len(point["epoch_s"]) == 2
         assert "gpu_util_percent" not in point  # no GPU: no GPU figures, never zeros
+        # the window's split, and what each line of the trace held, for the GPU's layout
+        window = point["breakdown"]
+        assert window["summary"]["steps"] == 1 and window["summary"]["compute_s"] > 0
+        assert any(kind == "compute" for line in window["lines"].values()
+                   for _, _, kind in line)
     assert set(report["bf16_speedup"]) == {"SimpleCNN", "ResNet50V2"}
     search = report["batch_search"]
     assert (search["largest_batch"], search["stopped_by"]) == (16, "max_batch")

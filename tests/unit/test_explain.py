@@ -107,3 +107,31 @@ def test_a_series_without_records_is_listed_with_the_reason(tmp_path):
     assert breakdown["notes"].str.startswith("no breakdown.json").all()
     assert prediction["note"].str.contains("not predicted").all()
     assert prediction["predicted_step_s"].isna().all()
+
+
+def test_compare_shows_where_the_time_goes_and_the_prediction_of_both_studies(tmp_path):
+    from dlscale.compare import main as compare
+    from dlscale.files import write_table
+
+    paths = []
+    for name, slower in (("this", None), ("last-year", 4)):
+        folder = tmp_path / name
+        scaling, runs = study(folder, slower_at=slower)
+        scaling = scaling.assign(epoch_time_s=1.0, speedup=1.0, final_accuracy=0.5)
+        breakdown, prediction = explain.tables(scaling, runs, folder)
+        for table, frame in (("scaling", scaling), ("breakdown", breakdown),
+                             ("prediction", prediction)):
+            write_table(frame, folder / "tables" / f"{table}.csv")
+        paths.append(folder / "tables" / "scaling.csv")
+    out = tmp_path / "compared.csv"
+    assert compare([str(paths[0]), "--compare", f"2025={paths[1]}", "-o", str(out)]) == 0
+    compared = pd.read_csv(out)
+    assert list(zip(compared["study"], compared["role"], compared["gpus"], strict=True)) == [
+        (study_, role, gpus) for study_ in ("this study", "2025")
+        for role, gpus in (("measured", 1), ("measured", 2), ("measured", 4),
+                           ("extrapolated", 8), ("extrapolated", 16))]
+    measured = compared[compared["role"] == "measured"]
+    assert measured["dominant"].eq("compute").all() and measured["compute_share"].gt(0).all()
+    assert compared["predicted_efficiency"].notna().all()
+    assert set(compared.groupby("study")["verdict"].first()) == {
+        "explained", f"not explained: the held-out error is over {explain.EXPLAINED_ERROR:.0%}"}

@@ -94,3 +94,20 @@ def test_the_collective_is_timed_from_a_few_kilobytes_to_the_gradient():
     assert sizes[0] == 4096 and sizes[-1] == 100 * 2**20 and len(sizes) == 6
     assert all(s % 4 == 0 for s in sizes) and sizes == sorted(sizes)
     assert bench_sizes(1000) == [1000]
+
+
+def test_a_gpu_trace_counts_nccl_kernels_as_communication_and_not_the_whole_module():
+    """The synthetic GPU trace (tests/data/traces/make_synthetic_gpu.py): per 10 ms step,
+    compute 0-6 ms, the NCCL all-reduce 5-8 ms, the input wait 9.5-10 ms, and a module
+    event over 0-9 ms that must not count as compute (it would hide the all-reduce)."""
+    path = TRACES / "synthetic-gpu-2x-nccl.xplane.pb"
+    for on_jax in (False, True):
+        rows = stepsplit.split(read_trace(path, on_jax))
+        assert [r["step"] for r in rows] == [4, 5]
+        for r in rows:
+            assert r["wall_s"] == pytest.approx(10e-3)
+            assert r["compute_s"] == pytest.approx(6e-3)
+            assert r["comm_total_s"] == pytest.approx(3e-3)
+            assert r["comm_exposed_s"] == pytest.approx(2e-3)
+            assert r["input_s"] == pytest.approx(0.5e-3)
+            assert r["other_s"] == pytest.approx(1.5e-3)
