@@ -6,8 +6,9 @@ trace as communication.
 
 The file (horovod/common/timeline.cc): a Chrome trace, one "process" per tensor; its
 first record carries `start_time_since_epoch_in_micros` (UTC) and every `ts` is
-microseconds since then, the clock TensorFlow's profiler uses (UTC nanoseconds), so the
-two line up without matching markers. Per tensor: `NEGOTIATE_ALLREDUCE` (B ... E, with
+microseconds since then. TensorFlow's trace has a clock of its own (TensorFlow 2.15's
+lines start near 0), so the window notes the UTC time at each traced step's begin and
+the trace's step markers give the shift between the two (`shift`). Per tensor: `NEGOTIATE_ALLREDUCE` (B ... E, with
 an X tick per ready rank), then the operation (`ALLREDUCE`, B) enclosing its activities
 (`QUEUE`, `MEMCPY_IN_FUSION_BUFFER`, `GLOO_ALLREDUCE` or `MPI_ALLREDUCE` or
 `NCCL_ALLREDUCE`, `MEMCPY_OUT_FUSION_BUFFER`, B ... E each), closed by E.
@@ -40,9 +41,22 @@ def records(path: Path) -> list[dict]:
         return json.loads(cut + "]")
 
 
-def events(path: Path) -> list[Event]:
+def shift(trace: list[Event], wall: dict[int, int]) -> int:
+    """Nanoseconds to add to a UTC time to place it on the trace's clock: the median, over
+    the traced steps, of the step marker's start less the UTC time the window noted at
+    that step's begin."""
+    from dlscale.stepsplit import steps_of
+
+    steps = steps_of(trace)
+    gaps = sorted(steps[n][0] - t for n, t in wall.items() if n in steps)
+    if not gaps:
+        raise ValueError("no traced step to line Horovod's timeline up with")
+    return gaps[len(gaps) // 2]
+
+
+def events(path: Path, offset: int = 0) -> list[Event]:
     """The timeline's data-moving activities as events named `horovod:<ACTIVITY>` on one
-    line, in UTC nanoseconds."""
+    line, in UTC nanoseconds plus `offset`."""
     recs = records(path)
     origin = next((r["args"]["start_time_since_epoch_in_micros"] for r in recs
                    if r.get("ph") == "M" and "start_time_since_epoch_in_micros"
@@ -59,6 +73,6 @@ def events(path: Path) -> list[Event]:
             name, start = stacks[pid].pop()
             inside = len(stacks[pid])  # 0: the negotiation or the operation itself
             if inside and not name.startswith(WAITING):
-                out.append(Event(LINE, f"horovod:{name}", (origin + start) * 1000,
-                                 (origin + r["ts"]) * 1000))
+                out.append(Event(LINE, f"horovod:{name}", (origin + start) * 1000 + offset,
+                                 (origin + r["ts"]) * 1000 + offset))
     return out

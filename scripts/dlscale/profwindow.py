@@ -56,6 +56,7 @@ def make_callback(logdir: Path, first: int, count: int, marks: bool, horovod=Non
         def __init__(self):
             super().__init__()
             self._epoch, self._open, self._marker = 0, False, None
+            self.wall: dict[int, int] = {}  # UTC ns at each traced step's begin (Horovod)
 
         def on_epoch_begin(self, epoch, logs=None):
             self._epoch = epoch
@@ -65,7 +66,10 @@ def make_callback(logdir: Path, first: int, count: int, marks: bool, horovod=Non
         def on_train_batch_begin(self, batch, logs=None):
             if self._open and batch == first + count:
                 self._toggle(False)
-            elif self._open and marks:
+                return
+            if self._open:
+                self.wall[batch] = time.time_ns()
+            if self._open and marks:
                 self._marker = marker(batch)
                 self._marker.__enter__()
 
@@ -94,7 +98,8 @@ def make_callback(logdir: Path, first: int, count: int, marks: bool, horovod=Non
             try:
                 if start:
                     profiler_start(logdir, on_jax)
-                    if horovod is not None:
+                    if horovod is not None:  # Horovod opens its file in a folder that is
+                        logdir.mkdir(parents=True, exist_ok=True)
                         horovod.start_timeline(str(logdir / hvdtimeline.TIMELINE))
                 else:
                     if horovod is not None:
@@ -270,7 +275,7 @@ def record(window, logdir: Path, backend, model, keep: bool) -> dict:
         try:
             events = read_trace(traces[-1], on_jax)
             if (timeline := logdir / hvdtimeline.TIMELINE).is_file():
-                events += hvdtimeline.events(timeline)
+                events += hvdtimeline.events(timeline, hvdtimeline.shift(events, window.wall))
                 out["method"] = METHOD + " and Horovod's timeline"
             out["steps"] = stepsplit.split(events)
             out["trace_bytes"] = size

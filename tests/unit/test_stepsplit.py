@@ -111,3 +111,37 @@ def test_a_gpu_trace_counts_nccl_kernels_as_communication_and_not_the_whole_modu
             assert r["comm_exposed_s"] == pytest.approx(2e-3)
             assert r["input_s"] == pytest.approx(0.5e-3)
             assert r["other_s"] == pytest.approx(1.5e-3)
+
+
+def test_horovods_timeline_gives_its_data_moving_phases_on_the_traces_clock(tmp_path):
+    from dlscale import hvdtimeline
+
+    path = TRACES / "horovod-gloo-2ranks-timeline.json"
+    events = hvdtimeline.events(path)
+    names = {e.name for e in events}
+    # negotiation (the other rank's compute), the operation's own span and the queue
+    # are not communication; the copies into and out of the fusion buffer and Gloo's
+    # all-reduce are
+    assert names == {"horovod:GLOO_ALLREDUCE", "horovod:MEMCPY_IN_FUSION_BUFFER",
+                     "horovod:MEMCPY_OUT_FUSION_BUFFER"}
+    assert all(stepsplit.kind(e) == "comm" and e.end >= e.start for e in events)
+    assert min(e.start for e in events) > 1.7e18  # UTC nanoseconds (after 2023)
+    moved = hvdtimeline.events(path, offset=-5)
+    assert [e.start + 5 for e in moved] == [e.start for e in events]
+    # a file cut mid-record (the writer stopped) is read up to its last whole record
+    cut = tmp_path / "cut.json"
+    text = path.read_text()
+    cut.write_text(text[:text.rfind("{", 0, len(text) // 2) + 10])
+    assert 0 < len(hvdtimeline.events(cut)) < len(events)
+
+
+def test_the_timelines_shift_is_the_median_gap_between_marker_and_noted_begin():
+    from dlscale import hvdtimeline
+
+    trace = [ev("python", "train", 100 + 1000 * n, 900 + 1000 * n, step=n) for n in (2, 3, 4)]
+    # markers begin at 2100, 3100, 4100; the window noted each begin 1 ms later on UTC,
+    # one of them 3 ns late: the median gap is taken
+    wall = {2: 1_002_090, 3: 1_003_090, 4: 1_004_093}
+    assert hvdtimeline.shift(trace, wall) == 2100 - 1_002_090
+    with pytest.raises(ValueError, match="no traced step"):
+        hvdtimeline.shift(trace, {9: 1})
