@@ -10,8 +10,9 @@ microseconds since then. TensorFlow's trace has a clock of its own (TensorFlow 2
 lines start near 0), so the window notes the UTC time at each traced step's begin and
 the trace's step markers give the shift between the two (`shift`). Per tensor:
 `NEGOTIATE_ALLREDUCE` (B ... E, with an X tick per ready rank), then the operation
-(`ALLREDUCE`, B) enclosing its activities (`QUEUE`, `MEMCPY_IN_FUSION_BUFFER`, `GLOO_ALLREDUCE` or `MPI_ALLREDUCE` or
-`NCCL_ALLREDUCE`, `MEMCPY_OUT_FUSION_BUFFER`, B ... E each), closed by E.
+(`ALLREDUCE`, B) enclosing its activities (`QUEUE`, `MEMCPY_IN_FUSION_BUFFER`,
+`GLOO_ALLREDUCE` or `MPI_ALLREDUCE` or `NCCL_ALLREDUCE`, `MEMCPY_OUT_FUSION_BUFFER`,
+B ... E each), closed by E.
 
 Communication is the activities that move data: not the negotiation (ranks announcing a
 tensor is ready: its span is the other ranks' compute), not `QUEUE` or `WAIT_FOR_*`
