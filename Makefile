@@ -26,10 +26,11 @@ help:
 	@echo "make lint   - snakemake --lint, snakefmt --check and ruff check"
 	@echo "make docs   - regenerate docs/configuration.md from config/schema.yaml"
 
-$(VENV)/.installed: requirements.txt pyproject.toml
+$(VENV)/.installed: requirements.txt requirements-xprof.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --upgrade pip
 	$(VENV)/bin/pip install -q -r requirements.txt
+	$(VENV)/bin/pip install -q --no-deps -r requirements-xprof.txt
 	$(VENV)/bin/pip install -q --no-deps -e .
 	touch $@
 

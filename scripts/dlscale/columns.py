@@ -130,6 +130,8 @@ BREAKDOWN = (
     Column("allreduce_s", "s", "the gradient's all-reduce timed alone on the replicas", True),
     Column("bus_bandwidth_gbs", "GB/s", "its bus bandwidth: bytes / time x 2(n-1)/n"),
     Column("method", "", "how the parts were told apart", True),
+    Column("xprof_check", "", "agrees or differs: xprof's own breakdown of the same steps; "
+           "empty without xprof", True),
     Column("notes", "", "what the window could not take, and why", True),
 )
 # prediction.csv: one row per series and GPU count, measured and the next two doublings

@@ -118,6 +118,9 @@ def point_rows(scaling: pd.DataFrame, runs: pd.DataFrame,
         notes += [f"the all-reduce was not timed: {c['error']}" for c in colls
                   if c and "error" in c]
         row["method"] = records[0].get("method", "") if records else ""
+        checked = [r for r in records if r.get("xprof")]
+        row["xprof_check"] = ("" if not checked else "differs" if any(
+            n.startswith("xprof") for r in checked for n in r.get("notes", [])) else "agrees")
         row["notes"] = "; ".join(notes)
         rows.append(row)
     return pd.DataFrame(rows, columns=[*KEYS, *BREAKDOWN_ORDER])

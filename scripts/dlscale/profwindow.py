@@ -20,7 +20,7 @@ import shutil
 import time
 from pathlib import Path
 
-from dlscale import hvdtimeline, keraschoice, stepsplit
+from dlscale import hvdtimeline, keraschoice, stepsplit, xprofcheck
 from dlscale.contract import BREAKDOWN, TRACE
 from dlscale.files import write_json_atomic
 
@@ -278,6 +278,10 @@ def record(window, logdir: Path, backend, model, keep: bool) -> dict:
                 events += hvdtimeline.events(timeline, hvdtimeline.shift(events, window.wall))
                 out["method"] = METHOD + " and Horovod's timeline"
             out["steps"] = stepsplit.split(events)
+            if xprofcheck.available():
+                out["xprof"], found = xprofcheck.compare(out["steps"],
+                                                         xprofcheck.steps(traces[-1]))
+                notes += found
             out["trace_bytes"] = size
         except Exception as exc:  # noqa: BLE001 - never a failed point
             notes.append(f"the trace could not be read: {type(exc).__name__}: {exc}")

@@ -145,3 +145,35 @@ def test_the_timelines_shift_is_the_median_gap_between_marker_and_noted_begin():
     assert hvdtimeline.shift(trace, wall) == 2100 - 1_002_090
     with pytest.raises(ValueError, match="no traced step"):
         hvdtimeline.shift(trace, {9: 1})
+
+
+@pytest.mark.parametrize(("name", "on_jax"), CAPTURED)
+def test_xprofs_own_step_breakdown_agrees_and_leaves_no_cache(tmp_path, name, on_jax):
+    import shutil
+
+    from dlscale import xprofcheck
+
+    trace = tmp_path / "vm.xplane.pb"
+    shutil.copy(TRACES / name, trace)
+    ours = stepsplit.split(read_trace(trace, on_jax))
+    theirs = xprofcheck.steps(trace)
+    assert [r["step"] for r in theirs] == [r["step"] for r in ours]
+    totals, notes = xprofcheck.compare(ours, theirs)
+    assert notes == [] and totals["steps"] == 3
+    assert totals["step_s"] == pytest.approx(sum(r["wall_s"] for r in ours), rel=1e-6)
+    assert totals["device_collectives_s"] == 0  # on CPUs xprof never reports them
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["vm.xplane.pb"]  # no stale cache
+
+
+def test_a_step_time_xprof_disputes_is_a_note():
+    from dlscale import xprofcheck
+
+    ours = [{"step": 2, "wall_s": 0.100, "comm_exposed_s": 0.01}]
+    theirs = [{"step": 2, "step_s": 0.120, "device_compute_s": 0.08,
+               "device_collectives_s": 0.03, "host_compute_s": 0, "input_s": 0,
+               "other_s": 0.01}]
+    _, notes = xprofcheck.compare(ours, theirs)
+    assert notes == ["xprof times the traced steps at 0.1200 s, dlscale at 0.1000 s",
+                     "xprof's device collectives take 0.0300 s of the steps, dlscale's "
+                     "exposed communication 0.0100 s"]
+    assert xprofcheck.compare(ours, [])[1] == ["xprof found none of the window's steps"]

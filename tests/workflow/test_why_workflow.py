@@ -31,6 +31,7 @@ def test_a_jax_series_shows_communication_growing_with_devices_and_a_prediction(
     assert (shares - 1).abs().lt(1e-5).all()  # the parts cover each step once (6 digits)
     assert breakdown.loc[[2, 4], "allreduce_s"].gt(0).all()
     assert breakdown["gradient_bytes"].nunique() == 1
+    assert (breakdown["xprof_check"] == "agrees").all()  # xprof's own steps: the same times
     prediction = pd.read_csv(tables / "prediction.csv")
     assert prediction["gpus"].tolist() == [1, 2, 4, 8, 16]
     assert prediction["role"].tolist() == ["fit", "fit", "held out", "extrapolated",
