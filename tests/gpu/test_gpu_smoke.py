@@ -61,3 +61,24 @@ def test_nvml_telemetry_samples_the_visible_gpus(gpus, tmp_path):
     assert all(0 <= r["gpu0_util_percent"] <= 100 and r["gpu0_mem_used_mb"] > 0 for r in rows)
     summary = sampler.summary(0, 10, images=100)
     assert summary["gpu_mem_mb_peak"] > 0 and summary["energy_j"] >= 0
+
+
+def test_a_gpu_points_window_splits_a_real_gpu_trace(tmp_path, gpus, small_data):
+    """The step split on a real GPU trace: TensorFlow's GPU planes hold the operations
+    (compute on the GPU's op lines and streams), and xprof, where installed, times the
+    same steps."""
+    from dlscale.profwindow import read_trace
+    from dlscale.stepsplit import kind
+
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "train.py"), "--data-dir", str(small_data),
+         "--out", str(tmp_path), "--model", "SimpleCNN", "--device", "gpu", "--gpus", "1",
+         "--batch-per-gpu", "8", "--epochs", "1", "--breakdown-steps", "3", "--keep-trace"],
+        capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    window = json.loads((tmp_path / "breakdown.json").read_text())
+    assert window["notes"] == [] and window["summary"]["steps"] == 3
+    assert window["summary"]["compute_s"] > 0
+    [trace] = (tmp_path / "trace").glob("plugins/profile/*/*.xplane.pb")
+    events = read_trace(trace, on_jax=False)
+    assert any(e.line.startswith("/device:GPU:0|") and kind(e) == "compute" for e in events)
