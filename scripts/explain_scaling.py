@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlscale.explain import tables
+from dlscale.explain import external_models, model_gradient_bytes, tables
 from dlscale.files import write_table
 
 
@@ -30,8 +30,11 @@ def main() -> int:
     ap.add_argument("--breakdown", type=Path, required=True)
     ap.add_argument("--prediction", type=Path, required=True)
     args = ap.parse_args()
-    breakdown, prediction = tables(pd.read_csv(args.scaling), pd.read_csv(args.runs),
-                                   args.runs_dir)
+    scaling, runs = pd.read_csv(args.scaling), pd.read_csv(args.runs)
+    # external logs have no breakdown.json: the gradient of a model dlscale can build
+    sizes = {m: size for m in external_models(scaling, runs)
+             if (size := model_gradient_bytes(m))}
+    breakdown, prediction = tables(scaling, runs, args.runs_dir, sizes)
     write_table(breakdown, args.breakdown)
     write_table(prediction, args.prediction)
     for _, row in prediction.drop_duplicates("series").iterrows():

@@ -29,12 +29,15 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from dlscale import columns
 from dlscale.contract import BREAKDOWN
 
 EXPLAINED_ERROR = 0.25  # |predicted - measured| / measured step time on the held-out point
+# an external log's model, as the classic study builds it: 10 classes (CIFAR-10), 128 px
+ASSUMED_CLASSES, ASSUMED_SIZE = 10, 128
 PARTS = {"compute": "compute_s", "communication": "comm_exposed_s", "input": "input_s",
          "other": "other_s"}
 KEYS = ["series", "model", "strategy", "precision", "nodes", "gpus"]
@@ -69,6 +72,23 @@ def alpha_beta(collective: dict | None, n: int) -> tuple[float, float] | None:
     alpha = max(a, 0.0) / (2 * (n - 1))
     bandwidth = 2 * (n - 1) / (n * b) if b > 0 else math.inf
     return alpha, bandwidth
+
+
+FROM_STEP_TIMES = ("no timed all-reduce (an external log): the bandwidth is fitted on the "
+                   "step times of 1 GPU and the next count, the latency taken as 0, the "
+                   f"gradient of the model with {ASSUMED_CLASSES} classes at {ASSUMED_SIZE} px")
+
+
+def from_step_times(gpus: list[int], steps: dict[int, float],
+                    size: float) -> tuple[float, float] | None:
+    """(0, bus bandwidth) from step times alone: the 1-GPU step is all compute, the next
+    count's extra time is the all-reduce of `size` bytes; None without a 1-GPU point, a
+    third count to check on, or an extra time."""
+    if 1 not in gpus or len(gpus) < 3:
+        return None
+    n = gpus[gpus.index(1) + 1]
+    extra = steps[n] - steps[1]
+    return (0.0, 2 * (n - 1) / n * size / extra) if extra > 0 else None
 
 
 def allreduce_s(n: float, size: float, alpha: float, bandwidth: float) -> float:
@@ -131,8 +151,11 @@ PREDICTION_ORDER = [c.name for c in columns.PREDICTION]
 
 
 def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
-                      found_by_gpus: dict[int, list[dict]]) -> list[dict]:
-    """prediction.csv's rows for one series (its scaling.csv rows, one node count)."""
+                      found_by_gpus: dict[int, list[dict]],
+                      known_size: int | None = None) -> list[dict]:
+    """prediction.csv's rows for one series (its scaling.csv rows, one node count).
+    `known_size`: the gradient's bytes where no breakdown.json gives them (an external
+    log of a keras.applications model)."""
     points = points.sort_values("gpus")
     gpus = [int(g) for g in points["gpus"]]
     steps = dict(zip(gpus, points["global_batch"] / points["images_per_s"], strict=True))
@@ -150,16 +173,22 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
     params = [ab for g in fit if g > 1 for r in found_by_gpus.get(g, [])
               if (ab := alpha_beta(r.get("collective"), g))]
     size = next((r.get("gradient_bytes") for g in gpus for r in found_by_gpus.get(g, [])
-                 if r.get("gradient_bytes")), None)
+                 if r.get("gradient_bytes")), known_size)
+    note = ""
     if not size:
-        return note_rows("no breakdown.json with the model's gradient size: not predicted")
-    if not params:
+        return note_rows("no breakdown.json and no known model to take the gradient's size "
+                         "from: not predicted")
+    if not params and not found_by_gpus and (fitted := from_step_times(gpus, steps, size)):
+        params, note = [fitted], FROM_STEP_TIMES  # an external log: its step times only
+    elif not params:
         return note_rows("no multi-GPU point below the largest timed its all-reduce: "
                          "nothing to fit (a sweep of 1, 2 and 4 GPUs fits on 2, checks 4)")
     alpha = sorted(p[0] for p in params)[len(params) // 2]
     bandwidth = sorted(p[1] for p in params)[len(params) // 2]
 
-    def exposed(g):
+    def exposed(g):  # a log's step times alone: its all-reduce taken as wholly exposed
+        if note:
+            return allreduce_s(g, size, alpha, bandwidth)
         share = mine["communication_share"].get(g, math.nan) if g in mine.index else math.nan
         return 0.0 if pd.isna(share) else share * steps[g]
 
@@ -187,7 +216,7 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
                "measured_efficiency": eff.get(g, math.nan),
                "predicted_efficiency": speedup / g, "latency_us": alpha * 1e6,
                "bus_bandwidth_gbs": bandwidth / 1e9, "gradient_bytes": size,
-               "exposure": exposure, "verdict": "", "note": ""}
+               "exposure": exposure, "verdict": "", "note": note}
         rows.append(row)
     verdict = ("no held-out point (one GPU count below the largest is needed)" if held is None
                else "explained" if abs(rows[gpus.index(held)]["error"]) <= EXPLAINED_ERROR
@@ -197,9 +226,34 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
     return rows
 
 
-def tables(scaling: pd.DataFrame, runs: pd.DataFrame,
-           runs_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(breakdown.csv, prediction.csv)."""
+
+
+def external_models(scaling: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
+    """The models of the series whose runs are all external logs."""
+    theirs = runs.groupby("series")["source"].agg(lambda s: set(s) == {"external"})
+    return sorted({m for s, m in zip(scaling["series"], scaling["model"], strict=True)
+                   if theirs.get(s, False)})
+
+
+def model_gradient_bytes(name: str) -> int | None:
+    """The float32 gradient of a built-in or keras.applications model with
+    ASSUMED_CLASSES classes at ASSUMED_SIZE px (the size matters only where a model
+    flattens its features: VGG), or None for a name dlscale cannot build."""
+    from dlscale import keraschoice, training
+    from dlscale.errors import RunError
+
+    keraschoice.use_keras(2)
+    try:
+        model = training.build_model(name, (32, 32, 3), ASSUMED_CLASSES, ASSUMED_SIZE)
+    except (RunError, ValueError):
+        return None
+    return 4 * int(sum(int(np.prod(w.shape)) for w in model.trainable_weights))
+
+
+def tables(scaling: pd.DataFrame, runs: pd.DataFrame, runs_dir: Path,
+           sizes: dict[str, int] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(breakdown.csv, prediction.csv); `sizes`: gradient bytes by model, for the series
+    without breakdown.json (external logs)."""
     found = read_breakdowns(runs, runs_dir)
     breakdown = point_rows(scaling, runs, found)
     rows = []
@@ -210,7 +264,8 @@ def tables(scaling: pd.DataFrame, runs: pd.DataFrame,
             by_gpus.setdefault(int(r["gpus"]), []).append(found[r["run"]])
         label = series if scaling["nodes"].nunique() == 1 else f"{series} ({nodes} node(s))"
         part = breakdown[breakdown["nodes"] == nodes]
+        size = (sizes or {}).get(points["model"].iloc[0])
         rows += [{**r, "series": label}
-                 for r in series_prediction(series, points, part, by_gpus)]
+                 for r in series_prediction(series, points, part, by_gpus, size)]
     return breakdown, pd.DataFrame(rows, columns=PREDICTION_ORDER)
 

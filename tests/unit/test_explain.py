@@ -135,3 +135,25 @@ def test_compare_shows_where_the_time_goes_and_the_prediction_of_both_studies(tm
     assert compared["predicted_efficiency"].notna().all()
     assert set(compared.groupby("study")["verdict"].first()) == {
         "explained", f"not explained: the held-out error is over {explain.EXPLAINED_ERROR:.0%}"}
+
+
+def test_an_external_series_is_fitted_on_its_step_times_with_a_known_gradient():
+    """No breakdown.json (a log dlscale did not write): the 1-GPU step is compute, the
+    2-GPU step's extra time the all-reduce of the model's gradient; 4 GPUs is predicted."""
+    steps = {1: 0.20, 2: 0.25, 4: 0.30}
+    points = pd.DataFrame({"gpus": [1, 2, 4], "global_batch": [32, 64, 128],
+                           "scaling": "weak", "efficiency": [1.0, 0.8, 2 / 3]})
+    points["images_per_s"] = points["global_batch"] / points["gpus"].map(steps)
+    empty = pd.DataFrame(columns=["series", "gpus", "communication_share"])
+    rows = explain.series_prediction("Net", points, empty, {}, known_size=GRADIENT)
+    by = {r["gpus"]: r for r in rows}
+    bandwidth = GRADIENT / 0.05  # 2(n-1)/n = 1 at n = 2
+    assert by[2]["bus_bandwidth_gbs"] == pytest.approx(bandwidth / 1e9)
+    assert by[2]["latency_us"] == 0 and by[2]["predicted_step_s"] == pytest.approx(0.25)
+    assert by[4]["role"] == "held out"
+    assert by[4]["predicted_step_s"] == pytest.approx(0.20 + 1.5 * 0.05)
+    assert by[4]["error"] == pytest.approx((0.275 - 0.30) / 0.30)
+    assert by[4]["note"] == explain.FROM_STEP_TIMES and by[4]["verdict"] == "explained"
+    # no gradient size: a note on every row, nothing predicted
+    rows = explain.series_prediction("Net", points, empty, {}, known_size=None)
+    assert all(r["note"].startswith("no breakdown.json and no known model") for r in rows)

@@ -10,6 +10,8 @@ import pytest
 import yaml
 from conftest import IN_CI, ROOT, run_snakemake, write_config
 
+from dlscale import explain
+
 pytestmark = pytest.mark.workflow
 PROFILE = ["--profile", str(ROOT / "profiles" / "local")]
 STUDY = ROOT / "tests" / "data" / "reference-study"
@@ -267,6 +269,16 @@ def test_the_course_figures_pass_as_references_and_a_regression_fails_the_verdic
     assert list(table["time_to_target_s"]) == [139, 74, 38]
     amdahl = pd.read_csv(tmp_path / "results/tables/amdahl.csv")
     assert list(amdahl["series"]) == ["V100 study"] and list(amdahl["gpus_4x"]) == [16]
+    # the published logs have no window: ResNet50V2's gradient, and the bandwidth their
+    # 1- and 2-GPU step times imply, predict the 4-GPU step
+    prediction = pd.read_csv(tmp_path / "results/tables/prediction.csv")
+    assert list(prediction["role"]) == ["fit", "fit", "held out", "extrapolated",
+                                        "extrapolated"]
+    assert (prediction["note"] == explain.FROM_STEP_TIMES).all()
+    assert prediction.loc[2, "error"] == pytest.approx(
+        prediction.loc[2, "predicted_step_s"] / prediction.loc[2, "measured_step_s"] - 1,
+        abs=1e-4)  # the table holds 6 digits
+    assert prediction["gradient_bytes"].iloc[0] > 90e6  # ResNet50V2: 23.5 M float32 weights
 
     # the site's 4-GPU node is slower than its reference: the verdicts target fails
     slow = "[{model: ResNet50V2, gpus: 4, images_per_s: 5000, lower: -0.1, upper: null}]"
