@@ -356,8 +356,9 @@ class Study(AnalysisPlan):
 
     @staticmethod
     def tasks_per_gpu(p: Point):
-        """dlscale's multi-task points: one task per GPU (1), or "" for per node."""
-        if p.tasks == 1 or p.command:
+        """Several tasks (dlscale's or a command's): 1 per GPU, or "" per node (None: the
+        SLURM plugin takes `tasks` as tasks per GPU on a GPU job)."""
+        if p.tasks == 1:
             return None
         return "" if p.tasks_per_gpu is None else p.tasks_per_gpu
 

@@ -479,3 +479,39 @@ def test_a_touched_image_with_the_same_bytes_prepares_nothing(tmp_path, monkeypa
     (source / "dog" / "2.png").write_bytes(b"another picture")
     assert plan()[1] == (f"note: the images in {source} changed since they were listed "
                          "(1 edited (e.g. dog/2.png)): the data is prepared again")
+
+
+@pytest.mark.parametrize(("tasks", "gpus", "wanted"), [
+    ("per_gpu", 2, ["--ntasks-per-gpu=1", "--ntasks=2"]),
+    ("per_gpu", 8, ["--ntasks-per-gpu=1", "--ntasks=8"]),
+    ("one", 2, []),
+])
+def test_a_commands_tasks_on_gpu_gres_reach_sbatch_as_it_means_them(tmp_path, tasks, gpus,
+                                                                     wanted):
+    """The SLURM plugin's own submit string for a command point with GPU gres: one task per
+    GPU, not `tasks` tasks per GPU (the plugin reads `tasks` as that when `tasks_per_gpu`
+    is unset)."""
+    from types import SimpleNamespace
+
+    from snakemake_executor_plugin_slurm.submit_string import get_submit_command
+
+    plan = study(tmp_path, sweep={"models": [], "gpus": [gpus], "commands": {
+        "mine": {"run": "srun python t.py --gpus {gpus}", "tasks": tasks}}},
+        resources={"gres": "gpu:{gpus}", "max_gpus_per_node": 8})
+    [point] = plan.points.values()
+    resources = {"gres": point.gres, "cpus_per_task": point.cpus_per_task,
+                 "mem_mb": point.mem_mb, "nodes": point.nodes,
+                 "tasks": point.tasks if point.tasks > 1 else None,
+                 "tasks_per_gpu": Study.tasks_per_gpu(point),
+                 "mpi": "srun" if point.tasks > 1 else None}
+
+    class Resources(SimpleNamespace):
+        def get(self, name, default=None):
+            value = getattr(self, name, default)
+            return default if value is None else value
+
+    job = SimpleNamespace(resources=Resources(**resources), threads=1)
+    call = get_submit_command(job, {"run_uuid": "u", "slurm_logfile": "l", "comment_str": "c",
+                                    "account": "", "partition": "", "workdir": str(tmp_path)})
+    flags = re.findall(r"--ntasks[-\w]*=\d+", call)
+    assert flags == wanted, call
