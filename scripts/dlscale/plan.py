@@ -434,13 +434,6 @@ class Study(AnalysisPlan):
 
         return sweep.finder_resources(self.config, model)[name]
 
-
-
-    @staticmethod
-    def rules_of(p: Point) -> list[str]:
-        """The rule that trains a point (rules/train.smk)."""
-        return ["train"]
-
     def write_plan(self) -> None:
         """results/plan.json: the points `dlscale status` reports on."""
         from dlscale.contract import PLAN
@@ -448,4 +441,4 @@ class Study(AnalysisPlan):
         from dlscale.status import plan_record
 
         Path(PLAN).parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(PLAN, plan_record(self.points, self.rules_of))
+        write_json_atomic(PLAN, plan_record(self.points))

@@ -254,10 +254,14 @@ def main(folder: str, as_json: bool = False) -> int:
     return 0
 
 
-def plan_record(points: dict, rules_of) -> dict:
+TRAIN_RULE = "train"  # rules/train.smk: the one rule that trains every point
+
+
+def plan_record(points: dict) -> dict:
     """results/plan.json's content: each point's key, model, GPUs, nodes, epochs and the
     rules that may train it."""
     return {"written": datetime.now().astimezone().isoformat(timespec="seconds"),
             "pid": os.getpid(), "time": time.time(),
             "points": [{"key": k, "model": p.model, "gpus": p.gpus, "nodes": p.nodes,
-                        "epochs": p.epochs, "rules": rules_of(p)} for k, p in points.items()]}
+                        "epochs": p.epochs, "rules": [TRAIN_RULE]}
+                       for k, p in points.items()]}

@@ -408,12 +408,6 @@ def make_point(config: dict, entry: tuple[str, str | None], gpus: int, nodes: in
     )
 
 
-def expand(config: dict) -> list[Point]:
-    """The points of the sweep (plan_sweep without its notes)."""
-    points, _ = plan_sweep(config)
-    return points
-
-
 def check_points(points: list[Point], config: dict, checked: bool = False,
                  train_images: int | None = None) -> None:
     if not checked:

@@ -11,8 +11,13 @@ from conftest import ROOT
 
 from dlscale.errors import PlanError
 from dlscale.schema import validate
-from dlscale.sweep import SweepError, expand
+from dlscale.sweep import SweepError, plan_sweep
 from dlscale.vocabulary import SMALL_MODELS
+
+
+def points_of(config: dict):
+    """The sweep's points (plan_sweep without its notes)."""
+    return plan_sweep(config)[0]
 
 SCHEMA = str(ROOT / "config" / "schema.yaml")
 
@@ -24,7 +29,7 @@ def study() -> dict:
 
 
 def test_study_config_is_the_study():
-    points = expand(study())
+    points = points_of(study())
     assert [p.key for p in points] == [
         "ResNet50V2/gpus1/rep1", "ResNet50V2/gpus2/rep1", "ResNet50V2/gpus4/rep1",
         "ResNet152V2/gpus1/rep1", "ResNet152V2/gpus2/rep1", "ResNet152V2/gpus4/rep1"]
@@ -102,24 +107,24 @@ def _config(**sections) -> dict:
 def test_run_folder_gains_levels_only_for_varied_settings():
     config = _config(sweep={"models": ["SimpleCNN"], "gpus": [2, 4], "nodes": [1, 2],
                             "precision": ["float32", "mixed_float16"], "repeats": 2})
-    keys = [p.key for p in expand(config)]
+    keys = [p.key for p in points_of(config)]
     assert "SimpleCNN/nodes2/mixed_float16/gpus4/rep2" in keys
     assert len(keys) == 2 * 2 * 2 * 2  # gpus x nodes x precision x repeats
-    multi = [p for p in expand(config) if p.nodes == 2 and p.gpus == 4][0]
+    multi = [p for p in points_of(config) if p.nodes == 2 and p.gpus == 4][0]
     assert (multi.strategy, multi.tasks, multi.tasks_per_node, multi.gpus_per_node,
             multi.gres) == ("multiworker", 4, 2, 2, "gpu:2")
-    assert {p.seed for p in expand(config)} == {42, 43}  # one seed per repeat
+    assert {p.seed for p in points_of(config)} == {42, 43}  # one seed per repeat
 
 
 def test_one_gpu_cannot_span_two_nodes_so_that_point_is_not_planned():
     config = _config(sweep={"models": ["SimpleCNN"], "gpus": [1, 2], "nodes": [2]})
-    assert [p.key for p in expand(config)] == ["SimpleCNN/gpus2/rep1"]
+    assert [p.key for p in points_of(config)] == ["SimpleCNN/gpus2/rep1"]
 
 
 def test_workers_per_node():
     config = _config(sweep={"models": ["SimpleCNN"], "gpus": [8], "nodes": [2]},
                      training={"workers": "per_node"})
-    point = expand(config)[0]
+    point = points_of(config)[0]
     assert (point.tasks, point.tasks_per_node, point.cpus_per_task) == (2, 1, 32)
 
 
@@ -132,12 +137,12 @@ def test_workers_per_node():
 ])
 def test_impossible_points_fail_before_any_job(sections, words):
     with pytest.raises(SweepError, match=re.escape(words)):
-        expand(_config(**sections))
+        points_of(_config(**sections))
 
 
 def test_nodes_auto_puts_each_point_on_as_few_nodes_as_hold_its_gpus():
     config = _config(sweep={"models": ["SimpleCNN"], "gpus": [1, 2, 4, 8, 16, 32]})
-    points = expand(config)
+    points = points_of(config)
     assert [(p.gpus, p.nodes) for p in points] == [(1, 1), (2, 1), (4, 1), (8, 2), (16, 4),
                                                    (32, 8)]
     assert [p.strategy for p in points] == ["mirrored"] * 3 + ["multiworker"] * 3
@@ -172,12 +177,12 @@ def test_strong_scaling_keeps_the_global_batch_and_the_learning_rate():
     config = _config(sweep={"models": ["SimpleCNN", "ResNet50V2"], "gpus": [1, 2, 4],
                             "scaling": "strong"},
                      training={"global_batch": 512}, models={"ResNet50V2": {"global_batch": 256}})
-    points = expand(config)
+    points = points_of(config)
     assert [(p.model, p.batch_per_gpu, p.global_batch) for p in points] == [
         ("SimpleCNN", 512, 512), ("SimpleCNN", 256, 512), ("SimpleCNN", 128, 512),
         ("ResNet50V2", 256, 256), ("ResNet50V2", 128, 256), ("ResNet50V2", 64, 256)]
     assert {(p.scaling, p.lr_scaling) for p in points} == {("strong", "none")}
-    weak = expand(_config(sweep={"models": ["SimpleCNN"], "gpus": [2]}))[0]
+    weak = points_of(_config(sweep={"models": ["SimpleCNN"], "gpus": [2]}))[0]
     assert (weak.scaling, weak.lr_scaling, weak.global_batch) == ("weak", "linear", 512)
 
 
@@ -188,14 +193,14 @@ def test_strong_scaling_keeps_the_global_batch_and_the_learning_rate():
 ])
 def test_strong_scaling_needs_a_global_batch_every_gpu_count_divides(training, words):
     with pytest.raises(SweepError, match=words.replace(".", r"\.")):
-        expand(_config(sweep={"models": ["SimpleCNN"], "gpus": [1, 8], "scaling": "strong"},
+        points_of(_config(sweep={"models": ["SimpleCNN"], "gpus": [1, 8], "scaling": "strong"},
                        training=training))
 
 
 def test_batch_auto_leaves_the_global_batch_open():
     config = _config(sweep={"models": ["ResNet50V2"], "gpus": [2]},
                      training={"batch_per_gpu": "auto", "precision": "mixed_auto"})
-    point = expand(config)[0]
+    point = points_of(config)[0]
     assert (point.batch_per_gpu, point.global_batch, point.precision) == ("auto", None,
                                                                           "mixed_auto")
     with pytest.raises(PlanError, match="'big' is not valid under any of the given schemas"):
@@ -204,7 +209,7 @@ def test_batch_auto_leaves_the_global_batch_open():
 
 def test_horovod_points_start_one_process_per_gpu():
     config = _config(sweep={"models": ["SimpleCNN"], "gpus": [1, 4], "strategy": ["horovod"]})
-    one, four = expand(config)
+    one, four = points_of(config)
     assert (one.tasks, four.tasks, four.tasks_per_node, four.cpus_per_task) == (1, 4, 4, 8)
     assert four.key == "SimpleCNN/gpus4/rep1" and four.strategy == "horovod"
 
@@ -212,8 +217,8 @@ def test_horovod_points_start_one_process_per_gpu():
 def test_horovod_across_nodes_needs_an_mpi_launcher():
     sweep = {"models": ["SimpleCNN"], "gpus": [2], "nodes": [2], "strategy": ["horovod"]}
     with pytest.raises(SweepError, match="horovod across 2 nodes needs Horovod built with MPI"):
-        expand(_config(sweep=sweep))
-    point = expand(_config(sweep=sweep, horovod={"mpi_launcher": "srun --mpi=pmix"}))[0]
+        points_of(_config(sweep=sweep))
+    point = points_of(_config(sweep=sweep, horovod={"mpi_launcher": "srun --mpi=pmix"}))[0]
     assert (point.tasks, point.tasks_per_node) == (2, 1)
 
 
@@ -246,7 +251,7 @@ def test_your_own_model_is_a_series_labelled_by_its_function_or_label():
                                        {"from": "my/nets.py:build", "label": "Wide"}],
                             "gpus": [1, 2]},
                      models={"Wide": {"batch_per_gpu": 4}})
-    points = expand(config)
+    points = points_of(config)
     assert [(p.key, p.model, p.model_from, p.batch_per_gpu) for p in points] == [
         ("SimpleCNN/gpus1/rep1", "SimpleCNN", None, 256),
         ("SimpleCNN/gpus2/rep1", "SimpleCNN", None, 256),
@@ -258,7 +263,7 @@ def test_your_own_model_is_a_series_labelled_by_its_function_or_label():
 
 def test_two_models_with_one_label_are_refused():
     with pytest.raises(PlanError) as info:
-        expand(_config(sweep={"models": ["a.py:build", "b.py:build"]}))
+        points_of(_config(sweep={"models": ["a.py:build", "b.py:build"]}))
     assert "two models are labelled 'build'" in str(info.value)
 
 
@@ -311,8 +316,8 @@ def test_a_sweep_beyond_max_points_is_refused_before_any_point_is_made():
                         "repeats": 100}}
     validate(config)
     with pytest.raises(SweepError) as error:
-        expand(config)
+        points_of(config)
     assert ("the sweep combines into 60000 points, more than sweep.max_points (10000)"
             in str(error.value))
     config["sweep"].update(gpus=[1, 2], repeats=3, max_points=6)
-    assert len(expand(config)) == 6
+    assert len(points_of(config)) == 6

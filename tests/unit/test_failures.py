@@ -22,8 +22,13 @@ from dlscale.resume import prepare_state
 from dlscale.schema import validate
 from dlscale.slurm import parse_duration as parse_slurm_duration
 from dlscale.sources import _cifar_python_batch, parse_idx, read_idx_dataset
-from dlscale.sweep import SweepError, expand
+from dlscale.sweep import SweepError, plan_sweep
 from dlscale.training import RunError
+
+
+def points_of(config: dict):
+    """The sweep's points (plan_sweep without its notes)."""
+    return plan_sweep(config)[0]
 
 
 def write_attempts(folder, *statuses):
@@ -147,20 +152,20 @@ def test_a_global_batch_larger_than_the_training_images_fails_at_planning():
     with pytest.raises(SweepError, match=r"point SimpleCNN/gpus2/rep1: global batch 400 "
                        r"\(batch_per_gpu 200 x 2 GPUs\) is larger than the 320 training images "
                        r"of data.limit_train"):
-        expand(config(data={"limit_train": 320}, sweep={"models": ["SimpleCNN"], "gpus": [1, 2]},
+        points_of(config(data={"limit_train": 320}, sweep={"models": ["SimpleCNN"], "gpus": [1, 2]},
                       training={"batch_per_gpu": 200}))
     # without a limit the dataset's own size counts
     with pytest.raises(SweepError, match="60000 training images of fashion_mnist"):
-        expand(config(data={"dataset": "fashion_mnist"}, sweep={"models": ["SimpleCNN"],
+        points_of(config(data={"dataset": "fashion_mnist"}, sweep={"models": ["SimpleCNN"],
                       "gpus": [4]}, training={"batch_per_gpu": 20000}))
 
 
 def test_a_batch_search_on_cpus_and_a_limit_beyond_the_dataset_fail_at_planning():
     with pytest.raises(SweepError, match="batch_per_gpu auto searches on a GPU"):
-        expand(config(sweep={"models": ["SimpleCNN"]},
+        points_of(config(sweep={"models": ["SimpleCNN"]},
                       training={"batch_per_gpu": "auto", "device": "cpu"}))
     with pytest.raises(SweepError, match="data.limit_train is 70000 but cifar10 has 50000"):
-        expand(config(data={"limit_train": 70000}, sweep={"models": ["SimpleCNN"]}))
+        points_of(config(data={"limit_train": 70000}, sweep={"models": ["SimpleCNN"]}))
 
 
 # --- data ---------------------------------------------------------------------------------
