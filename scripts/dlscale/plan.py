@@ -356,11 +356,10 @@ class Study(AnalysisPlan):
 
     @staticmethod
     def tasks_per_gpu(p: Point):
-        """Several tasks (dlscale's or a command's): 1 per GPU, or "" per node (None: the
-        SLURM plugin takes `tasks` as tasks per GPU on a GPU job)."""
-        if p.tasks == 1:
-            return None
-        return "" if p.tasks_per_gpu is None else p.tasks_per_gpu
+        """Several tasks (dlscale's or a command's): 1 per GPU, or 0 (unset) per node;
+        None for one task (for several, the SLURM plugin would take `tasks` as tasks per
+        GPU on a GPU job)."""
+        return None if p.tasks == 1 else p.tasks_per_gpu
 
     def python(self, p: Point) -> str:
         """The interpreter of a point: the Horovod environment's for horovod points."""
