@@ -30,9 +30,9 @@ def _later(*columns: Column) -> tuple[Column, ...]:
 
 
 TELEMETRY_UNITS = {"cpu_percent": ("%", "host CPU, mean over the steady epochs"),
-                   "rss_mb_peak": ("MB", "peak resident memory of the chief"),
+                   "rss_mb_peak": ("MiB", "peak resident memory of the chief"),
                    "gpu_util_percent": ("%", "GPU utilisation, mean over GPUs and samples"),
-                   "gpu_mem_mb_peak": ("MB", "peak GPU memory"),
+                   "gpu_mem_mb_peak": ("MiB", "peak GPU memory"),
                    "energy_j": ("J", "GPU energy per epoch, summed over GPUs"),
                    "j_per_image": ("J", "GPU energy per training image")}
 
