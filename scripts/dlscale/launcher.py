@@ -286,15 +286,20 @@ def run(args: argparse.Namespace, command: list[str]) -> int:
         if own and (returncode := as_own_step(args, command, *own, name)) is not None:
             return returncode
     started = datetime.now(UTC)
+    with PointLock(args.record) as lock:  # released however the training ends
+        return locked(args, command, started, lock.waited)
+
+
+def locked(args: argparse.Namespace, command: list[str], started: datetime,
+           waited: bool) -> int:
+    """The point's training, its lock held: kept if another job completed it meanwhile,
+    else trained, and recorded whatever becomes of it; launch.py's exit status."""
     from dlscale.timelimit import JOB_END_ENV, WATCHDOG_RESERVE_S, job_deadline
 
-    lock = PointLock(args.record)
-    waited = lock.take()
     if finished_meanwhile(args.record, command, waited):
         print(f"dlscale launch: another job completed {args.record} with the same "
               "settings: its record is kept, nothing is trained again", file=sys.stderr,
               flush=True)
-        lock.release()
         return 0
     (args.record / RUN_JSON).unlink(missing_ok=True)  # the last attempt's: attempts.jsonl has it
     notes: list[str] = []
@@ -313,7 +318,6 @@ def run(args: argparse.Namespace, command: list[str]) -> int:
     if not (args.record / RUN_JSON).exists():
         record_end(args.record, returncode, args.log, started, command,
                    terminated=STOPS[0] if STOPS else 0, late=late, notes=notes)
-    lock.release()
     return 128 + STOPS[0] if STOPS else 0
 
 

@@ -126,7 +126,18 @@ def say(text: str) -> None:
 
 class PointLock:
     """The lock of one run folder. `PointLock(folder).take()` returns whether it had to
-    wait for another holder; `release()` (or the process's end) gives it up."""
+    wait for another holder; `release()` (or the process's end) gives it up. As a context
+    manager, `with PointLock(folder) as lock:` takes it (`lock.waited` says whether it
+    waited) and releases it however the block ends."""
+
+    waited = False
+
+    def __enter__(self) -> PointLock:
+        self.waited = self.take()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
     def __init__(self, folder: Path, poll: float = POLL_S):
         self.folder, self.poll = Path(folder), poll
@@ -187,11 +198,7 @@ class PointLock:
             except FileExistsError:
                 who = read_holder(path)
                 if self._stale(path, who):
-                    with contextlib.suppress(FileNotFoundError):
-                        # renamed first: of two that judged it stale, one removes it
-                        aside = path.with_name(f"{path.name}.stale.{os.getpid()}")
-                        os.rename(path, aside)
-                        os.unlink(aside)
+                    self._break(path, who)
                     continue
                 if not said:
                     self._say_waiting(who, "" if holder_state(who) == "live" else
@@ -206,6 +213,29 @@ class PointLock:
                 self._write(handle)
             self.held_file = path
             return waited
+
+    def _break(self, path: Path, judged: dict) -> None:
+        """Remove a lock file judged stale, if it still is: two takers that both judged
+        the same holder gone must not both remove a file, or the second removes the lock
+        the first has just taken. The breaker first holds a guard file (O_EXCL), then
+        reads the holder again and removes the file only if it still names the holder it
+        judged and that holder is still gone. A guard left by a breaker that died is
+        removed after EMPTY_STALE_S."""
+        guard = path.with_name(f"{path.name}.break")
+        try:
+            os.close(os.open(guard, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            with contextlib.suppress(FileNotFoundError):
+                if time.time() - guard.stat().st_mtime > EMPTY_STALE_S:
+                    guard.unlink()
+            time.sleep(min(self.poll, 0.01))  # another taker is breaking it
+            return
+        try:
+            if read_holder(path) == judged and self._stale(path, judged):
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+        finally:
+            guard.unlink(missing_ok=True)
 
     def _say_waiting(self, who: dict, extra: str = "") -> None:
         say(f"{self.folder} is being trained by another process ({describe(who)}): "

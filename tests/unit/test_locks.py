@@ -212,3 +212,67 @@ def test_a_record_linked_into_its_temporary_file_is_one_copy_on_disk(tmp_path):
         link_or_copy(source, tmp)
     assert (tmp_path / "epochs.jsonl").stat().st_ino == source.stat().st_ino
     assert sorted(p.name for p in tmp_path.iterdir()) == ["epochs.jsonl", "state.jsonl"]
+
+
+RACE_ROUNDS = 1000
+
+
+def test_two_takers_that_judge_one_holder_gone_never_both_hold_the_point(tmp_path,
+                                                                          monkeypatch):
+    """Exclusive-file mode, RACE_ROUNDS rounds: a lock left by a dead process, two takers
+    forked at once. Both judge the holder gone; before the guard, the second one's removal
+    could delete the lock the first had just taken, and both trained the point. Each
+    holder writes `in` and `out` around its hold: no two holds may overlap."""
+    import psutil  # noqa: F401  (imported once here, not by every forked taker)
+
+    monkeypatch.setenv(locks.MODE_ENV, "exclusive")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    log = tmp_path / "holds.log"
+    for round_ in range(RACE_ROUNDS):
+        folder = tmp_path / "point"
+        folder.mkdir(exist_ok=True)
+        (folder / LOCK_HELD).write_text(json.dumps({**locks.holder(), "pid": dead.pid}))
+        children = []
+        for name in ("a", "b"):
+            pid = os.fork()
+            if pid == 0:  # the child: take, note the hold, release; never back to pytest
+                code = 1
+                try:
+                    lock = locks.PointLock(folder, poll=0.001)
+                    lock.take()
+                    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+                    os.write(fd, f"in {round_}{name}\n".encode())
+                    time.sleep(0.002)
+                    os.write(fd, f"out {round_}{name}\n".encode())
+                    lock.release()
+                    code = 0
+                finally:
+                    os._exit(code)
+            children.append(pid)
+        for pid in children:
+            assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+    lines = log.read_text().splitlines()
+    assert len(lines) == 4 * RACE_ROUNDS
+    overlapping = [(lines[i], lines[i + 1]) for i in range(0, len(lines), 2)
+                   if lines[i + 1] != lines[i].replace("in ", "out ")]
+    assert overlapping == []
+
+
+@pytest.mark.parametrize("mode", [None, "exclusive"])
+def test_the_lock_is_released_however_the_block_that_holds_it_ends(tmp_path, monkeypatch,
+                                                                   mode):
+    """launch.py holds the lock in a `with` block: an exception between taking and
+    releasing leaves no lock for the next taker to judge stale."""
+    if mode:
+        monkeypatch.setenv(locks.MODE_ENV, mode)
+    else:
+        monkeypatch.delenv(locks.MODE_ENV, raising=False)
+    with pytest.raises(RuntimeError), locks.PointLock(tmp_path) as lock:
+        assert lock.waited is False and locks.current_holder(tmp_path)["pid"] == os.getpid()
+        raise RuntimeError("the training could not start")
+    assert not (tmp_path / LOCK_HELD).exists()
+    proc = holder(tmp_path, "next", mode)  # another process takes it at once
+    assert wait_for(tmp_path / "taken-next", proc) == "False"
+    (tmp_path / "release-next").touch()
+    assert proc.wait(60) == 0
