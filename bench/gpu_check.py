@@ -51,6 +51,8 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--budget-s", type=float, default=420.0,
                    help="seconds for the whole check; the batch search stops before a try "
                         "that would pass it (default 420)")
+    p.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS,
+                   help="the models to train, the last one searched (default: all)")
     p.add_argument("--search-only", type=int, metavar="BATCH",
                    help="only the batch search (ResNet50V2, mixed_bfloat16), from BATCH: to "
                         "carry on where a check's budget stopped it")
@@ -249,17 +251,17 @@ def main(argv=None) -> int:
                                                        for k, v in vars(args).items()},
               "anchor": ANCHOR, "points": []}
     if args.search_only:
-        report["batch_search"] = check.search(MODELS[-1], PRECISIONS[-1], args.search_only,
+        report["batch_search"] = check.search(args.models[-1], PRECISIONS[-1], args.search_only,
                                               60.0)
         report["bf16_speedup"] = {}
     else:
-        for name in MODELS:
+        for name in args.models:
             for precision in PRECISIONS:
                 report["points"].append(check.train(name, precision, args.batch))
                 print(json.dumps(report["points"][-1]), flush=True)
         by = {(r["model"], r["precision"]): r["images_per_s"] for r in report["points"]}
         report["bf16_speedup"] = {m: round(by[(m, "mixed_bfloat16")] / by[(m, "float32")], 2)
-                                  for m in MODELS}
+                                  for m in args.models}
         last = report["points"][-1]
         report["batch_search"] = check.search(last["model"], last["precision"],
                                               args.batch * 2, last["wall_s"])
