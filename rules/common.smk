@@ -15,18 +15,16 @@ from dlscale import contract as C  # noqa: E402
 from dlscale.datasets import DATASETS  # noqa: E402
 from dlscale.plan import PlanError, Study, check_raw_config  # noqa: E402
 from dlscale.pluginfix import mend_cancelled_states  # noqa: E402
-from dlscale.rulefunctions import (
-    planned,
-    resources_signature_once,
-    signature_once,
-)  # noqa: E402
+from dlscale.rulefunctions import note_forced, planned, signature_once  # noqa: E402
+from dlscale.rulefunctions import resources_signature_once  # noqa: E402
 
 try:
     check_raw_config(config)
     schema.validate(config)  # and fills in the defaults
-    # inside a SLURM job, Snakemake parses this file again to run the job's one rule
+    # in a SLURM job, Snakemake parses this file again to run the job's one rule
     STUDY = Study(config, workflow.basedir, job_step=not workflow.is_main_process)
     STUDY.announce()
+    note_forced(workflow)  # -R/-F: launch.py keeps no record made while Snakemake was away
 except PlanError as exc:
     raise WorkflowError(str(exc))
 POINTS, EXTERNAL, DATA_DIR = STUDY.points, STUDY.external, STUDY.data_dir

@@ -50,6 +50,9 @@ RUN_TABLE = "epochs.csv"  # a run's (or an external log's) per-epoch table
 # before it reruns it
 KEPT = "completed"
 KEPT_FILES = (EPOCHS, TRAIN_LOG, RUN_JSON)  # what KEPT holds, run.json last
+# in KEPT: the record completed after the Snakemake that started its job was gone (killed
+# on a workstation): the next job of the point keeps it, unless the rerun is forced
+UNATTENDED = "unattended.json"
 
 # --- layout (relative to the working directory; the rules use these too) -----------------
 RESULTS = "results"

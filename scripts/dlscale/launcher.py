@@ -68,11 +68,13 @@ from dlscale import slurm
 from dlscale.contract import (
     KEPT,
     RUN_JSON,
+    UNATTENDED,
     RecordError,
     RunRecord,
     Status,
     restore_completed,
 )
+from dlscale.files import write_json_atomic
 from dlscale.locks import PointLock, reserve_ports
 from dlscale.processes import (
     adopt_orphans,
@@ -162,16 +164,63 @@ SAME_POINT = ("model", "gpus_asked", "nodes", "strategy", "precision", "keras_as
               "backend", "batch_per_gpu", "global_batch", "epochs")
 
 
-def finished_meanwhile(out: Path, command: list[str], waited: bool) -> bool:
+def snakemake_ancestor() -> dict | None:
+    """The Snakemake process that started this job on this host ({pid, since}), the
+    nearest ancestor whose command line runs snakemake; None under a SLURM job or where
+    none is found."""
+    import psutil
+
+    if os.environ.get("SLURM_JOB_ID"):
+        return None
+    try:
+        for process in psutil.Process().parents():
+            words = process.cmdline()
+            if any(Path(w).name == "snakemake" or w == "snakemake" for w in words[:3]):
+                return {"pid": process.pid, "since": process.create_time()}
+    except psutil.Error:
+        return None
+    return None
+
+
+def note_unattended(out: Path, started_by: dict | None) -> None:
+    """Mark a completed record made after its Snakemake was gone (KEPT/UNATTENDED), so
+    that the restarted Snakemake's job keeps it instead of training the point again."""
+    import psutil
+
+    record = out / KEPT / RUN_JSON
+    if started_by is None or not record.exists():
+        return
+    try:
+        alive = psutil.Process(started_by["pid"]).create_time() == started_by["since"]
+    except psutil.Error:
+        alive = False
+    if not alive and RunRecord.read(record).status is Status.COMPLETED:
+        write_json_atomic(out / KEPT / UNATTENDED, {"snakemake_pid": started_by["pid"],
+                                                     "noted": time.time()})
+
+
+def forced(out: Path) -> bool:
+    """Whether the user forced this point's rerun (rulefunctions.note_forced)."""
+    from dlscale.rulefunctions import FORCED_ENV
+
+    named = os.environ.get(FORCED_ENV, "").split()
+    return "*" in named or any(Path(n).parent == out or Path(n) == out for n in named)
+
+
+def finished_meanwhile(out: Path, command: list[str], waited: bool,
+                       forced: bool = False) -> bool:
     """Whether another job of this point completed the same settings while this one
     waited: for the lock (`waited`), or in SLURM's queue behind it (finished after this
     job was submitted; Snakemake's job step may have removed its run.json since, so the
-    kept copy counts too, and is put back). A completed record from before this job was
-    submitted (the user asked for the point again) does not count."""
+    kept copy counts too, and is put back), or while no Snakemake was there (KEPT holds
+    UNATTENDED: its Snakemake was killed, the training went on). A completed record from
+    before this job was submitted (the user asked for the point again) does not count,
+    nor does any with `forced` (snakemake -R/-F)."""
     planned = planned_settings(command)
     job = os.environ.get("SLURM_JOB_ID")
     submitted = None if waited or not job else slurm.job_submitted(job)
-    if not (planned and (waited or submitted)):
+    unattended = not forced and (out / KEPT / UNATTENDED).exists()
+    if not (planned and (waited or submitted or unattended)):
         return False
     for path in (out / RUN_JSON, out / KEPT / RUN_JSON):
         try:
@@ -182,7 +231,7 @@ def finished_meanwhile(out: Path, command: list[str], waited: bool) -> bool:
                 record.get(k) == planned[k] for k in SAME_POINT if k in planned):
             continue
         finished = record.get("finished")
-        if not waited:
+        if not waited and not unattended:
             try:
                 if datetime.fromisoformat(finished).timestamp() < submitted:
                     continue
@@ -190,6 +239,10 @@ def finished_meanwhile(out: Path, command: list[str], waited: bool) -> bool:
                 continue
         if path.parent != out:  # put the kept outputs back in place
             restore_completed(out)
+        if unattended:  # kept once: a later rerun the user asks for trains again
+            (out / KEPT / UNATTENDED).unlink(missing_ok=True)
+            print(f"dlscale launch: kept {out}: completed while Snakemake was away",
+                  file=sys.stderr, flush=True)
         return True
     return False
 
@@ -296,11 +349,12 @@ def locked(args: argparse.Namespace, command: list[str], started: datetime,
     else trained, and recorded whatever becomes of it; launch.py's exit status."""
     from dlscale.timelimit import JOB_END_ENV, WATCHDOG_RESERVE_S, job_deadline
 
-    if finished_meanwhile(args.record, command, waited):
+    if finished_meanwhile(args.record, command, waited, forced(args.record)):
         print(f"dlscale launch: another job completed {args.record} with the same "
               "settings: its record is kept, nothing is trained again", file=sys.stderr,
               flush=True)
         return 0
+    started_by = snakemake_ancestor()
     (args.record / RUN_JSON).unlink(missing_ok=True)  # the last attempt's: attempts.jsonl has it
     notes: list[str] = []
     end = job_deadline(args.time_limit_min, started.timestamp(), notes)
@@ -318,6 +372,7 @@ def locked(args: argparse.Namespace, command: list[str], started: datetime,
     if not (args.record / RUN_JSON).exists():
         record_end(args.record, returncode, args.log, started, command,
                    terminated=STOPS[0] if STOPS else 0, late=late, notes=notes)
+    note_unattended(args.record, started_by)
     return 128 + STOPS[0] if STOPS else 0
 
 

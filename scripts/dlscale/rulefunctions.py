@@ -54,3 +54,25 @@ def resources_signature_once() -> None:
     if not hasattr(evaluate, PARAMS_ATTR):
         bound = inspect.signature(functools.partial(evaluate, None)).parameters
         setattr(evaluate, PARAMS_ATTR, bound)
+
+
+
+FORCED_ENV = "DLSCALE_FORCED"  # what the user forced to run again: "*", or run folders
+
+
+def note_forced(workflow) -> None:
+    """Tell the point's launch.py, through its environment (inherited by local jobs,
+    exported to SLURM's), whether the user forced its rerun (snakemake -F, -f, or -R
+    naming the train rule or files of run folders): then a record completed while
+    Snakemake was away is trained again, not kept. Not a rule param: a param that
+    changes makes Snakemake rerun every point the next time."""
+    import os
+
+    dag_settings = workflow.dag_settings
+    if dag_settings is None or not workflow.is_main_process:  # a job step forces its job
+        return
+    named = [str(t) for t in dag_settings.forcerun or ()]
+    if dag_settings.forceall or dag_settings.forcetargets or "train" in named:
+        os.environ[FORCED_ENV] = "*"
+    else:
+        os.environ[FORCED_ENV] = " ".join(named)

@@ -515,3 +515,31 @@ def test_a_commands_tasks_on_gpu_gres_reach_sbatch_as_it_means_them(tmp_path, ta
                                     "account": "", "partition": "", "workdir": str(tmp_path)})
     flags = re.findall(r"--ntasks[-\w]*=\d+", call)
     assert flags == wanted, call
+
+
+@pytest.mark.parametrize(("settings", "forced_points"), [
+    ({"forceall": True}, {"A/gpus1/rep1", "B/gpus2/rep1"}),
+    ({"forcetargets": True}, {"A/gpus1/rep1", "B/gpus2/rep1"}),
+    ({"forcerun": {"train"}}, {"A/gpus1/rep1", "B/gpus2/rep1"}),
+    ({"forcerun": {"results/runs/A/gpus1/rep1/run.json"}}, {"A/gpus1/rep1"}),
+    ({"forcerun": {"aggregate_runs"}}, set()),
+    ({}, set()),
+])
+def test_a_forced_rerun_reaches_the_points_launcher(monkeypatch, settings, forced_points):
+    """snakemake -F, -f, -R train or -R <a point's file>: the launcher of each forced point
+    trains it again even where its record completed while Snakemake was away."""
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    from dlscale.launcher import forced
+    from dlscale.rulefunctions import FORCED_ENV, note_forced
+
+    monkeypatch.delenv(FORCED_ENV, raising=False)
+    dag = SimpleNamespace(**{"forceall": False, "forcetargets": False, "forcerun": set(),
+                             **settings})
+    note_forced(SimpleNamespace(dag_settings=dag, is_main_process=True))
+    assert {k for k in ("A/gpus1/rep1", "B/gpus2/rep1")
+            if forced(Path("results/runs") / k)} == forced_points
+    monkeypatch.delenv(FORCED_ENV)
+    note_forced(SimpleNamespace(dag_settings=dag, is_main_process=False))  # a job step
+    assert FORCED_ENV not in __import__("os").environ

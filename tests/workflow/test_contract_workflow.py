@@ -161,6 +161,44 @@ def test_a_restarted_snakemake_never_trains_a_point_twice_at_once(tmp_path):
 
 
 @needs_fashion
+def test_a_point_that_completed_while_snakemake_was_away_is_not_trained_again(tmp_path):
+    """Snakemake killed (-9) while its point trains; the training goes on and completes
+    with no Snakemake there; the restarted Snakemake (which finds the job incomplete and
+    runs it again) keeps that record and trains nothing. Before, it trained the point a
+    second time from epoch 1 (two completed attempts)."""
+    config = yaml.safe_load(KILL.read_text())
+    config["sweep"]["models"], config["training"]["epochs"] = ["SimpleCNN"], 2
+    path = write_config(tmp_path / "c.yaml", yaml.safe_dump(config))
+    args = (*PROFILE, f"--configfile={path}")
+    first = start_snakemake(tmp_path, *args, output=False)
+    live = tmp_path / f"results/runs/{DONE}/state/epochs.jsonl"
+    training = training_process(tmp_path, DONE)
+    deadline = time.time() + 600
+    while not live.exists() and time.time() < deadline:
+        time.sleep(0.05)
+    first.kill()  # the workstation's Snakemake dies; its point trains on
+    first.wait()
+    psutil.wait_procs([training], timeout=600)
+    launcher = [p for p in psutil.process_iter(["cmdline", "cwd"])
+                if p.info["cwd"] == str(tmp_path)
+                and any(w.endswith("launch.py") for w in (p.info["cmdline"] or []))]
+    psutil.wait_procs(launcher, timeout=120)  # it notes the record was made unattended
+    record = json.loads((tmp_path / f"results/runs/{DONE}/run.json").read_text())
+    assert record["status"] == "completed"
+    run_snakemake(tmp_path, "--unlock", *args)
+    second = run_snakemake(tmp_path, *args)
+    assert "rule train:" in second.stdout  # Snakemake runs the job again: it was incomplete
+    log = (tmp_path / f"logs/train/{DONE}.log").read_text()
+    assert "completed while Snakemake was away" in log
+    attempts = [json.loads(x) for x in
+                (tmp_path / f"results/runs/{DONE}/attempts.jsonl").read_text().splitlines()]
+    assert [a["status"] for a in attempts] == ["completed"]
+    assert (tmp_path / f"results/runs/{DONE}/train.log").read_text().count("Epoch 1/2") == 1
+    runs = pd.read_csv(tmp_path / "results/tables/runs.csv").set_index("run")
+    assert runs.loc[DONE, "status"] == "completed" and runs.loc[DONE, "counted"]
+
+
+@needs_fashion
 def test_a_finished_points_record_is_kept_until_a_new_one_replaces_it(tmp_path):
     """The issue's case: a completed point, a restart with another batch size killed
     (-9) mid-training, which took the point's outputs with it (Snakemake deletes a job's
