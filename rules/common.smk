@@ -24,7 +24,7 @@ try:
     # in a SLURM job, Snakemake parses this file again to run the job's one rule
     STUDY = Study(config, workflow.basedir, job_step=not workflow.is_main_process)
     STUDY.announce()
-    note_forced(workflow)  # -R/-F: launch.py keeps no record made while Snakemake was away
+    note_forced(workflow)  # -R/-F: launch.py then trains even an unattended record
 except PlanError as exc:
     raise WorkflowError(str(exc))
 POINTS, EXTERNAL, DATA_DIR = STUDY.points, STUDY.external, STUDY.data_dir

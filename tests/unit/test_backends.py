@@ -56,7 +56,7 @@ def test_communication_choice_and_nccl_on_cpus_refused_at_planning():
     import copy
 
     from dlscale.schema import validate
-    from dlscale.sweep import SweepError, expand
+    from dlscale.sweep import SweepError, plan_sweep
     from dlscale.training import resolve_communication
 
     assert [resolve_communication(c, d) for c, d in (("auto", "gpu"), ("auto", "cpu"),
@@ -67,21 +67,21 @@ def test_communication_choice_and_nccl_on_cpus_refused_at_planning():
     validate(config)
     with pytest.raises(SweepError, match="training.communication nccl needs GPUs, but "
                                          "training.device is cpu"):
-        expand(config)
+        plan_sweep(config)
 
 
 def test_the_custom_loop_with_horovod_is_refused_at_planning():
     import copy
 
     from dlscale.schema import validate
-    from dlscale.sweep import SweepError, expand
+    from dlscale.sweep import SweepError, plan_sweep
 
     config = copy.deepcopy({"sweep": {"models": ["SimpleCNN"], "gpus": [2],
                                       "strategy": ["horovod"], "loop": ["fit", "custom"]}})
     validate(config)
     with pytest.raises(SweepError, match="the custom training loop runs mirrored and "
                                          "multiworker points; horovod points train with fit"):
-        expand(config)
+        plan_sweep(config)
 
 
 def test_trains_fit_calls_no_callback_between_steps(tmp_path):
