@@ -26,8 +26,25 @@ def panels(count: int):
     return fig, list(axes.flat)
 
 
-def draw_breakdown(breakdown: pd.DataFrame, out_dir: Path) -> list[Path]:
+def label(ax, title: str, size: str, ylabel: str) -> None:
+    ax.set_title(title, fontsize=size)
+    ax.set_xlabel("GPUs")
+    ax.set_ylabel(ylabel)
+
+
+def finish(fig, axes, title: str, stem: Path) -> list[Path]:
+    """The figure's legend and title, saved as PNG and SVG, and closed."""
     import matplotlib.pyplot as plt
+
+    axes[0].legend(fontsize="small")
+    fig.suptitle(title)
+    fig.tight_layout()
+    written = save(fig, stem)
+    plt.close(fig)
+    return written
+
+
+def draw_breakdown(breakdown: pd.DataFrame, out_dir: Path) -> list[Path]:
 
     keys = list(dict.fromkeys(zip(breakdown["series"], breakdown["nodes"], strict=True)))
     fig, axes = panels(len(keys))
@@ -47,19 +64,12 @@ def draw_breakdown(breakdown: pd.DataFrame, out_dir: Path) -> list[Path]:
                 ax.text(i, bottom[i], "communication\nnot separable", ha="center",
                         va="bottom", fontsize="x-small")
         title = series if breakdown["nodes"].nunique() == 1 else f"{series}, {nodes} node(s)"
-        ax.set_title(title, fontsize="medium")
-        ax.set_xlabel("GPUs")
-        ax.set_ylabel("step time [s]")
-    axes[0].legend(fontsize="small")
-    fig.suptitle("Where the step time goes (traced steps, shares of the measured step)")
-    fig.tight_layout()
-    written = save(fig, out_dir / WHY_PLOTS[0])
-    plt.close(fig)
-    return written
+        label(ax, title, "medium", "step time [s]")
+    return finish(fig, axes, "Where the step time goes (traced steps, shares of the measured "
+                  "step)", out_dir / WHY_PLOTS[0])
 
 
 def draw_prediction(prediction: pd.DataFrame, out_dir: Path) -> list[Path]:
-    import matplotlib.pyplot as plt
 
     names = list(dict.fromkeys(prediction["series"]))
     fig, axes = panels(len(names))
@@ -82,15 +92,9 @@ def draw_prediction(prediction: pd.DataFrame, out_dir: Path) -> list[Path]:
         ax.set_xscale("log", base=2)
         ax.set_xticks(part["gpus"].tolist(), [str(int(g)) for g in part["gpus"]])
         ax.set_ylim(bottom=0)
-        ax.set_title(f"{series}\n{verdict}", fontsize="small")
-        ax.set_xlabel("GPUs")
-        ax.set_ylabel("parallel efficiency")
-    axes[0].legend(fontsize="small")
-    fig.suptitle("What more GPUs would give: communication model against the measured")
-    fig.tight_layout()
-    written = save(fig, out_dir / WHY_PLOTS[1])
-    plt.close(fig)
-    return written
+        label(ax, f"{series}\n{verdict}", "small", "parallel efficiency")
+    return finish(fig, axes, "What more GPUs would give: communication model against the "
+                  "measured", out_dir / WHY_PLOTS[1])
 
 
 def plot_why(breakdown: pd.DataFrame, prediction: pd.DataFrame, out_dir: Path) -> list[Path]:
