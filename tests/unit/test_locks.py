@@ -215,36 +215,30 @@ def test_a_record_linked_into_its_temporary_file_is_one_copy_on_disk(tmp_path):
 
 
 RACE_ROUNDS = 1000
-
-
-def test_two_takers_that_judge_one_holder_gone_never_both_hold_the_point(tmp_path,
-                                                                          monkeypatch):
-    """Exclusive-file mode, RACE_ROUNDS rounds: a lock left by a dead process, two takers
-    forked at once. Both judge the holder gone; before the guard, the second one's removal
-    could delete the lock the first had just taken, and both trained the point. Each
-    holder writes `in` and `out` around its hold: no two holds may overlap."""
-    import psutil  # noqa: F401  (imported once here, not by every forked taker)
-
-    monkeypatch.setenv(locks.MODE_ENV, "exclusive")
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    log = tmp_path / "holds.log"
-    for round_ in range(RACE_ROUNDS):
-        folder = tmp_path / "point"
+# the rounds, in a small Python of their own: forking the test worker (TensorFlow and all
+# in its memory) twice a round cost CI 90 s
+RACE = textwrap.dedent("""
+    import json, os, sys, time
+    from pathlib import Path
+    import psutil  # imported once here, not by every forked taker
+    from dlscale import locks
+    from dlscale.contract import LOCK_HELD
+    folder, log, dead, rounds = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    for round_ in range(rounds):
         folder.mkdir(exist_ok=True)
-        (folder / LOCK_HELD).write_text(json.dumps({**locks.holder(), "pid": dead.pid}))
+        (folder / LOCK_HELD).write_text(json.dumps({**locks.holder(), "pid": dead}))
         children = []
         for name in ("a", "b"):
             pid = os.fork()
-            if pid == 0:  # the child: take, note the hold, release; never back to pytest
+            if pid == 0:  # the child: take, note the hold, release
                 code = 1
                 try:
                     lock = locks.PointLock(folder, poll=0.001)
                     lock.take()
                     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-                    os.write(fd, f"in {round_}{name}\n".encode())
+                    os.write(fd, f"in {round_}{name}\\n".encode())
                     time.sleep(0.002)
-                    os.write(fd, f"out {round_}{name}\n".encode())
+                    os.write(fd, f"out {round_}{name}\\n".encode())
                     lock.release()
                     code = 0
                 finally:
@@ -252,6 +246,21 @@ def test_two_takers_that_judge_one_holder_gone_never_both_hold_the_point(tmp_pat
             children.append(pid)
         for pid in children:
             assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+""")
+
+
+def test_two_takers_that_judge_one_holder_gone_never_both_hold_the_point(tmp_path):
+    """Exclusive-file mode, RACE_ROUNDS rounds: a lock left by a dead process, two takers
+    forked at once. Both judge the holder gone; before the guard, the second one's removal
+    could delete the lock the first had just taken, and both trained the point. Each
+    holder writes `in` and `out` around its hold: no two holds may overlap."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    log = tmp_path / "holds.log"
+    env = {**os.environ, locks.MODE_ENV: "exclusive"}
+    subprocess.run([sys.executable, "-c", RACE, str(tmp_path / "point"), str(log),
+                    str(dead.pid), str(RACE_ROUNDS)], cwd=SCRIPTS, env=env, check=True,
+                   timeout=900)
     lines = log.read_text().splitlines()
     assert len(lines) == 4 * RACE_ROUNDS
     overlapping = [(lines[i], lines[i + 1]) for i in range(0, len(lines), 2)

@@ -305,7 +305,12 @@ def test_another_study_is_drawn_beside_this_one_and_listed_in_the_report(tmp_pat
         f"compare: [{{scaling: {first}/results/tables/scaling.csv, label: \"2025's V100s\"}}]"))
     run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
     compared = pd.read_csv(tmp_path / "results/tables/compared.csv")
-    assert list(compared["study"]) == ["this study"] * 3 + ["2025's V100s"] * 3
+    # each study's 1, 2 and 4 measured GPUs, then the 8 and 16 its model extrapolates to
+    assert list(zip(compared["study"], compared["role"], compared["gpus"])) == [
+        (study, role, gpus) for study in ("this study", "2025's V100s")
+        for role, gpus in (("measured", 1), ("measured", 2), ("measured", 4),
+                           ("extrapolated", 8), ("extrapolated", 16))]
+    assert compared["predicted_efficiency"].notna().all()
     run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", "--report",
                   str(tmp_path / "report.html"))
     html = (tmp_path / "report.html").read_text(errors="replace")
