@@ -29,7 +29,6 @@ import json
 import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from dlscale import columns
@@ -241,13 +240,14 @@ def model_gradient_bytes(name: str) -> int | None:
     flattens its features: VGG), or None for a name dlscale cannot build."""
     from dlscale import keraschoice, training
     from dlscale.errors import RunError
+    from dlscale.profwindow import gradient_bytes
 
     keraschoice.use_keras(2)
     try:
         model = training.build_model(name, (32, 32, 3), ASSUMED_CLASSES, ASSUMED_SIZE)
     except (RunError, ValueError):
         return None
-    return 4 * int(sum(int(np.prod(w.shape)) for w in model.trainable_weights))
+    return gradient_bytes(model)  # as a point's window counts it
 
 
 def tables(scaling: pd.DataFrame, runs: pd.DataFrame, runs_dir: Path,

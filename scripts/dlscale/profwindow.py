@@ -159,7 +159,8 @@ def read_trace(path: Path, on_jax: bool) -> list[stepsplit.Event]:
             for line in plane.lines:
                 where = f"{plane.name}|{line.name}"
                 for e in line.events:
-                    step = dict(e.stats).get("step_num") if e.name == "train" else None
+                    step = (dict(e.stats).get("step_num") if e.name == stepsplit.STEP_MARKER
+                            else None)
                     out.append(stepsplit.Event(where, e.name, int(e.start_ns),
                                                int(e.start_ns + e.duration_ns),
                                                None if step is None else int(step)))
@@ -252,13 +253,13 @@ def time_allreduce(backend, sizes: list[int]) -> list[float]:
             for s in sizes]
 
 
-def record(window, logdir: Path, backend, model, keep: bool) -> dict:
+def record(window, logdir: Path, backend, size: int, keep: bool) -> dict:
     """breakdown.json's content: the window's steps and their split, the collective's
     timings and the gradient's bytes, and what could not be taken (`notes`)."""
     on_jax = keraschoice.trains_on_jax()
     notes: list[str] = []
     out = {"method": METHOD, "window_s": round(window.seconds, 4) if window else None,
-           "replicas": backend.replicas, "gradient_bytes": gradient_bytes(model),
+           "replicas": backend.replicas, "gradient_bytes": size,
            "steps": [], "notes": notes}
     t0 = time.perf_counter()
     traces = sorted(logdir.glob("plugins/profile/*/*.xplane.pb")) if window else []
@@ -303,12 +304,12 @@ def record(window, logdir: Path, backend, model, keep: bool) -> dict:
     return out
 
 
-def measure_collective(backend, model) -> dict | None:
-    """The all-reduce's median seconds per buffer size on the point's replicas, or None
-    on one replica. Every worker calls it (a collective)."""
+def measure_collective(backend, size: int) -> dict | None:
+    """The all-reduce's median seconds per buffer size, up to the gradient's `size`, on
+    the point's replicas, or None on one replica. Every worker calls it (a collective)."""
     if backend.replicas < 2:
         return None
-    sizes = bench_sizes(gradient_bytes(model))
+    sizes = bench_sizes(size)
     t0 = time.perf_counter()
     try:
         seconds = time_allreduce(backend, sizes)
@@ -338,10 +339,11 @@ def close_window(settings, backend, window, model, completed: bool) -> dict | No
     notes."""
     if not settings.breakdown_steps or not completed:
         return None
-    collective = measure_collective(backend, model)
+    size = gradient_bytes(model)  # what the all-reduce times up to, and the record says
+    collective = measure_collective(backend, size)
     if not backend.chief:
         return None
-    out = record(window, settings.out / TRACE, backend, model, settings.keep_trace)
+    out = record(window, settings.out / TRACE, backend, size, settings.keep_trace)
     if settings.profile_steps:
         out["notes"].append("no window: training.profile_steps holds the profiler")
     out["collective"] = collective

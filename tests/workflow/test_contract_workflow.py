@@ -116,27 +116,36 @@ def training_process(workdir, point: str, timeout: float = 600) -> psutil.Proces
     raise AssertionError(f"no training of {point} started in {timeout} s")
 
 
+def one_point_training(workdir, epochs: int, finished: int):
+    """SimpleCNN alone (tests/configs/kill.yaml) started in the background with `epochs`,
+    once its training has recorded `finished` epochs: (Snakemake's arguments, the
+    Snakemake process, the train.py process, a deadline for what the test waits on)."""
+    config = yaml.safe_load(KILL.read_text())
+    config["sweep"]["models"], config["training"]["epochs"] = ["SimpleCNN"], epochs
+    path = write_config(workdir / "c.yaml", yaml.safe_dump(config))
+    args = (*PROFILE, f"--configfile={path}")
+    first = start_snakemake(workdir, *args, output=False)
+    live = workdir / f"results/runs/{DONE}/state/epochs.jsonl"
+    training = training_process(workdir, DONE)
+    deadline = time.time() + 600
+    while not (live.exists() and live.read_text().count("\n") >= finished) and (
+            time.time() < deadline):
+        time.sleep(0.05)
+    return args, first, training, deadline
+
+
 @needs_fashion
 def test_a_restarted_snakemake_never_trains_a_point_twice_at_once(tmp_path):
     """Snakemake killed (-9) while a point trains, started again: its second job for the
     point waits for the first, keeps the first's record, and the study ends whole."""
-    config = yaml.safe_load(KILL.read_text())
-    config["sweep"]["models"], config["training"]["epochs"] = ["SimpleCNN"], 3
-    path = write_config(tmp_path / "c.yaml", yaml.safe_dump(config))
-    args = (*PROFILE, f"--configfile={path}")
-    first = start_snakemake(tmp_path, *args, output=False)
-    live = tmp_path / f"results/runs/{DONE}/state/epochs.jsonl"
-    training = training_process(tmp_path, DONE)
-    deadline = time.time() + 600
-    while not (live.exists() and live.read_text().count("\n") >= 1) and time.time() < deadline:
-        time.sleep(0.05)
+    args, first, training, deadline = one_point_training(tmp_path, epochs=3, finished=1)
     training.suspend()  # the first job keeps the point, paused, for as long as the test needs
     # `dlscale status` reads it from the run folder, beside the running Snakemake
     assert re.search(rf"^{re.escape(DONE)}\s+running\s+epoch 1 of 3, last [\d.e+-]+ s, "
                      r"ends ~\d\d:\d\d:\d\d$", dlscale_status(tmp_path), re.M)
     first.kill()  # the login node's Snakemake dies; its job goes on
     first.wait()
-    run_snakemake(tmp_path, "--unlock", *PROFILE, f"--configfile={path}")
+    run_snakemake(tmp_path, "--unlock", *args)
     second = start_snakemake(tmp_path, *args)
     log = tmp_path / f"logs/train/{DONE}.log"
     while "is being trained by another process" not in (
@@ -166,16 +175,7 @@ def test_a_point_that_completed_while_snakemake_was_away_is_not_trained_again(tm
     with no Snakemake there; the restarted Snakemake (which finds the job incomplete and
     runs it again) keeps that record and trains nothing. Before, it trained the point a
     second time from epoch 1 (two completed attempts)."""
-    config = yaml.safe_load(KILL.read_text())
-    config["sweep"]["models"], config["training"]["epochs"] = ["SimpleCNN"], 2
-    path = write_config(tmp_path / "c.yaml", yaml.safe_dump(config))
-    args = (*PROFILE, f"--configfile={path}")
-    first = start_snakemake(tmp_path, *args, output=False)
-    live = tmp_path / f"results/runs/{DONE}/state/epochs.jsonl"
-    training = training_process(tmp_path, DONE)
-    deadline = time.time() + 600
-    while not live.exists() and time.time() < deadline:
-        time.sleep(0.05)
+    args, first, training, _ = one_point_training(tmp_path, epochs=2, finished=0)
     first.kill()  # the workstation's Snakemake dies; its point trains on
     first.wait()
     psutil.wait_procs([training], timeout=600)
