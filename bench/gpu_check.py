@@ -183,13 +183,30 @@ def split_window(logdir: Path, window) -> dict:
     lines: dict[str, Counter] = {}
     for e in events:
         lines.setdefault(e.line, Counter())[e.name] += e.end - e.start
+    steps = stepsplit.split(events)
     out = {"window_s": round(window.seconds, 3), "trace_bytes": traces[-1].stat().st_size,
-           "summary": stepsplit.summary(stepsplit.split(events)),
+           "steps": steps, "summary": stepsplit.summary(steps),
+           **xprof_check(steps, traces[-1]),
            "lines": {line: [[n, round(ns / 1e6, 3), stepsplit.kind(
                stepsplit.Event(line, n, 0, 0))] for n, ns in c.most_common(10)]
                for line, c in lines.items()}}
     shutil.rmtree(logdir, ignore_errors=True)
     return out
+
+
+def xprof_check(steps: list[dict], trace: Path) -> dict:
+    """xprof's own offline step breakdown of the same trace beside dlscale's split
+    (dlscale.xprofcheck), where xprof is installed; its failure is a note."""
+    from dlscale import xprofcheck
+
+    if not xprofcheck.available():
+        return {"xprof": None, "xprof_notes": ["xprof is not installed"]}
+    try:
+        theirs = xprofcheck.steps(trace)
+        totals, notes = xprofcheck.compare(steps, theirs)
+    except Exception as exc:  # noqa: BLE001 (a note in the check, as in a point's record)
+        return {"xprof": None, "xprof_notes": [f"xprof failed: {type(exc).__name__}: {exc}"]}
+    return {"xprof": totals, "xprof_steps": theirs, "xprof_notes": notes}
 
 
 def system(cpu: bool) -> dict:
@@ -224,6 +241,12 @@ def markdown(report: dict) -> list[str]:
                          + ", ".join(f"{k.removesuffix('_s')} {w[k] / w['wall_s']:.0%}"
                                      for k in ("compute_s", "comm_exposed_s", "input_s",
                                                "other_s")))
+            x = r["breakdown"].get("xprof") or {}
+            lines.append(f"xprof's steps: {x['step_s']:.4f} s, device compute "
+                         f"{x['device_compute_s']:.4f} s, collectives "
+                         f"{x['device_collectives_s']:.4f} s, host compute "
+                         f"{x['host_compute_s']:.4f} s" if x else
+                         f"xprof: {'; '.join(r['breakdown'].get('xprof_notes') or ['-'])}")
     for name, ratio in report["bf16_speedup"].items():
         lines.append(f"\n{name}: mixed_bfloat16 over float32 at batch "
                      f"{report['settings']['batch']}: {ratio}x")
