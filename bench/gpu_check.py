@@ -53,6 +53,9 @@ def parse(argv=None) -> argparse.Namespace:
                         "that would pass it (default 420)")
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS,
                    help="the models to train, the last one searched (default: all)")
+    p.add_argument("--keep-trace", action="store_true",
+                   help="keep the last point's trace beside --out (trace-MODEL-PRECISION"
+                        ".xplane.pb), to be stored as a test's input")
     p.add_argument("--search-only", type=int, metavar="BATCH",
                    help="only the batch search (ResNet50V2, mixed_bfloat16), from BATCH: to "
                         "carry on where a check's budget stopped it")
@@ -133,7 +136,9 @@ class Check:
                   "images_per_s": round(images / seconds, 1),
                   "loss_last": float(history.history["loss"][-1]),
                   "wall_s": round(time.perf_counter() - started, 1), **used,
-                  "breakdown": split_window(logdir, window) if trace else None}
+                  "breakdown": split_window(logdir, window, args.out.parent / (
+                      f"trace-{name}-{precision}.xplane.pb" if args.keep_trace else ""))
+                  if trace else None}
         del model
         keras.backend.clear_session()
         return result
@@ -159,6 +164,7 @@ class Check:
                 stopped = "out_of_memory"
                 break
             tries.append({"batch": batch, "fits": True, "images_per_s": result["images_per_s"],
+                          "first_epoch_s": result["first_epoch_s"],
                           "gpu_mem_mb_peak": result.get("gpu_mem_mb_peak"),
                           "j_per_image": result.get("j_per_image")})
             largest, cost_s = batch, result["wall_s"]
@@ -167,10 +173,10 @@ class Check:
                 "stopped_by": stopped, "tries": tries}
 
 
-def split_window(logdir: Path, window) -> dict:
+def split_window(logdir: Path, window, keep: Path) -> dict:
     """The window's step split (dlscale.stepsplit) on this real GPU trace, with what the
     trace holds per line (the ten longest event names), to check the split's rules
-    against a real GPU's layout; the trace is deleted."""
+    against a real GPU's layout; the trace is deleted, or moved to `keep` (a file name)."""
     import shutil
     from collections import Counter
 
@@ -190,6 +196,8 @@ def split_window(logdir: Path, window) -> dict:
            "lines": {line: [[n, round(ns / 1e6, 3), stepsplit.kind(
                stepsplit.Event(line, n, 0, 0))] for n, ns in c.most_common(10)]
                for line, c in lines.items()}}
+    if keep.suffix:
+        shutil.copyfile(traces[-1], keep)
     shutil.rmtree(logdir, ignore_errors=True)
     return out
 
@@ -242,11 +250,12 @@ def markdown(report: dict) -> list[str]:
                                      for k in ("compute_s", "comm_exposed_s", "input_s",
                                                "other_s")))
             x = r["breakdown"].get("xprof") or {}
-            lines.append(f"xprof's steps: {x['step_s']:.4f} s, device compute "
+            notes = "; ".join(r["breakdown"].get("xprof_notes") or []) or "agrees"
+            lines.append(f"xprof, the same {x['steps']} steps: {x['step_s']:.4f} s in all "
+                         f"(dlscale {x['dlscale_step_s']:.4f} s), device compute "
                          f"{x['device_compute_s']:.4f} s, collectives "
-                         f"{x['device_collectives_s']:.4f} s, host compute "
-                         f"{x['host_compute_s']:.4f} s" if x else
-                         f"xprof: {'; '.join(r['breakdown'].get('xprof_notes') or ['-'])}")
+                         f"{x['device_collectives_s']:.4f} s ({notes})" if x else
+                         f"xprof: {notes}")
     for name, ratio in report["bf16_speedup"].items():
         lines.append(f"\n{name}: mixed_bfloat16 over float32 at batch "
                      f"{report['settings']['batch']}: {ratio}x")

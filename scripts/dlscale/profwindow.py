@@ -44,7 +44,12 @@ def make_callback(logdir: Path, first: int, count: int, marks: bool, horovod=Non
     logdir, marking each step where the framework does not (`marks`: Keras 3 on either
     backend, the custom loop), and waiting for each step's result so that its marker
     covers its work. `seconds` is what starting and stopping the profiler took. With
-    `horovod` (the module), Horovod's timeline is recorded beside the trace."""
+    `horovod` (the module), Horovod's timeline is recorded beside the trace.
+
+    Outside the window it makes no step wait: on JAX it has no step-end hook (with one,
+    Keras 3 reads every step's logs back to the host, a wait for the device per step:
+    docs/benchmarks.md, "GPUs"), and under tf-keras it takes the step's logs as tensors
+    (`_supports_tf_logs`) and never reads them."""
     keras = keraschoice.keras()
     on_jax = keraschoice.trains_on_jax()
 
@@ -55,6 +60,7 @@ def make_callback(logdir: Path, first: int, count: int, marks: bool, horovod=Non
 
         def __init__(self):
             super().__init__()
+            self._supports_tf_logs = True  # tf-keras: step logs stay tensors, unread
             self._epoch, self._open, self._marker = 0, False, None
             self.wall: dict[int, int] = {}  # UTC ns at each traced step's begin (Horovod)
 
@@ -64,6 +70,11 @@ def make_callback(logdir: Path, first: int, count: int, marks: bool, horovod=Non
                 self._toggle(True)
 
         def on_train_batch_begin(self, batch, logs=None):
+            if on_jax and self._open:  # the step before ended here: its work done
+                self._end_step()
+            elif on_jax and not self._epoch and count and batch == first and not self.taken:
+                self._wait()  # started between steps, the step before done
+                self._toggle(True)
             if self._open and batch == first + count:
                 self._toggle(False)
                 return
@@ -73,25 +84,33 @@ def make_callback(logdir: Path, first: int, count: int, marks: bool, horovod=Non
                 self._marker = marker(batch)
                 self._marker.__enter__()
 
-        def on_train_batch_end(self, batch, logs=None):
-            if self._open:
-                if logs and "loss" in logs:
-                    float(logs["loss"])  # the step's result: its work is done
-                if self._marker is not None:
-                    self._marker.__exit__(None, None, None)
-                    self._marker = None
-            elif not self._epoch and count and batch == first - 1 and not self.taken:
-                # started between steps: a framework's own marker (tf-keras opens it before
-                # on_train_batch_begin) is then inside the trace whole
-                self._toggle(True)
-
         def on_epoch_end(self, epoch, logs=None):
             if self._open:  # the window reached the epoch's end
+                self._end_step()
                 self._toggle(False)
 
         def on_train_end(self, logs=None):
             if self._open:  # stopped early (a deadline, a NaN)
+                self._end_step()
                 self._toggle(False)
+
+        def _wait(self):
+            """JAX: wait for the last step's state (Keras keeps it for callbacks that
+            must wait: `_jax_state`); elsewhere the step-end hook reads the loss."""
+            state = getattr(self.model, "_jax_state", None)
+            if on_jax and state:
+                import jax
+
+                jax.block_until_ready(state)
+
+        def _end_step(self, logs=None):
+            if logs and "loss" in logs:
+                float(logs["loss"])  # the step's result: its work is done
+            else:
+                self._wait()
+            if self._marker is not None:
+                self._marker.__exit__(None, None, None)
+                self._marker = None
 
         def _toggle(self, start: bool):
             t0 = time.perf_counter()
@@ -112,6 +131,17 @@ def make_callback(logdir: Path, first: int, count: int, marks: bool, horovod=Non
                 self._open = False
             self.seconds += time.perf_counter() - t0
 
+    class StepEndWindow(Window):
+        """TensorFlow (tf-keras, Keras 3, the custom loop): each traced step ends at its
+        step-end hook, and the window starts at the end of the step before, so that
+        tf-keras' own step marker, opened before the step-begin hooks, is traced whole."""
+
+        def on_train_batch_end(self, batch, logs=None):
+            if self._open:
+                self._end_step(logs)
+            elif not self._epoch and count and batch == first - 1 and not self.taken:
+                self._toggle(True)
+
     def marker(step: int):
         if on_jax:
             import jax
@@ -121,7 +151,7 @@ def make_callback(logdir: Path, first: int, count: int, marks: bool, horovod=Non
 
         return tf.profiler.experimental.Trace(stepsplit.STEP_MARKER, step_num=step, _r=1)
 
-    return Window()
+    return Window() if on_jax else StepEndWindow()
 
 
 def profiler_start(logdir: Path, on_jax: bool) -> None:

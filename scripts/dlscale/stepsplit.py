@@ -17,10 +17,12 @@ CPU event), so the split is "approximate" wherever names decide:
 - input wait: the consumer side of tf.data (`IteratorGetNext`, `GetNextFromShard`,
   `...GetNextAsOptional`); where the step holds none (Keras 3 on JAX fetches its batch in
   Python), the host time from the step's start to its first dispatch (`PjitFunction(...)`);
+- on a GPU's `Stream #` lines (CUPTI's kernels and copies, seen in an H200's trace):
+  every kernel is compute whatever its name (`void cutlass::Kernel2<...>`), the batch's
+  copy to the device (`MemcpyH2D`) input, copies back to the host the rest;
 - compute: every other event on a line that executes operations (TensorFlow's
-  `tf_Compute` threads, XLA's CPU threads, a GPU's `XLA Ops`, `TensorFlow Ops` and
-  `Stream #` lines; tested on a synthetic GPU trace only), except the runtime's own
-  bookkeeping (names with `::`, rendezvous and waits);
+  `tf_Compute` threads, XLA's CPU threads, a GPU's `XLA Ops` and `TensorFlow Ops`
+  lines), except the runtime's own bookkeeping (names with `::`, rendezvous and waits);
 - the rest: the step's wall time that none of these covers (host overhead, idle).
 
 Overlaps are resolved as xprof does, compute first: communication under compute is not
@@ -45,6 +47,11 @@ COMPUTE_LINE = re.compile(r"tf_Compute|tf_inter_op|tf_XLA|\|XLA Ops$|\|TensorFlo
                           r"\|Stream #")
 RUNTIME = re.compile(r"::|^Rendezvous|^Wait|^H2D|^D2H|^Handle inputs|^Allocate|"
                      r"^ExecutorState|^ParallelFor|^Loop$|^ThreadpoolListener")
+# a GPU's streams, as CUPTI names them in a real trace (an H200's: "Stream #14(Memset,
+# Compute,MemcpyD2D)", "Stream #15(MemcpyH2D)"): every event is a kernel or a copy; the
+# batch's copy to the device is input, as in xprof's GPU steps, and copies back the rest
+GPU_STREAM = re.compile(r"^/device:GPU:\d+\|Stream #")
+COPIES = {"MemcpyH2D": "input", "MemcpyD2H": None}
 PARTS = ("compute_s", "comm_exposed_s", "input_s", "other_s")
 
 
@@ -68,6 +75,8 @@ def kind(event: Event) -> str | None:
         return "comm"
     if INPUT.search(event.name):
         return "input"
+    if GPU_STREAM.search(event.line):  # kernels and copies: C++ names hold `::` too
+        return COPIES.get(event.name, "compute")
     if RUNTIME.search(event.name) or not COMPUTE_LINE.search(event.line):
         return None
     return "compute"
@@ -125,19 +134,22 @@ def split(events: list[Event]) -> list[dict]:
     """One dict per marked step, in step order: step, wall_s, compute_s, comm_total_s,
     comm_exposed_s, input_s, other_s (seconds; the four parts add up to wall_s)."""
     steps = steps_of(events)
-    by_kind: dict[str, list[tuple[int, int]]] = {"compute": [], "comm": [], "input": []}
+    by_kind: dict[str, list[tuple[int, int]]] = {"compute": [], "comm": [], "input": [],
+                                                  "copy": []}
     dispatches: list[int] = []
     for e in events:
         if e.name.startswith(DISPATCH):
             dispatches.append(e.start)
-        elif (k := kind(e)) is not None:
-            by_kind[k].append((e.start, e.end))
+        elif (k := kind(e)) is not None:  # a batch's copy to a GPU apart from tf.data's
+            by_kind["copy" if k == "input" and GPU_STREAM.search(e.line) else k].append(
+                (e.start, e.end))
     dispatches.sort()
     rows = []
     for number, (s, e) in sorted(steps.items()):
         compute, comm, inp = (clip(by_kind[k], s, e) for k in ("compute", "comm", "input"))
         if not inp and (first := next((d for d in dispatches if s <= d < e), None)):
             inp = [(s, first)]  # Keras 3 on JAX: the batch is fetched before the dispatch
+        inp = union(inp + clip(by_kind["copy"], s, e))
         exposed = minus(comm, compute)
         waiting = minus(minus(inp, compute), comm)
         wall = e - s

@@ -61,18 +61,30 @@ def steps(trace: Path) -> list[dict]:
 
 
 def compare(ours: list[dict], theirs: list[dict]) -> tuple[dict, list[str]]:
-    """(xprof's totals over the steps both found, notes where the two differ)."""
-    mine = {r["step"]: r for r in ours}
-    both = [r for r in theirs if r["step"] in mine]
-    if not both:
-        return {}, ["xprof found none of the window's steps"]
-    total = {name: round(sum(r[name] for r in both), 9) for name in FIELDS.values()}
-    wall = sum(mine[r["step"]]["wall_s"] for r in both)
+    """(xprof's totals over the steps both found, notes where the two differ).
+
+    Steps pair up in order where both found as many: xprof numbers a GPU trace's steps
+    from 0 (an H200's trace: 0 to 4 for dlscale's 2 to 6), a CPU trace's by their markers.
+    Otherwise they pair by number, and a note says how many each found."""
     notes = []
+    ours, theirs = (sorted(rows, key=lambda r: r["step"]) for rows in (ours, theirs))
+    if len(ours) == len(theirs):
+        pairs = list(zip(ours, theirs, strict=True))
+    else:
+        mine = {r["step"]: r for r in ours}
+        pairs = [(mine[r["step"]], r) for r in theirs if r["step"] in mine]
+        notes.append(f"xprof found {len(theirs)} steps, dlscale {len(ours)}: compared by "
+                     "step number")
+    if not pairs:
+        return {}, ["xprof found none of the window's steps"]
+    both = [r for _, r in pairs]
+    total = {name: round(sum(r[name] for r in both), 9) for name in FIELDS.values()}
+    wall = sum(r["wall_s"] for r, _ in pairs)
+    total["dlscale_step_s"] = round(wall, 9)
     if abs(total["step_s"] - wall) > TOLERANCE * wall:
         notes.append(f"xprof times the traced steps at {total['step_s']:.4f} s, dlscale at "
                      f"{wall:.4f} s")
-    exposed = sum(mine[r["step"]]["comm_exposed_s"] for r in both)
+    exposed = sum(r["comm_exposed_s"] for r, _ in pairs)
     if total["device_compute_s"] > 0 and abs(total["device_collectives_s"] - exposed) > (
             TOLERANCE * wall):
         notes.append(f"xprof's device collectives take {total['device_collectives_s']:.4f} "

@@ -28,7 +28,7 @@ def test_the_gpu_check_rehearses_on_cpu_without_tensorflow(tmp_path):
     out = tmp_path / "check.json"
     done = subprocess.run([sys.executable, "-c", WITHOUT_TENSORFLOW,
                            str(ROOT / "bench" / "gpu_check.py"), "--cpu", "--out", str(out),
-                           "--models", "SimpleCNN"],
+                           "--models", "SimpleCNN", "--keep-trace"],
                           capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(out.read_text())
@@ -44,6 +44,10 @@ def test_the_gpu_check_rehearses_on_cpu_without_tensorflow(tmp_path):
         assert window["summary"]["steps"] == 1 and window["summary"]["compute_s"] > 0
         assert any(kind == "compute" for line in window["lines"].values()
                    for _, _, kind in line)
+        # xprof's own breakdown of the same trace, paired step for step (make setup has it)
+        assert window["xprof"]["steps"] == 1 and window["xprof_notes"] == []
+    kept = tmp_path / "trace-SimpleCNN-mixed_bfloat16.xplane.pb"  # the last point's
+    assert kept.stat().st_size > 0 and not list(tmp_path.glob("trace-*-*-*"))
     assert set(report["bf16_speedup"]) == {"SimpleCNN"}
     search = report["batch_search"]
     assert (search["largest_batch"], search["stopped_by"]) == (16, "max_batch")

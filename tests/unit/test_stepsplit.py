@@ -73,6 +73,32 @@ def test_without_input_events_jax_waits_for_its_batch_until_the_dispatch():
     assert row["compute_s"] == pytest.approx(580e-9)
 
 
+def test_on_a_gpus_streams_every_kernel_is_compute_and_the_batchs_copy_is_input():
+    """Lines and names as an H200's trace of dlscale's window held them (the GPU check,
+    Keras 3.15.1 on JAX 0.11.2, 2026-11-27): CUPTI's kernels carry C++ names with `::`,
+    which on a host line mean the runtime's bookkeeping; the batch's copy to the device
+    has a stream of its own."""
+    compute = "Stream #14(Memset,Compute,MemcpyD2D)"
+
+    def gpu(line, name, start, end):
+        return Event(f"/device:GPU:0|{line}", name, start, end)
+
+    events = [ev("python3", "train", 0, 10_000, step=2),
+              ev("python3", "PjitFunction(train_step)", 1000, 1200),
+              gpu("Stream #15(MemcpyH2D)", "MemcpyH2D", 1500, 2500),
+              gpu(compute, "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x5"
+                          "_nt_align4>(cutlass_80_tensorop_s1688gemm_128x128_32x5_n", 2000,
+                 6000),
+              gpu(compute, "sm90_xmma_fprop_implicit_gemm_bf16bf16_bf16f32_f32_nhwckrsc_nhwc",
+                 6000, 8000),
+              gpu("Stream #16(MemcpyD2H)", "MemcpyD2H", 8000, 8200)]
+    [row] = stepsplit.split(events)
+    assert row["compute_s"] == pytest.approx(6000e-9)  # both kernels: 2000..8000
+    # the host's wait before the dispatch (0..1000) and the copy not under a kernel
+    assert row["input_s"] == pytest.approx(1500e-9)
+    assert row["other_s"] == pytest.approx(2500e-9)  # the copy back is not compute
+
+
 def test_events_outside_the_steps_and_of_no_operation_line_are_not_counted():
     events = [ev("python", "train", 100, 200, step=1),
               ev("tf_Compute/1", "a/b:MatMul", 0, 100),     # before the step
@@ -177,3 +203,28 @@ def test_a_step_time_xprof_disputes_is_a_note():
                      "xprof's device collectives take 0.0300 s of the steps, dlscale's "
                      "exposed communication 0.0100 s"]
     assert xprofcheck.compare(ours, [])[1] == ["xprof found none of the window's steps"]
+
+
+def test_xprof_numbers_a_gpu_traces_steps_from_zero_and_they_pair_in_order():
+    """The step times of an H200's window (the GPU check, ResNet50V2 mixed_bfloat16, batch
+    256, 2026-11-27): dlscale's markers are steps 2 to 6, xprof's overview page numbers the
+    same five steps 0 to 4. Paired by number, three of them were compared with the wrong
+    ones and a 9 % disagreement reported; paired in order they agree within 3 %."""
+    from dlscale import xprofcheck
+
+    ours = [{"step": n, "wall_s": w, "comm_exposed_s": 0.0} for n, w in [
+        (2, 0.021915768), (3, 0.021897722), (4, 0.020800713), (5, 0.020453513),
+        (6, 0.020467498)]]
+    theirs = [{"step": n, "step_s": t, "device_compute_s": c, "device_collectives_s": 0.0,
+               "host_compute_s": 0.0, "input_s": 0.0, "other_s": t - c} for n, t, c in [
+        (0, 0.021655393, 0.014428781), (1, 0.021893441, 0.014316461),
+        (2, 0.020772962, 0.014360549), (3, 0.020706147, 0.014290166),
+        (4, 0.017274407, 0.014071991)]]
+    totals, notes = xprofcheck.compare(ours, theirs)
+    assert (totals["steps"], notes) == (5, [])
+    assert totals["step_s"] == pytest.approx(0.102302, abs=1e-6)
+    assert totals["dlscale_step_s"] == pytest.approx(0.105535, abs=1e-6)
+    # where the two found different steps, they pair by number and a note says so
+    totals, notes = xprofcheck.compare(ours, theirs[:3])
+    assert totals["steps"] == 1 and notes[0] == ("xprof found 3 steps, dlscale 5: compared "
+                                                 "by step number")
