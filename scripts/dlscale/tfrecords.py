@@ -28,6 +28,12 @@ PARSE_BATCH = 1024
 # records framed at once by dlscale's writer: its checksums run over them one byte column
 # at a time, so more records per column cost fewer numpy calls
 FRAMED_AT_ONCE = 1024
+# the readers interleave this many files at a time, this many records from each in turn
+# (dlscale.shardreader reads in the same order)
+INTERLEAVE_CYCLE = 4
+INTERLEAVE_BLOCK = 16
+# splitmix64's constants (Steele, Lea and Flood, 2014): pass_order's hash
+GOLDEN, MIX1, MIX2 = 0x9E3779B97F4A7C15, 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
 
 
 def _varint(value: int) -> bytes:
@@ -57,7 +63,7 @@ class ExampleEncoder:
         key = _field(1, b"image")
         entry_len = len(key) + 1 + len(_varint(feature_len)) + feature_len
         # Everything before the pixels is the same for every image of this size.
-        self._image_entry_head = (
+        self.image_entry_head = (
             _varint(1 << 3 | 2) + _varint(entry_len)          # Features.feature map entry
             + key
             + _varint(2 << 3 | 2) + _varint(feature_len)      # value: Feature
@@ -65,7 +71,7 @@ class ExampleEncoder:
             + _varint(1 << 3 | 2) + _varint(image_bytes))     # BytesList.value
         self._labels: dict[int, bytes] = {}
 
-    def _label_entry(self, label: int) -> bytes:
+    def label_entry(self, label: int) -> bytes:
         if label not in self._labels:
             int64_list = _field(1, _varint(label))            # packed Int64List.value
             feature = _field(3, int64_list)                   # Feature.int64_list
@@ -73,7 +79,7 @@ class ExampleEncoder:
         return self._labels[label]
 
     def encode(self, image: bytes, label: int) -> bytes:
-        features = self._image_entry_head + image + self._label_entry(label)
+        features = self.image_entry_head + image + self.label_entry(label)
         return _varint(1 << 3 | 2) + _varint(len(features)) + features
 
 
@@ -118,7 +124,7 @@ def crc32c_rows(rows: np.ndarray) -> np.ndarray:
     return crc ^ np.uint32(0xFFFFFFFF)
 
 
-def _masked(crc: np.ndarray) -> np.ndarray:
+def masked_crc(crc: np.ndarray) -> np.ndarray:
     crc = crc.astype(np.uint64)
     return ((((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF).astype("<u4")
 
@@ -133,9 +139,9 @@ def tfrecord_frames(records: list[bytes]) -> bytes:
         by_length.setdefault(len(record), []).append(index)
     for length, indices in by_length.items():
         data = np.frombuffer(b"".join(records[i] for i in indices), np.uint8)
-        data_crc = _masked(crc32c_rows(data.reshape(len(indices), length)))
+        data_crc = masked_crc(crc32c_rows(data.reshape(len(indices), length)))
         head = np.array([length], "<u8").tobytes()
-        head += _masked(crc32c_rows(np.frombuffer(head, np.uint8)[None]))[0].tobytes()
+        head += masked_crc(crc32c_rows(np.frombuffer(head, np.uint8)[None]))[0].tobytes()
         for i, crc in zip(indices, data_crc.tolist()):
             out[i] = head + records[i] + crc.to_bytes(4, "little")
     return b"".join(out)
@@ -178,6 +184,35 @@ def write_split(images: np.ndarray, labels: np.ndarray, out_dir: Path, split: st
         for job in jobs:
             job.result()
     return [{"file": name, "records": hi - lo} for name, (lo, hi) in zip(names, bounds)]
+
+
+def pass_order(seed: int, epoch: int, count: int, ops=None):
+    """The order of a pass over `count` records held in memory: the records sorted by a
+    splitmix64 hash of (seed, pass, record), 63 bits of it, ties by record. One function
+    for both readers: numpy by default, TensorFlow's ops (`ops=tf`, `epoch` a tensor) in
+    make_dataset's graph, with the same 64-bit wrapping arithmetic, so the two give the
+    same order for the same seed."""
+    if ops is None:
+        with np.errstate(over="ignore"):
+            base = np.uint64((seed * 1_000_003 + epoch) % 2**64) * np.uint64(GOLDEN)
+            z = np.arange(count, dtype=np.uint64) + base + np.uint64(GOLDEN)
+            z = (z ^ (z >> np.uint64(30))) * np.uint64(MIX1)
+            z = (z ^ (z >> np.uint64(27))) * np.uint64(MIX2)
+            keys = ((z ^ (z >> np.uint64(31))) >> np.uint64(1)).astype(np.int64)
+        return np.argsort(keys, kind="stable").astype(np.int64)
+    tf = ops
+    u64 = tf.uint64
+
+    def shift(x, bits):
+        return tf.bitwise.right_shift(x, tf.constant(bits, u64))
+
+    base = tf.cast(tf.constant(seed, tf.int64) * 1_000_003 + epoch, u64) * tf.constant(
+        GOLDEN, u64)
+    z = tf.cast(tf.range(count, dtype=tf.int64), u64) + base + tf.constant(GOLDEN, u64)
+    z = tf.bitwise.bitwise_xor(z, shift(z, 30)) * tf.constant(MIX1, u64)
+    z = tf.bitwise.bitwise_xor(z, shift(z, 27)) * tf.constant(MIX2, u64)
+    keys = tf.cast(shift(tf.bitwise.bitwise_xor(z, shift(z, 31)), 1), tf.int64)
+    return tf.cast(tf.argsort(keys, stable=True), tf.int64)
 
 
 def load_manifest(data_dir: str | Path) -> dict:
@@ -249,9 +284,10 @@ def make_dataset(data_dir: str | Path, split: str, batch_size: int, *, training:
         ds = tf.data.Dataset.from_tensor_slices(files)
         if shuffled:
             ds = ds.shuffle(len(files), seed=pass_seed(epoch, 0))
-        ds = ds.interleave(tf.data.TFRecordDataset, cycle_length=min(len(files), 4),
-                           block_length=16, num_parallel_calls=tf.data.AUTOTUNE,
-                           deterministic=True)
+        ds = ds.interleave(tf.data.TFRecordDataset,
+                           cycle_length=min(len(files), INTERLEAVE_CYCLE),
+                           block_length=INTERLEAVE_BLOCK,
+                           num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         return ds.shard(num_shards, shard_index) if by_record else ds
 
     spec = {"image": tf.io.FixedLenFeature([], tf.string),
@@ -274,8 +310,7 @@ def make_dataset(data_dir: str | Path, split: str, batch_size: int, *, training:
         def batches(epoch, images, labels):
             order = tf.range(tf.shape(labels)[0], dtype=tf.int64)
             if training:  # a new permutation of all the records in every pass
-                order = tf.random.experimental.stateless_shuffle(
-                    order, seed=tf.stack([tf.constant(seed, tf.int64), epoch]))
+                order = pass_order(seed, epoch, tf.shape(labels)[0], ops=tf)
             picks = tf.data.Dataset.from_tensor_slices(order)
             picks = picks.batch(batch_size, drop_remainder=training)
             picks = picks.skip(tf.where(epoch == first, tf.constant(skip, tf.int64), 0))
