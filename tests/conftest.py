@@ -127,6 +127,18 @@ def small_data(tmp_path_factory) -> Path:
     return root / "data"
 
 
+# Python source that makes TensorFlow unimportable in the process that runs it first, as
+# on the lent GPU machines and in a JAX user's environment (issue 60)
+NO_TENSORFLOW = """
+import importlib.abc, sys
+class NoTensorFlow(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "tensorflow":
+            raise ModuleNotFoundError("tensorflow is not installed here", name=name)
+sys.meta_path.insert(0, NoTensorFlow())
+"""
+
+
 def run_script(name: str, *args: str, env: dict | None = None, timeout: float = 600,
                cwd: Path | None = None) -> subprocess.CompletedProcess:
     """Run scripts/<name> as a user would, with this interpreter."""

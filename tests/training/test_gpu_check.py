@@ -8,15 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import NO_TENSORFLOW
+
 ROOT = Path(__file__).resolve().parents[2]
 
-WITHOUT_TENSORFLOW = """
-import importlib.abc, runpy, sys
-class NoTensorFlow(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] == "tensorflow":
-            raise ModuleNotFoundError("tensorflow is not installed here", name=name)
-sys.meta_path.insert(0, NoTensorFlow())
+WITHOUT_TENSORFLOW = NO_TENSORFLOW + """
+import runpy
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """

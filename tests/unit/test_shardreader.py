@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import SCRIPTS
+from conftest import NO_TENSORFLOW, SCRIPTS
 
 from dlscale import tfrecords
 from dlscale.shardreader import Reader, ShardError, interleaved
@@ -26,13 +26,8 @@ CASES = [("train", 8, True, 3, 1, 0, 0, 60),     # two passes and more
          ("test", 10, False, 0, 1, 0, 0, 99),    # in file order, the last batch short
          ("test", 6, False, 0, 3, 2, 0, 99)]
 
-WITHOUT_TENSORFLOW = """
-import importlib.abc, json, sys
-class NoTensorFlow(importlib.abc.MetaPathFinder):
-    def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] == "tensorflow":
-            raise ModuleNotFoundError("tensorflow is not installed here", name=name)
-sys.meta_path.insert(0, NoTensorFlow())
+WITHOUT_TENSORFLOW = NO_TENSORFLOW + """
+import json
 sys.path.insert(0, sys.argv[1])
 from itertools import islice
 from dlscale.shardreader import Reader
