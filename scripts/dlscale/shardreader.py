@@ -35,7 +35,7 @@ from dlscale.tfrecords import (
 )
 
 HEAD = 12  # a frame's length (uint64) and the length's masked CRC-32C
-CHECKED_AT_ONCE = 512  # records whose checksums are computed in one numpy pass
+CHECKED_AT_ONCE = 256  # records whose checksums are computed in one numpy pass
 
 
 class ShardError(ValueError):
@@ -69,7 +69,8 @@ class Shard:
         return len(self.starts)
 
     def _rows(self, offsets: np.ndarray, width: int) -> np.ndarray:
-        return self.data[offsets[:, None] + np.arange(width)]
+        data = self.data
+        return np.stack([data[at:at + width] for at in offsets.tolist()])
 
     def _check_sums(self) -> None:
         """Both checksums of every record, as TensorFlow's reader checks them."""

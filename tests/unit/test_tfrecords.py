@@ -44,6 +44,24 @@ def test_own_framing_is_what_tensorflows_writer_writes(tmp_path):
     assert [r.numpy() for r in tf.data.TFRecordDataset(str(tmp_path / "ours.tfrecord"))] == records
 
 
+@pytest.mark.parametrize("size", [128, 33, 20])
+def test_long_records_checksums_are_tensorflows(tmp_path, size):
+    """Records longer than two checksum segments (tfrecords.SEGMENT) are checked in
+    segments combined, four bytes a column: 128 and 33 px images (lengths that four does
+    not divide, then one it does, with the label's varint), framed as TensorFlow frames
+    them."""
+    rng = np.random.default_rng(size)
+    encoder = ExampleEncoder(size * size * 3)
+    records = [encoder.encode(rng.integers(0, 256, size * size * 3, dtype=np.uint8).tobytes(),
+                              label) for label in (1, 200, 70000)]
+    path = tmp_path / "theirs.tfrecord"
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for record in records:
+            writer.write(record)
+    assert tfrecord_frames(records) == path.read_bytes()
+    assert len({len(r) % 4 for r in records}) > 1
+
+
 def test_preparing_at_the_datasets_own_size_imports_no_tensorflow(cifar_python, tmp_path):
     """Nothing to resize: the shards are framed by dlscale, TensorFlow is never imported
     (3 to 4 s of CPU, most of a small preparation), and they are the bytes TensorFlow's
