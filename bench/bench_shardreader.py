@@ -49,7 +49,7 @@ def main() -> int:
     reader = shardreader.Reader(data, "train", BATCH, training=True, seed=1)
     opened = time.perf_counter() - t0
     t0 = time.perf_counter()
-    for _, (images, _) in zip(range(per_pass), reader):
+    for _ in zip(range(per_pass), reader):
         pass
     results["dlscale (no TensorFlow)"] = (opened, time.perf_counter() - t0)
     t0 = time.perf_counter()
@@ -58,7 +58,7 @@ def main() -> int:
     next(batches)  # the first batch reads and decodes the whole split
     opened = time.perf_counter() - t0
     t0 = time.perf_counter()
-    for _, (images, _) in zip(range(per_pass - 1), batches):
+    for _ in zip(range(per_pass - 1), batches):
         pass
     results["TensorFlow, held in memory"] = (opened, (time.perf_counter() - t0) * per_pass
                                              / (per_pass - 1))
