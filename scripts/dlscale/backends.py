@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import tempfile
 from pathlib import Path
 
@@ -311,9 +312,11 @@ class DataParallel(Backend):
 
     def setup(self) -> None:
         import jax
-        import tensorflow as tf
 
-        tf.config.set_visible_devices([], "GPU")
+        if "tensorflow" in sys.modules:  # loaded by someone: it must not take the GPUs
+            sys.modules["tensorflow"].config.set_visible_devices([], "GPU")
+        else:  # nothing of dlscale's loads it on JAX; if a library does, it grows
+            os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
         keras = keraschoice.keras()
         platform = "gpu" if self.settings.device == "gpu" else "cpu"
         try:
@@ -330,8 +333,8 @@ class DataParallel(Backend):
         self.jax_devices = found[:self.settings.gpus]
         self.devices = [f"{d.platform}:{d.id}" for d in self.jax_devices]
         if len(self.jax_devices) > 1:
-            keras.distribution.set_distribution(
-                keras.distribution.DataParallel(devices=self.jax_devices))
+            keras.distribution.set_distribution(keras.distribution.DataParallel(
+                devices=self.jax_devices, auto_shard_dataset=False))  # ours: `local`
         else:  # a distribution over one device made JAX compile epoch 2's step again
             self.distribution = "none (one device)"
         self.replicas = len(self.jax_devices)
@@ -346,19 +349,33 @@ class DataParallel(Backend):
         return contextlib.nullcontext()
 
     def datasets(self, train_input, test_input, global_batch: int):
-        """One input pipeline of global batches; Keras shards each over the devices."""
-        import tensorflow as tf
+        """One input pipeline of global batches, numpy arrays read without TensorFlow
+        (runinputs); Keras shards each batch over the devices."""
+        from dlscale.runinputs import Pipeline
 
-        context = tf.distribute.InputContext(num_input_pipelines=1, input_pipeline_id=0,
-                                             num_replicas_in_sync=1)
         self.test_batch = global_batch
-        return train_input(context), test_input(global_batch, 1, 0)
+        return self.local(train_input(Pipeline())), test_input(global_batch, 1, 0)
+
+    def local(self, batches):
+        """This process's part of each global batch, as Keras' own sharding of a tf.data
+        input cuts it (rebatch into one part per process, then every process its own):
+        the same images wherever the processes run."""
+        if self.size == 1:
+            yield from batches
+            return
+        for batch in batches:
+            part = len(batch[1]) // self.size
+            yield tuple(a[self.rank * part:(self.rank + 1) * part] for a in batch)
 
     def evaluate(self, model, test_ds, manifest: dict) -> dict:
         """The whole test split: the batches that divide over the devices under the
         distribution, the rest (JAX cannot shard it) on one device, weighed by images."""
+        import itertools
+
+        import numpy as np
+
         keras = keraschoice.keras()
-        images = manifest["splits"]["test"]["count"]
+        images = images_total = manifest["splits"]["test"]["count"]
         batch = self.test_batch
         full = images // batch
         rest = images - full * batch
@@ -368,17 +385,16 @@ class DataParallel(Backend):
                               f"{self.size} processes")
             rest = 0
         parts = []
-        if full and self.size > 1:  # Keras splits each batch over the processes: whole ones
-            whole = test_ds.unbatch().batch(batch, drop_remainder=True)
-            parts.append((full * batch, model.evaluate(whole, verbose=0, return_dict=True)))
-        elif full:
-            parts.append((full * batch, model.evaluate(test_ds.take(full), verbose=0,
+        if full:  # whole batches (the test reader's, in order), split over the devices
+            whole = self.local(itertools.islice(test_ds, full))  # Keras takes generators
+            parts.append((full * batch, model.evaluate(whole, steps=full, verbose=0,
                                                        return_dict=True)))
         if rest:
+            images, labels = test_ds.gather(np.arange(full * batch, images_total))
             distribution = keras.distribution.distribution()
             keras.distribution.set_distribution(None)
             try:
-                parts.append((rest, model.evaluate(test_ds.skip(full), verbose=0,
+                parts.append((rest, model.evaluate(images, labels, batch_size=rest, verbose=0,
                                                    return_dict=True)))
             finally:
                 keras.distribution.set_distribution(distribution)

@@ -86,7 +86,8 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
                                     settings.nodes, settings.loop, settings.profile_steps):
         raise RunError(problem, 2)
     quiet_tensorflow()
-    import tensorflow  # noqa: F401  (imported here, so that its cost is its phase's)
+    if not keraschoice.trains_on_jax():  # JAX reads and trains without it (issue 60)
+        import tensorflow  # noqa: F401  (imported here, so that its cost is its phase's)
 
     from dlscale.backends import make_backend
     from dlscale.tfrecords import load_manifest
@@ -266,9 +267,10 @@ def slow_input(train_input, notes: list[str]):
     delay = float(os.environ.get(SLOW_INPUT_ENV) or 0)
     if delay <= 0:
         return train_input
-    import tensorflow as tf
-
     notes.append(f"slowed for a test: {SLOW_INPUT_ENV}={delay} s of sleep before every batch")
+    if keraschoice.trains_on_jax():  # numpy batches from dlscale's reader
+        return lambda context: (time.sleep(delay) or batch for batch in train_input(context))
+    import tensorflow as tf
 
     def slow(*batch):
         done = tf.py_function(lambda: time.sleep(delay) or 0, [], tf.int32)
@@ -331,9 +333,6 @@ def summary(r: Run) -> str:
 
 def fit(train, settings, precision: str):
     """Run the training loop; (status, reason) of how it ended."""
-    import tensorflow as tf
-
-
     try:
         train()
     except DeadlineReached as stop:
@@ -345,7 +344,9 @@ def fit(train, settings, precision: str):
     except Exception as exc:
         from dlscale.keras3 import out_of_memory
 
-        oom = isinstance(exc, tf.errors.ResourceExhaustedError) or out_of_memory(exc)
+        tf = sys.modules.get("tensorflow")  # JAX trains without it
+        oom = (tf is not None and isinstance(exc, tf.errors.ResourceExhaustedError)
+               or out_of_memory(exc))
         if (oom or isinstance(exc, OSError)) and (full := disk_full(exc)):
             return Status.FAILED, full
         if not oom:

@@ -33,6 +33,7 @@ from dlscale.contract import (
 from dlscale.datasets import DATASETS, FOLDER, find_cached
 from dlscale.errors import PlanError
 from dlscale.files import write_json_atomic
+from dlscale.keraschoice import without_tensorflow_problem
 from dlscale.keraslog import compile_patterns
 from dlscale.outcomes import failed_record, planned_attempt, runtime_factor
 from dlscale.schema import check_raw_config  # noqa: F401 (rules/common.smk's)
@@ -155,6 +156,11 @@ class Study(AnalysisPlan):
         if not job_step:
             self._check_history_path()
         self._sources: dict[str, Source] = {}
+        if not job_step and (problem := without_tensorflow_problem(
+                points, self.data, config["software"], self.shard_size(),
+                None if self.data["dataset"] == FOLDER
+                else DATASETS[self.data["dataset"]].native_shape[0])):
+            raise PlanError(problem)
         if self.points and not job_step and self.data["dataset"] != FOLDER:
             # a source that is not there: one line at planning (a dry run too), not an
             self.source(self.data["dataset"])  # InputFunctionException when the DAG is built

@@ -5,6 +5,7 @@ without the input pipeline (the input-bound check)."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dlscale import keraschoice
@@ -13,13 +14,31 @@ if TYPE_CHECKING:
     from dlscale.driver import Run
 
 
+@dataclass(frozen=True)
+class Pipeline:
+    """What an input function is told of its input pipeline: TensorFlow's InputContext,
+    for Keras 3 on JAX, which reads without TensorFlow (dlscale.shardreader)."""
+
+    num_input_pipelines: int = 1
+    input_pipeline_id: int = 0
+    num_replicas_in_sync: int = 1
+
+    def get_per_replica_batch_size(self, global_batch: int) -> int:
+        return global_batch // self.num_replicas_in_sync
+
+
 def inputs(r: Run, epochs_done: int = 0):
     """(train input function of an InputContext, test input of (batch, shards, index));
-    the training input begins where `epochs_done` epochs of a resumed run left it."""
+    the training input begins where `epochs_done` epochs of a resumed run left it. On
+    JAX both read with dlscale's own reader (numpy batches, no TensorFlow), in the
+    order TensorFlow's reader gives with the images held in memory."""
     from dlscale import training as T
+    from dlscale.shardreader import Reader
     from dlscale.tfrecords import make_dataset
 
     settings, manifest, plan = r.settings, r.manifest, r.plan
+    on_jax = keraschoice.trains_on_jax()
+
     def train_input(context):
         batch = context.get_per_replica_batch_size(plan.global_batch)
         seed = settings.seed + context.input_pipeline_id
@@ -27,7 +46,12 @@ def inputs(r: Run, epochs_done: int = 0):
         taken = epochs_done * plan.steps * (context.num_replicas_in_sync
                                             // context.num_input_pipelines)
         if settings.synthetic:
-            return T.synthetic_dataset(r.image_shape, manifest["num_classes"], batch, seed)
+            return T.synthetic_dataset(r.image_shape, manifest["num_classes"], batch, seed,
+                                       numpy=on_jax)
+        if on_jax:
+            return iter(Reader(settings.data_dir, "train", batch, training=True, seed=seed,
+                               num_shards=context.num_input_pipelines,
+                               shard_index=context.input_pipeline_id, skip_batches=taken))
         return make_dataset(settings.data_dir, "train", batch, training=True, seed=seed,
                             shuffle_buffer=settings.shuffle_buffer,
                             num_shards=context.num_input_pipelines,
@@ -36,6 +60,9 @@ def inputs(r: Run, epochs_done: int = 0):
                                             context.input_pipeline_id))
 
     def test_input(batch, shards, index):
+        if on_jax:
+            return Reader(settings.data_dir, "test", batch, training=False,
+                          num_shards=shards, shard_index=index)
         return make_dataset(settings.data_dir, "test", batch, training=False, num_shards=shards,
                             shard_index=index)
 
@@ -60,6 +87,7 @@ def input_facts(settings, backend, manifest: dict) -> dict:
     resize = ("on_device" if shards[:2] != [size, size]
               else "prepare" if native[:2] != shards[:2] else "none")
     source = ("synthetic" if settings.synthetic
+              else "files" if keraschoice.trains_on_jax()  # gathered from the mapped shards
               else "memory" if in_memory(settings, manifest, backend.size, backend.rank)
               else "files")
     return {"resize": resize, "image_size": size, "train_input": source}
@@ -77,7 +105,7 @@ def synthetic_speed(r: Run, model) -> float:
     def synthetic_input(context):
         return T.synthetic_dataset(r.image_shape, r.manifest["num_classes"],
                                    context.get_per_replica_batch_size(plan.global_batch),
-                                   r.settings.seed)
+                                   r.settings.seed, numpy=keraschoice.trains_on_jax())
 
     train_ds, _ = r.backend.datasets(synthetic_input, inputs(r)[1],
                                      plan.global_batch)  # the test input is not read

@@ -78,6 +78,13 @@ def resolve_precision(precision: str, device: str) -> str:
         return precision
     if device == "cpu":
         return "mixed_bfloat16"
+    if keraschoice.trains_on_jax():  # JAX names it as a string: "9.0"
+        import jax
+
+        found = jax.devices("gpu")
+        capability = tuple(int(n) for n in str(getattr(
+            found[0], "compute_capability", "0.0")).split(".")[:2]) if found else (0, 0)
+        return "mixed_bfloat16" if capability >= (8, 0) else "mixed_float16"
     import tensorflow as tf
 
     gpus = tf.config.list_physical_devices("GPU")
@@ -86,9 +93,19 @@ def resolve_precision(precision: str, device: str) -> str:
     return "mixed_bfloat16" if tuple(capability) >= (8, 0) else "mixed_float16"
 
 
-def synthetic_dataset(shape: tuple[int, int, int], num_classes: int, batch: int, seed: int):
+def synthetic_dataset(shape: tuple[int, int, int], num_classes: int, batch: int, seed: int,
+                      numpy: bool = False):
     """One fixed batch of random uint8 images, repeated: the model's speed without any
-    input pipeline, to check that the real pipeline keeps up."""
+    input pipeline, to check that the real pipeline keeps up. `numpy`: as an endless
+    iterator of numpy arrays (Keras 3 on JAX, without TensorFlow)."""
+    if numpy:
+        import itertools
+
+        import numpy as np
+
+        rng = np.random.default_rng(seed)
+        images = rng.integers(0, 256, (batch, *shape), dtype=np.uint8)
+        return itertools.repeat((images, rng.integers(0, num_classes, batch)))
     import tensorflow as tf
 
     generator = tf.random.Generator.from_seed(seed)
@@ -337,14 +354,18 @@ def environment_facts() -> dict:
 
 
 def versions() -> dict:
-    import tensorflow as tf
-    build = tf.sysconfig.get_build_info()
+    """The software a run trained with. On JAX, TensorFlow only where something loaded
+    it (a JAX point never does)."""
+    tf = sys.modules.get("tensorflow") if keraschoice.trains_on_jax() else None
+    if tf is None and not keraschoice.trains_on_jax():
+        import tensorflow as tf
+    build = tf.sysconfig.get_build_info() if tf is not None else {}
     keras = keraschoice.keras()
     keras_version = (getattr(keras, "__version__", None)
                      or f"built into TensorFlow {tf.__version__}")
     horovod = sys.modules.get("horovod")  # loaded by the Horovod backend, if it runs
     jax = sys.modules.get("jax") if keraschoice.trains_on_jax() else None  # Keras 3's JAX backend
-    return {"tensorflow": tf.__version__,
+    return {"tensorflow": getattr(tf, "__version__", None),
             "keras": f"{keras.__name__.split('.')[0]} {keras_version}",
             "jax": getattr(jax, "__version__", None),
             "cuda_build": build.get("cuda_version"), "cudnn_build": build.get("cudnn_version"),
