@@ -14,12 +14,13 @@ SNAKEMAKE := $(VENV)/bin/snakemake
 SYSTEM_PACKAGES := graphviz dataset-fashion-mnist slurm-wlm munge openmpi-bin libopenmpi-dev \
 	environment-modules strace chromium mariadb-server slurmdbd
 
-.PHONY: help setup horovod gpu-wheels sysdeps demo test test-loaded test-fast cluster-start cluster-stop dag bench lint docs clean
+.PHONY: help setup setup-jax horovod gpu-wheels sysdeps demo test test-loaded test-fast cluster-start cluster-stop dag bench lint docs clean
 
 help:
 	@echo "make demo   - set up and run the whole pipeline locally on config/demo.yaml"
 	@echo "make test   - set up and run all tests (builds .venv-horovod, starts a throw-away SLURM test cluster)"
 	@echo "make test-loaded - make test while every core is kept busy by a busy loop (no test may depend on speed)"
+	@echo "make setup-jax - the JAX stack alone in .venv-jax (Keras 3 on JAX, no TensorFlow)"
 	@echo "make horovod - build the Horovod environment (.venv-horovod; ~3 min the first time)"
 	@echo "make dag    - draw results/dag.svg and results/rulegraph.svg from a dry run"
 	@echo "make bench  - run the benchmarks in bench/ (results: docs/benchmarks.md)"
@@ -32,6 +33,16 @@ $(VENV)/.installed: requirements.txt requirements-xprof.txt pyproject.toml
 	$(VENV)/bin/pip install -q -r requirements.txt
 	$(VENV)/bin/pip install -q --no-deps -r requirements-xprof.txt
 	$(VENV)/bin/pip install -q --no-deps -e .
+	touch $@
+
+# The JAX stack alone (Keras 3 on JAX, no TensorFlow): README, "Run it on your cluster"
+JAX_VENV ?= .venv-jax
+setup-jax: $(JAX_VENV)/.installed
+$(JAX_VENV)/.installed: requirements-jax.txt pyproject.toml
+	$(PYTHON) -m venv $(JAX_VENV)
+	$(JAX_VENV)/bin/pip install -q --upgrade pip
+	$(JAX_VENV)/bin/pip install -q -r requirements-jax.txt
+	$(JAX_VENV)/bin/pip install -q --no-deps -e .
 	touch $@
 
 # The package's bytecode, written now as pip writes an installed package's: where Python
