@@ -8,7 +8,7 @@ A training point's run folder (`results/runs/<point>/`) holds
   tables are built from these two files;
 - train.log: what Keras printed, kept for people and parsed as a cross-check that warns;
 - attempts.jsonl: one line per attempt (no rule's output, so it survives reruns);
-  every record carries the job's `phases`, its `job_s` and `overhead_s` (dlscale.phases);
+  every record carries the job's `phases`, its `job_s` and `overhead_s` (phases.finish);
 - state/: the live records and the backup a rerun resumes from.
 
 Every ending (completed, failed, out_of_memory, timeout, killed) carries the keys in
@@ -25,7 +25,6 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 
-from dlscale import slurm
 from dlscale.files import append_jsonl, atomic, link_or_copy, read_jsonl, write_json_atomic
 
 # --- names -------------------------------------------------------------------------------
@@ -170,16 +169,14 @@ class RunRecord(dict):
             data["notes"] = list(data["notes"] or [])
         return cls(data).check(path)
 
-    def write(self, out: str | Path) -> None:
-        """Move the live records into place, add the attempt to the history, then write
-        run.json (an attempt line is never missing behind a record: a kill in between
-        leaves the point without run.json, so it is planned again); drop the state of a
-        completed run (any other keeps it, to resume from)."""
-        from dlscale import phases
-
+    def write(self, out: str | Path, restarts: int | None = None) -> None:
+        """Move the live records into place, add the attempt to the history (with
+        `restarts`, SLURM's requeues of the job, where known), then write run.json (an
+        attempt line is never missing behind a record: a kill in between leaves the point
+        without run.json, so it is planned again); drop the state of a completed run (any
+        other keeps it, to resume from). A job writes its record through
+        `phases.finish`, which adds where the job's time went."""
         out = Path(out)
-        self["phases"] = phases.timeline()  # every record says where the job's time went
-        self.update(phases.costs(self["phases"], self.get("fit_seconds")))
         self.check(f"the record for {out}")
         out.mkdir(parents=True, exist_ok=True)  # a run that failed before it made its folder
         state = out / STATE
@@ -190,7 +187,7 @@ class RunRecord(dict):
                     link_or_copy(state / name, tmp)
                 else:  # the run ended before its first epoch began
                     tmp.write_text("")
-        append_attempt(out, self)
+        append_attempt(out, self, restarts)
         write_json_atomic(out / RUN_JSON, dict(self))
         if self.status is Status.COMPLETED:
             keep_completed(out)
@@ -230,12 +227,12 @@ def read_attempts(run_dir: str | Path) -> list[dict]:
     return read_jsonl(Path(run_dir) / ATTEMPTS, after_a_bad_line="skip")  # each stands alone
 
 
-def append_attempt(run_dir: str | Path, record: dict) -> None:
+def append_attempt(run_dir: str | Path, record: dict, restarts: int | None = None) -> None:
     keys = ("status", "failure", "epochs_completed", "epochs", "started", "finished",
             "attempt")
     line = {k: record.get(k) for k in keys}
-    line["slurm_job_id"] = job = (record.get("env") or {}).get("SLURM_JOB_ID")
-    if job:  # a job SLURM requeued (preemption, a failed node) says so here
-        line["slurm_restarts"] = slurm.restarts(job)
+    line["slurm_job_id"] = (record.get("env") or {}).get("SLURM_JOB_ID")
+    if restarts is not None:  # a job SLURM requeued (preemption, a failed node) says so
+        line["slurm_restarts"] = restarts
     Path(run_dir).mkdir(parents=True, exist_ok=True)
     append_jsonl(Path(run_dir) / ATTEMPTS, line)

@@ -181,7 +181,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     info["synthetic_images_per_s"] = synthetic
     info["breakdown"] = breakdown
     if backend.chief:
-        info.write(settings.out)
+        phases.finish(info, settings.out)
     return info
 
 
@@ -421,11 +421,11 @@ def record_failure(settings: Settings, reason: str, started: datetime) -> None:
 
     if not chief_process() or (settings.out / RUN_JSON).exists():
         return
-    RunRecord.ending(
+    phases.finish(RunRecord.ending(
         Status.FAILED, reason, settings.planned(), environment_facts(),
         epochs_completed=len(read_epochs(settings.out / STATE / EPOCHS)),
         started=started.isoformat(timespec="seconds"),
-        command=[Path(sys.argv[0]).name, *sys.argv[1:]]).write(settings.out)
+        command=[Path(sys.argv[0]).name, *sys.argv[1:]]), settings.out)
 
 
 def main(settings: Settings) -> int:

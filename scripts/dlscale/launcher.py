@@ -64,7 +64,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dlscale import slurm
+from dlscale import phases, slurm
 from dlscale.contract import (
     KEPT,
     RUN_JSON,
@@ -314,9 +314,10 @@ def record_end(out: Path, returncode: int, log: str | None, started: datetime,
     else:
         status = Status.FAILED
         reason = f"the training process exited with status {returncode} without a record{see}"
-    RunRecord.ending(status, reason, planned, environment_facts(), epochs_completed=finished,
-                     notes=notes, system=describe_system(),
-                     started=started.isoformat(timespec="seconds")).write(out)
+    phases.finish(RunRecord.ending(status, reason, planned, environment_facts(),
+                                   epochs_completed=finished, notes=notes,
+                                   system=describe_system(),
+                                   started=started.isoformat(timespec="seconds")), out)
 
 
 def run(args: argparse.Namespace, command: list[str]) -> int:

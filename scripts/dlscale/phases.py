@@ -113,3 +113,12 @@ def costs(phases: dict | None, fit_seconds: float | None) -> dict[str, float | N
             "overhead_s": None if overhead is None else round(overhead, 3),
             "overhead_fraction": (None if overhead is None or job <= 0
                                   else round(overhead / job, 4))}
+
+
+def finish(record, out) -> None:
+    """Write a job's run record (contract.RunRecord) into `out`: with where the job's
+    time went, and in a SLURM job how often SLURM requeued it (beside its attempt)."""
+    record["phases"] = timeline()
+    record.update(costs(record["phases"], record.get("fit_seconds")))
+    job = (record.get("env") or {}).get("SLURM_JOB_ID")
+    record.write(out, restarts=slurm.restarts(job) if job else None)
