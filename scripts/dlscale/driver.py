@@ -397,13 +397,15 @@ def record(r: Run, started: datetime, status: Status, reason, test: dict,
 
 
 def resolve_strategy(settings: Settings) -> str:
+    """--strategy, or for auto (train.py run by hand) the sweep's default for this
+    process's workers: SLURM's tasks, or a TF_CONFIG's cluster."""
     if settings.strategy != "auto":
         return settings.strategy
-    if settings.keras == 3 and settings.backend == "jax":
-        return "dataparallel"
+    from dlscale.sweep import default_strategy
+
     tasks = int(os.environ.get("SLURM_STEP_NUM_TASKS", os.environ.get("SLURM_NTASKS", 1)))
-    multi = settings.nodes > 1 or os.environ.get("TF_CONFIG") or tasks > 1
-    return "multiworker" if multi else "mirrored"
+    workers = 2 if os.environ.get("TF_CONFIG") else tasks
+    return default_strategy(settings.nodes, settings.keras, settings.backend, workers)
 
 
 def chief_process() -> bool:

@@ -161,12 +161,13 @@ def why_not(gpus: int, nodes: int, chosen: str, strategy_listed: bool, config: d
     return None
 
 
-def default_strategy(nodes: int, keras: int, backend: str) -> str:
-    """A point's strategy when the sweep names none: JAX's keras.distribution.DataParallel,
-    else mirrored on one node and multiworker across nodes."""
+def default_strategy(nodes: int, keras: int, backend: str, workers: int = 1) -> str:
+    """A point's strategy when the sweep names none (and train.py's without --strategy:
+    the one place it is decided): JAX's keras.distribution.DataParallel, else mirrored
+    in one process on one node and multiworker across nodes or processes."""
     if keras == 3 and backend == "jax":
         return "dataparallel"
-    return "multiworker" if nodes > 1 else "mirrored"
+    return "multiworker" if nodes > 1 or workers > 1 else "mirrored"
 
 
 KERAS3_ISSUE = "keras-team/keras#20585"  # Keras 3's fit under MultiWorkerMirroredStrategy

@@ -107,3 +107,27 @@ def test_trains_fit_calls_no_callback_between_steps(tmp_path):
     assert recorder in callbacks and len(callbacks) >= 3  # recorder, backup, deadline stop
     hooks = keras().callbacks.CallbackList(callbacks, model=model)
     assert not hooks._should_call_train_batch_hooks  # Keras' own test of "any step hook"
+
+
+@pytest.mark.parametrize(("flags", "env", "expected"), [
+    ([], {}, "mirrored"),
+    ([], {"SLURM_NTASKS": "2"}, "multiworker"),
+    ([], {"SLURM_STEP_NUM_TASKS": "1", "SLURM_NTASKS": "4"}, "mirrored"),
+    ([], {"TF_CONFIG": '{"cluster": {"worker": ["a:1"]}}'}, "multiworker"),
+    (["--nodes", "2"], {}, "multiworker"),
+    (["--keras", "3", "--backend", "jax"], {"SLURM_NTASKS": "2"}, "dataparallel"),
+    (["--strategy", "horovod"], {}, "horovod")])
+def test_train_py_without_strategy_takes_the_sweeps_default(tmp_path, monkeypatch, flags,
+                                                             env, expected):
+    """One decision (sweep.default_strategy) at planning and in a train.py run by hand,
+    from the workers SLURM or TF_CONFIG gives it."""
+    from dlscale.driver import resolve_strategy
+    from dlscale.settings import parse
+
+    for name in ("SLURM_NTASKS", "SLURM_STEP_NUM_TASKS", "TF_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = parse(["--data-dir", str(tmp_path), "--out", str(tmp_path / "out"),
+                      "--model", "MLP", *flags])
+    assert resolve_strategy(settings) == expected
