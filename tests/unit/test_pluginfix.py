@@ -29,3 +29,47 @@ def test_states_of_one_word_and_no_answer_are_left_as_they_are():
     assert first_word_states({"5": "RUNNING", "6": "PENDING"}) == {"5": "RUNNING",
                                                                    "6": "PENDING"}
     assert first_word_states(None) is None and first_word_states({}) == {}
+
+
+def names_in(code) -> set[str]:
+    """The global names a function's code (and the code nested in it) looks up."""
+    found = set(code.co_names)
+    for const in code.co_consts:
+        if hasattr(const, "co_names"):
+            found |= names_in(const)
+    return found
+
+
+def test_the_plugins_status_loop_still_calls_the_patched_name():
+    """The workaround replaces the plugin module's `query_job_status`; it works only while
+    the executor's status loop looks that name up in the module at each call. A release
+    that imports the function into another module, or calls it through another name,
+    would silently undo it: this fails first."""
+    callers = [f for f in vars(plugin.Executor).values()
+               if callable(f) and "query_job_status" in names_in(f.__code__)]
+    assert callers, "no method of the plugin's Executor calls query_job_status"
+    assert all(f.__globals__ is vars(plugin) for f in callers)
+
+
+def test_snakemake_reads_a_resource_evaluators_parameters_where_they_are_kept():
+    """rulefunctions.resources_signature_once keeps Resource.evaluate's parameters under
+    Snakemake's FUNC_OVERWRITE_PARAMS_ATTR: it saves time only while Snakemake passes the
+    bound `evaluate` to apply_input_function, which reads parameters through
+    get_function_params. A Snakemake that changes either fails here."""
+    import inspect
+
+    from snakemake import rules
+    from snakemake.common import get_function_params, get_input_function_aux_params
+    from snakemake.resources import Resource
+
+    from dlscale.rulefunctions import PARAMS_ATTR, resources_signature_once
+
+    assert PARAMS_ATTR is not None
+    assert "val.evaluate," in inspect.getsource(rules.Rule.expand_resources)
+    assert "get_input_function_aux_params" in names_in(rules.Rule.apply_input_function.__code__)
+    assert "get_function_params" in names_in(get_input_function_aux_params.__code__)
+    resources_signature_once()
+    evaluate = Resource("mem_mb", lambda wildcards: 1000).evaluate
+    kept = get_function_params(evaluate)
+    assert kept is getattr(Resource.evaluate, PARAMS_ATTR)
+    assert list(kept) == list(inspect.signature(evaluate).parameters)
