@@ -8,7 +8,10 @@ that compiles; GPU utilisation, peak memory and energy per image from NVML over 
 epochs (dlscale's telemetry sampler); then the batch search: the batch doubled until the
 device runs out of memory or the time budget ends, with images/s at each batch. Input:
 random uint8 images held in host memory (the synthetic input of `train.py
---synthetic`): what the GPU trains, not how fast shards are read.
+--synthetic`): what the GPU trains, not how fast shards are read. Then one of dlscale's
+own points through scripts/train.py (the last model, mixed_bfloat16, random images in
+shards read by dlscale's own reader, the profiled window, NVML telemetry): what a study's
+point measures on this GPU.
 
 It writes one JSON (--out) and prints the lines for docs/benchmarks.md, "GPUs".
 `--cpu` rehearses the same code on the host's CPU with small sizes (a test runs it).
@@ -25,7 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
 
 MODELS = ("SimpleCNN", "ResNet50V2")
 PRECISIONS = ("float32", "mixed_bfloat16")
@@ -202,6 +206,52 @@ def split_window(logdir: Path, window, keep: Path) -> dict:
     return out
 
 
+def dlscale_point(args, model: str, precision: str, batch: int) -> dict:
+    """One of dlscale's own points through scripts/train.py, as a study's job runs it:
+    Keras 3 on JAX, random images in shards at the check's size read by dlscale's own
+    reader (no TensorFlow), the profiled window, NVML telemetry; 3 epochs of --steps
+    steps, the first left out as a study leaves it."""
+    import subprocess
+
+    import numpy as np
+
+    from dlscale import tfrecords
+
+    data, out = args.out.parent / "point-data", args.out.parent / "point"
+    size, rng = args.image_size, np.random.default_rng(0)
+    data.mkdir(parents=True, exist_ok=True)
+    splits = {}
+    for split, count in (("train", batch * args.steps), ("test", batch)):
+        images = rng.integers(0, 256, (count, size, size, 3), dtype=np.uint8)
+        shards = tfrecords.write_split(images, rng.integers(0, CLASSES, count), data, split,
+                                       4, size)
+        splits[split] = {"count": count, "shards": shards}
+    (data / "manifest.json").write_text(json.dumps({
+        "dataset": "random", "image_shape": [size, size, 3], "native_shape": [size, size, 3],
+        "num_classes": CLASSES, "splits": splits}))
+    command = [sys.executable, str(ROOT / "scripts" / "train.py"), "--data-dir", str(data),
+               "--out", str(out), "--model", model, "--device", "cpu" if args.cpu else "gpu",
+               "--gpus", "1", "--keras", "3", "--backend", "jax", "--epochs", "3",
+               "--batch-per-gpu", str(batch), "--precision", precision, "--image-size",
+               str(size), "--breakdown-steps", "5", "--telemetry-interval", "0.2"]
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True)
+    run = json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}
+    epochs = [json.loads(line) for line in (out / "epochs.jsonl").read_text().splitlines()
+              if line] if (out / "epochs.jsonl").exists() else []
+    window = (json.loads((out / "breakdown.json").read_text())
+              if (out / "breakdown.json").exists() else {})
+    return {"model": model, "precision": precision, "batch": batch, "image_size": size,
+            "exit_status": done.returncode, "status": run.get("status"),
+            "failure": run.get("failure") or done.stderr[-600:] if done.returncode else None,
+            "epoch_s": [e["seconds"] for e in epochs],
+            "images_per_s": round(epochs[-1]["images"] / min(e["seconds"] for e in epochs[1:]),
+                                  1) if len(epochs) > 1 else None,
+            "train_input": run.get("train_input"), "versions": run.get("versions"),
+            "window": window.get("summary"), "window_notes": window.get("notes"),
+            "xprof": window.get("xprof"), "wall_s": round(time.perf_counter() - started, 1)}
+
+
 def xprof_check(steps: list[dict], trace: Path) -> dict:
     """xprof's own offline step breakdown of the same trace beside dlscale's split
     (dlscale.xprofcheck), where xprof is installed; its failure is a note."""
@@ -259,6 +309,11 @@ def markdown(report: dict) -> list[str]:
     for name, ratio in report["bf16_speedup"].items():
         lines.append(f"\n{name}: mixed_bfloat16 over float32 at batch "
                      f"{report['settings']['batch']}: {ratio}x")
+    if point := report.get("dlscale_point"):
+        lines.append(f"\ndlscale's own point (train.py, {point['model']} {point['precision']}, "
+                     f"batch {point['batch']}, shards read without TensorFlow): "
+                     f"{point['status']}, {point['images_per_s']} images/s, epochs "
+                     f"{point['epoch_s']} s")
     search = report["batch_search"]
     lines.append(f"\nBatch search ({search['model']} {search['precision']}): largest batch "
                  f"that trained {search['largest_batch']}, stopped by {search['stopped_by']}; "
@@ -291,6 +346,9 @@ def main(argv=None) -> int:
             for precision in PRECISIONS:
                 report["points"].append(check.train(name, precision, args.batch))
                 print(json.dumps(report["points"][-1]), flush=True)
+        report["dlscale_point"] = dlscale_point(args, args.models[-1], PRECISIONS[-1],
+                                                args.batch)
+        print(json.dumps(report["dlscale_point"]), flush=True)
         by = {(r["model"], r["precision"]): r["images_per_s"] for r in report["points"]}
         report["bf16_speedup"] = {m: round(by[(m, "mixed_bfloat16")] / by[(m, "float32")], 2)
                                   for m in args.models}

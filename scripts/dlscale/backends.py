@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sys
 import tempfile
 from pathlib import Path
 
@@ -313,10 +312,10 @@ class DataParallel(Backend):
     def setup(self) -> None:
         import jax
 
-        if "tensorflow" in sys.modules:  # loaded by someone: it must not take the GPUs
-            sys.modules["tensorflow"].config.set_visible_devices([], "GPU")
-        else:  # nothing of dlscale's loads it on JAX; if a library does, it grows
-            os.environ.setdefault("TF_FORCE_GPU_ALLOW_GROWTH", "true")
+        if keraschoice.tensorflow_installed():  # Keras 3 loads it to seed it: never
+            import tensorflow as tf  # on the GPUs, which JAX owns
+
+            tf.config.set_visible_devices([], "GPU")
         keras = keraschoice.keras()
         platform = "gpu" if self.settings.device == "gpu" else "cpu"
         try:

@@ -354,8 +354,8 @@ def environment_facts() -> dict:
 
 
 def versions() -> dict:
-    """The software a run trained with. On JAX, TensorFlow only where something loaded
-    it (a JAX point never does)."""
+    """The software a run trained with. On JAX, TensorFlow only where it is installed
+    (Keras 3 then loads it to seed it; dlscale reads and trains without it)."""
     tf = sys.modules.get("tensorflow") if keraschoice.trains_on_jax() else None
     if tf is None and not keraschoice.trains_on_jax():
         import tensorflow as tf

@@ -45,6 +45,12 @@ def test_the_gpu_check_rehearses_on_cpu_without_tensorflow(tmp_path):
         assert window["xprof"]["steps"] == 1 and window["xprof_notes"] == []
     kept = tmp_path / "trace-SimpleCNN-mixed_bfloat16.xplane.pb"  # the last point's
     assert kept.stat().st_size > 0 and not list(tmp_path.glob("trace-*-*-*"))
+    # dlscale's own point through train.py: shards read by dlscale's reader, its window
+    point = report["dlscale_point"]
+    assert (point["status"], point["exit_status"], point["train_input"]) == (
+        "completed", 0, "files")
+    assert point["versions"]["jax"] and point["images_per_s"] > 0
+    assert len(point["epoch_s"]) == 3 and point["window"]["steps"] == 1
     assert set(report["bf16_speedup"]) == {"SimpleCNN"}
     search = report["batch_search"]
     assert (search["largest_batch"], search["stopped_by"]) == (16, "max_batch")
