@@ -80,7 +80,10 @@ def test_a_point_trains_the_same_either_way(tmp_path):
     assert [r["steps"] for r in epochs_p] == [r["steps"] for r in epochs_d] == [32, 32]
     # the model learns (chance is loss 2.30, accuracy 0.1) and learns the same either way
     assert epochs_d[-1]["accuracy"] > 0.5
+    # the two paths' pixels differ by rounding, and how that moves a 2-epoch curve depends
+    # on the batch order: epoch 2's loss differed by 0.6, 2.0, 7.6 and 6.8 % for seeds 1,
+    # 2, 3 and 7 (the order of tfrecords.pass_order, 2026-11-27), so 10 % is its noise
     for p, d in zip(epochs_p, epochs_d):
-        assert d["loss"] == pytest.approx(p["loss"], rel=0.05)
+        assert d["loss"] == pytest.approx(p["loss"], rel=0.10)
         assert d["accuracy"] == pytest.approx(p["accuracy"], abs=0.05)
     assert run_d["test_accuracy"] == pytest.approx(run_p["test_accuracy"], abs=0.05)
