@@ -185,7 +185,10 @@ class Reader:
             order = order[shard_index::num_shards]
         self.files = np.array([f for f, _ in order], np.int64)
         self.records = np.array([r for _, r in order], np.int64)
-        assert len(order) == shard_records(manifest, split, num_shards, shard_index)
+        if len(order) != (said := shard_records(manifest, split, num_shards, shard_index)):
+            raise ShardError(f"{data_dir}: the {split} shards hold {len(order)} records for "
+                             f"this reader, manifest.json says {said} (shards of another "
+                             "preparation?)")
         self.batch, self.training, self.seed = batch_size, training, seed
         self.repeat = training if repeat is None else repeat
         count = len(order)

@@ -113,6 +113,13 @@ def test_a_damaged_or_foreign_shard_is_refused_with_its_file_and_record(shards, 
     (root / name).write_bytes(bytes(data[:-5]))
     with pytest.raises(ShardError, match="record 49 is cut short"):
         Reader(root, "train", 8, training=True)
+    # a manifest that counts other shards than those in the folder
+    manifest = json.loads((root / "manifest.json").read_text())
+    manifest["splits"]["test"]["shards"][0]["records"] += 1
+    (root / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ShardError, match="the test shards hold 36 records for this reader, "
+                                         "manifest.json says 37"):
+        Reader(root, "test", 8, training=False)
     # well framed, but images of another size: not what the manifest says
     images = np.zeros((5, 2, 2, 3), np.uint8)
     tfrecords.write_shard(root / name, images, np.arange(5), 2)
