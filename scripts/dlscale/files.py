@@ -21,7 +21,8 @@ def atomic(path: str | Path):
     after cannot leave an empty file where the old one was. The temporary file is this
     writer's own, created exclusively (claim_temporary): two writers of one file (two
     Snakemake starts recording a folder's listing) never publish each other's
-    half-written bytes."""
+    half-written bytes. The folder is synced after the rename, so that the new name
+    survives a crash too (a run.json that a rerun reads as the point's outcome)."""
     path = Path(path)
     tmp = claim_temporary(path)
     try:
@@ -29,8 +30,24 @@ def atomic(path: str | Path):
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())
         os.replace(tmp, path)
+        sync_folder(path.parent)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def sync_folder(folder: Path) -> None:
+    """fsync a folder (its entries: a rename into it); where the file system cannot sync
+    a folder (some network file systems refuse), the rename stands as it is."""
+    try:
+        handle = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(handle)
+    except OSError:
+        pass
+    finally:
+        os.close(handle)
 
 
 def claim_temporary(path: Path) -> Path:

@@ -285,3 +285,21 @@ def test_the_lock_is_released_however_the_block_that_holds_it_ends(tmp_path, mon
     assert wait_for(tmp_path / "taken-next", proc) == "False"
     (tmp_path / "release-next").touch()
     assert proc.wait(60) == 0
+
+
+def test_an_atomic_write_syncs_the_file_and_then_its_folder(tmp_path, monkeypatch):
+    """The new bytes, then the rename that gives them the record's name, reach the disk:
+    fsync of the temporary file before the rename and of the folder after it."""
+    from dlscale import files
+
+    synced, real = [], os.fsync
+
+    def fsync(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with files.atomic(tmp_path / "run.json") as tmp:
+        tmp.write_text("{}")
+    assert synced == [str(tmp_path / ".run.tmp.json"), str(tmp_path)]
+    assert (tmp_path / "run.json").read_text() == "{}"
