@@ -361,11 +361,12 @@ def main(argv=None) -> int:
     telemetry = ({"file": TELEMETRY, "interval_s": args.telemetry_interval,
                   "gpu_note": sampler.gpu_note} if sampler else None)
     phases.mark("evaluated")
-    RunRecord.ending(status, reason, planned(args), environment_facts(), facts,
-                     command=command, epochs_completed=len(epochs), telemetry=telemetry,
-                     system=describe_system(), device_kind=args.device,
-                     # the training's time, as the command printed it
-                     fit_seconds=round(sum(e["seconds"] for e in epochs
-                                           if math.isfinite(e["seconds"])), 3),
-                     started=started.isoformat(timespec="seconds")).write(args.out)
+    phases.finish(RunRecord.ending(
+        status, reason, planned(args), environment_facts(), facts, command=command,
+        epochs_completed=len(epochs), telemetry=telemetry, system=describe_system(),
+        device_kind=args.device,
+        # the training's time, as the command printed it
+        fit_seconds=round(sum(e["seconds"] for e in epochs if math.isfinite(e["seconds"])),
+                          3),
+        started=started.isoformat(timespec="seconds")), args.out)
     return 0 if status is Status.COMPLETED else 1

@@ -137,8 +137,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     train_ds, test_ds = backend.datasets(slow_input(train_input, notes), test_input,
                                          plan.global_batch)
     phases.mark("data")
-    for line in filter(None, [summary(r), note,
-                              *notes, plan.xla_note]):
+    for line in filter(None, [summary(r), note, *notes, plan.xla_note]):
         say(f"dlscale train: {line}")
     train = trainer(r, model, train_ds, callbacks)
     phases.mark("first_step")
@@ -402,7 +401,6 @@ def resolve_strategy(settings: Settings) -> str:
     if settings.strategy != "auto":
         return settings.strategy
     from dlscale.sweep import default_strategy
-
     tasks = int(os.environ.get("SLURM_STEP_NUM_TASKS", os.environ.get("SLURM_NTASKS", 1)))
     workers = 2 if os.environ.get("TF_CONFIG") else tasks
     return default_strategy(settings.nodes, settings.keras, settings.backend, workers)
