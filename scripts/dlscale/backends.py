@@ -374,7 +374,7 @@ class DataParallel(Backend):
         import numpy as np
 
         keras = keraschoice.keras()
-        images = images_total = manifest["splits"]["test"]["count"]
+        images = manifest["splits"]["test"]["count"]
         batch = self.test_batch
         full = images // batch
         rest = images - full * batch
@@ -389,11 +389,11 @@ class DataParallel(Backend):
             parts.append((full * batch, model.evaluate(whole, steps=full, verbose=0,
                                                        return_dict=True)))
         if rest:
-            images, labels = test_ds.gather(np.arange(full * batch, images_total))
+            last, labels = test_ds.gather(np.arange(full * batch, images))
             distribution = keras.distribution.distribution()
             keras.distribution.set_distribution(None)
             try:
-                parts.append((rest, model.evaluate(images, labels, batch_size=rest, verbose=0,
+                parts.append((rest, model.evaluate(last, labels, batch_size=rest, verbose=0,
                                                    return_dict=True)))
             finally:
                 keras.distribution.set_distribution(distribution)

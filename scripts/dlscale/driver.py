@@ -162,7 +162,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
         say(f"dlscale train: {reason}")
     if status is Status.COMPLETED and settings.save_model:
         backend.save_model(model, settings.out / MODEL_FILE)
-    synthetic = (synthetic_speed(r, model)
+    synthetic = (synthetic_speed(r, model, test_ds)
                  if status is Status.COMPLETED and settings.synthetic_check_steps else None)
     breakdown = profwindow.close_window(settings, backend, window, model,
                                         status is Status.COMPLETED)

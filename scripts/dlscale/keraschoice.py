@@ -103,12 +103,13 @@ def tensorflow_installed() -> bool:
         return False
 
 
-def without_tensorflow_problem(points, data: dict, software: dict, shard_size: int,
+def without_tensorflow_problem(points, software: dict, shard_size: int,
                                native_size: int | None) -> str | None:
     """Why the study cannot run where TensorFlow is not installed, known at planning (one
     line), or None: only Keras 3 on JAX reads and trains without it, and preparation
-    needs it to resize (data.resize: prepare) and to decode an image folder. Jobs that load
-    software of their own (software.modules, a container) may have it: not judged here."""
+    needs it to resize (data.resize: prepare) and to decode an image folder (whose images
+    have no size of their own: `native_size` None). Jobs that load software of their own
+    (software.modules, a container) may have it: not judged here."""
     if software.get("modules") or software.get("container") or tensorflow_installed():
         return None
     for p in points:
@@ -116,10 +117,10 @@ def without_tensorflow_problem(points, data: dict, software: dict, shard_size: i
             return (f"point {p.key} trains with TensorFlow (Keras {p.keras}, backend "
                     f"{p.backend}), which is not installed here: train with keras 3 and "
                     "backend jax, or install TensorFlow (requirements.txt)")
-    if data["dataset"] == "folder":
+    if native_size is None:
         return ("data.dataset folder: preparation decodes your images with TensorFlow, "
                 "which is not installed here: install it (requirements.txt)")
-    if native_size is not None and shard_size != native_size:
+    if shard_size != native_size:
         return (f"data.resize prepare: preparation resizes to {shard_size} px with "
                 "TensorFlow, which is not installed here: set data.resize: on_device (the "
                 "model resizes) or install TensorFlow (requirements.txt)")

@@ -157,7 +157,7 @@ class Study(AnalysisPlan):
             self._check_history_path()
         self._sources: dict[str, Source] = {}
         if not job_step and (problem := without_tensorflow_problem(
-                points, self.data, config["software"], self.shard_size(),
+                points, config["software"], self.shard_size(),
                 None if self.data["dataset"] == FOLDER
                 else DATASETS[self.data["dataset"]].native_shape[0])):
             raise PlanError(problem)

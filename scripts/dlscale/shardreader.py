@@ -191,9 +191,7 @@ class Reader:
                              "preparation?)")
         self.batch, self.training, self.seed = batch_size, training, seed
         self.repeat = training if repeat is None else repeat
-        count = len(order)
-        per_pass = max(count // batch_size if training else -(-count // batch_size), 1)
-        self.first, self.skip = divmod(skip_batches, per_pass)
+        self.first, self.skip = divmod(skip_batches, max(len(self), 1))
 
     def __len__(self) -> int:
         """Batches in one pass."""

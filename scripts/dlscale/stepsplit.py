@@ -51,7 +51,7 @@ RUNTIME = re.compile(r"::|^Rendezvous|^Wait|^H2D|^D2H|^Handle inputs|^Allocate|"
 # Compute,MemcpyD2D)", "Stream #15(MemcpyH2D)"): every event is a kernel or a copy; the
 # batch's copy to the device is input, as in xprof's GPU steps, and copies back the rest
 GPU_STREAM = re.compile(r"^/device:GPU:\d+\|Stream #")
-COPIES = {"MemcpyH2D": "input", "MemcpyD2H": None}
+COPIES = {"MemcpyH2D": "copy", "MemcpyD2H": None}
 PARTS = ("compute_s", "comm_exposed_s", "input_s", "other_s")
 
 
@@ -69,8 +69,8 @@ class Event:
 
 
 def kind(event: Event) -> str | None:
-    """compute, comm, input, or None (a marker, the runtime, an event of no line that
-    executes operations)."""
+    """compute, comm, input, copy (the batch's copy to a GPU: input, beside tf.data's),
+    or None (a marker, the runtime, an event of no line that executes operations)."""
     if COLLECTIVE.search(event.name):
         return "comm"
     if INPUT.search(event.name):
@@ -140,9 +140,8 @@ def split(events: list[Event]) -> list[dict]:
     for e in events:
         if e.name.startswith(DISPATCH):
             dispatches.append(e.start)
-        elif (k := kind(e)) is not None:  # a batch's copy to a GPU apart from tf.data's
-            by_kind["copy" if k == "input" and GPU_STREAM.search(e.line) else k].append(
-                (e.start, e.end))
+        elif (k := kind(e)) is not None:
+            by_kind[k].append((e.start, e.end))
     dispatches.sort()
     rows = []
     for number, (s, e) in sorted(steps.items()):

@@ -25,8 +25,8 @@ from dlscale.vocabulary import SHUFFLE_BUFFER
 # records parsed at once when a split is read into memory: its bytes are what that costs
 # beyond the images' own
 PARSE_BATCH = 1024
-# records framed at once by dlscale's writer: its checksums run over them one byte column
-# at a time, so more records per column cost fewer numpy calls
+# records framed at once by dlscale's writer: its checksums run over all of them in each
+# numpy call (crc32c_rows), so more records at once cost fewer calls
 FRAMED_AT_ONCE = 1024
 # the readers interleave this many files at a time, this many records from each in turn
 # (dlscale.shardreader reads in the same order)

@@ -356,8 +356,9 @@ def environment_facts() -> dict:
 def versions() -> dict:
     """The software a run trained with. On JAX, TensorFlow only where it is installed
     (Keras 3 then loads it to seed it; dlscale reads and trains without it)."""
-    tf = sys.modules.get("tensorflow") if keraschoice.trains_on_jax() else None
-    if tf is None and not keraschoice.trains_on_jax():
+    if keraschoice.trains_on_jax():
+        tf = sys.modules.get("tensorflow")
+    else:
         import tensorflow as tf
     build = tf.sysconfig.get_build_info() if tf is not None else {}
     keras = keraschoice.keras()
