@@ -349,8 +349,8 @@ class DataParallel(Backend):
 
     def datasets(self, train_input, test_input, global_batch: int):
         """One input pipeline of global batches, numpy arrays read without TensorFlow
-        (runinputs); Keras shards each batch over the devices."""
-        from dlscale.runinputs import Pipeline
+        (shardreader); Keras shards each batch over the devices."""
+        from dlscale.shardreader import Pipeline
 
         self.test_batch = global_batch
         return self.local(train_input(Pipeline())), test_input(global_batch, 1, 0)

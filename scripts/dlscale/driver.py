@@ -16,10 +16,8 @@ import time
 import traceback
 import warnings
 from contextlib import ExitStack
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from dlscale import keraschoice, phases, profwindow
 from dlscale.cluster import worker_identity
@@ -40,36 +38,10 @@ from dlscale.errors import RunError, disk_full
 from dlscale.files import tee_stdout, unshare
 from dlscale.keraschoice import quiet_tensorflow
 from dlscale.resume import completed_epochs, prepare_state
-from dlscale.runinputs import input_facts, inputs, synthetic_speed
+from dlscale.runinputs import Run, backup_dir, input_facts, inputs, synthetic_speed
 from dlscale.settings import Settings, resume_key
 from dlscale.telemetry import describe_system
 from dlscale.timelimit import DeadlineReached, deadline_stop, job_deadline
-
-if TYPE_CHECKING:
-    from dlscale.backends import Backend
-    from dlscale.training import RunPlan
-
-
-@dataclass
-class Run:
-    """What every step of a run reads, made once in `run`: the settings, the backend
-    (strategy, devices, rank), the run's plan (global batch, steps, learning rate), the
-    data's manifest, the precision policy and the state folder."""
-
-    settings: Settings
-    backend: Backend
-    plan: RunPlan
-    manifest: dict
-    precision: str
-    state: Path
-
-    @property
-    def backup(self) -> Path:
-        return backup_dir(self.settings, self.state)
-
-    @property
-    def image_shape(self) -> tuple[int, int, int]:
-        return tuple(self.manifest["image_shape"])
 
 
 def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
@@ -79,7 +51,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
 
     if problem := T.software_problem(settings.modules, settings.container):
         raise RunError(problem, 2)
-    from dlscale.sweep import framework_problem
+    from dlscale.keraschoice import framework_problem
 
     strategy = resolve_strategy(settings)
     if problem := framework_problem(settings.keras, settings.backend, strategy,
@@ -287,12 +259,6 @@ def slow_steps() -> list:
         on_train_batch_end=lambda *_: time.sleep(delay))]
 
 
-def backup_dir(settings, state: Path) -> Path:
-    """What a rerun resumes from: Keras' BackupAndRestore folder, or the custom loop's
-    checkpoints."""
-    return state / ("ckpt" if settings.loop == "custom" else "backup")
-
-
 def open_state(settings, backend, manifest: dict, stack: ExitStack):
     """The chief readies the run's state (resume only with the same settings) and tees
     stdout into its train.log; returns (state folder, note for the log, resuming)."""
@@ -400,7 +366,7 @@ def resolve_strategy(settings: Settings) -> str:
     process's workers: SLURM's tasks, or a TF_CONFIG's cluster."""
     if settings.strategy != "auto":
         return settings.strategy
-    from dlscale.sweep import default_strategy
+    from dlscale.keraschoice import default_strategy
     tasks = int(os.environ.get("SLURM_STEP_NUM_TASKS", os.environ.get("SLURM_NTASKS", 1)))
     workers = 2 if os.environ.get("TF_CONFIG") else tasks
     return default_strategy(settings.nodes, settings.keras, settings.backend, workers)

@@ -1,7 +1,9 @@
 """Which Keras a process trains with, chosen before anything imports it: Keras 2 (tf-keras)
 or Keras 3 on TensorFlow or JAX (docs/keras.md). `use_keras` sets the environment that
 TensorFlow, Keras and JAX read at import; `keras()` is the chosen Keras module; JAX is
-kept out of a process that trains on TensorFlow (its import costs 0.66 s there)."""
+kept out of a process that trains on TensorFlow (its import costs 0.66 s there).
+`default_strategy` and `framework_problem` say which strategy a point of a Keras and
+backend trains with, and which it cannot: decided here once, for planning and train.py."""
 
 from __future__ import annotations
 
@@ -124,4 +126,50 @@ def without_tensorflow_problem(points, software: dict, shard_size: int,
         return (f"data.resize prepare: preparation resizes to {shard_size} px with "
                 "TensorFlow, which is not installed here: set data.resize: on_device (the "
                 "model resizes) or install TensorFlow (requirements.txt)")
+    return None
+
+
+def default_strategy(nodes: int, keras: int, backend: str, workers: int = 1) -> str:
+    """A point's strategy when the sweep names none (and train.py's without --strategy:
+    the one place it is decided): JAX's keras.distribution.DataParallel, else mirrored
+    in one process on one node and multiworker across nodes or processes."""
+    if keras == 3 and backend == "jax":
+        return "dataparallel"
+    return "multiworker" if nodes > 1 or workers > 1 else "mirrored"
+
+
+KERAS3_ISSUE = "keras-team/keras#20585"  # Keras 3's fit under MultiWorkerMirroredStrategy
+
+
+def framework_problem(keras: int, backend: str, chosen: str, nodes: int, loop: str,
+                      profile_steps, batch_per_gpu=None) -> str | None:
+    """Why a point of this Keras, backend, strategy, nodes and loop cannot train, or None
+    (docs/keras.md): known at planning, so that no job fails on it."""
+    if backend == "jax" and keras == 2:
+        return "backend jax runs Keras 3 only: set training.keras (or sweep.keras) to 3"
+    if chosen == "dataparallel" and backend != "jax":
+        return ("strategy dataparallel is keras.distribution.DataParallel on JAX: it needs "
+                "keras 3 and backend jax")
+    if keras == 2:
+        return None
+    if chosen == "horovod":
+        return "Horovod trains tf-keras (Keras 2) only: use keras 2 for horovod points"
+    if batch_per_gpu == "auto":
+        return ("batch_per_gpu auto searches with tf-keras (Keras 2) only, not yet with "
+                "Keras 3: give batch_per_gpu as a number")
+    if loop == "custom":
+        return ("the custom training loop is written for tf-keras (Keras 2): use loop fit "
+                "with Keras 3")
+    if backend == "jax":
+        if chosen != "dataparallel":
+            return (f"strategy {chosen} is TensorFlow's: Keras 3 on JAX trains with "
+                    "keras.distribution.DataParallel (strategy dataparallel, or no strategy)")
+        if profile_steps:
+            return ("training.profile_steps traces TensorFlow's steps; on JAX it is not "
+                    "supported yet: set it to null")
+        return None
+    if chosen != "mirrored" or nodes > 1:
+        return (f"Keras 3 on TensorFlow trains under MirroredStrategy on one node: its fit "
+                f"fails under MultiWorkerMirroredStrategy ({KERAS3_ISSUE}); use keras 2 "
+                "for multi-node or multiworker points")
     return None

@@ -201,7 +201,7 @@ def note_unattended(out: Path, started_by: dict | None) -> None:
 
 def forced(out: Path) -> bool:
     """Whether the user forced this point's rerun (rulefunctions.note_forced)."""
-    from dlscale.rulefunctions import FORCED_ENV
+    from dlscale.vocabulary import FORCED_ENV
 
     named = os.environ.get(FORCED_ENV, "").split()
     return "*" in named or any(Path(n).parent == out or Path(n) == out for n in named)

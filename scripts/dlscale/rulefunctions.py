@@ -15,6 +15,7 @@ import functools
 import inspect
 
 from dlscale.errors import PlanError
+from dlscale.vocabulary import FORCED_ENV
 
 try:
     from snakemake.common import FUNC_OVERWRITE_PARAMS_ATTR as PARAMS_ATTR
@@ -55,9 +56,6 @@ def resources_signature_once() -> None:
         bound = inspect.signature(functools.partial(evaluate, None)).parameters
         setattr(evaluate, PARAMS_ATTR, bound)
 
-
-
-FORCED_ENV = "DLSCALE_FORCED"  # what the user forced to run again: "*", or run folders
 
 
 def note_forced(workflow) -> None:

@@ -1,30 +1,49 @@
-"""A run's input: the training and test input functions the backend distributes, where
-the images come from (the shards, memory, or one synthetic batch), and the model's speed
-without the input pipeline (the input-bound check)."""
+"""A run (`Run`: what every step of it reads) and its input: the training and test input
+functions the backend distributes, where the images come from (the shards, memory, or
+one synthetic batch), and the model's speed without the input pipeline (the input-bound
+check)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dlscale import keraschoice
 
 if TYPE_CHECKING:
-    from dlscale.driver import Run
+    from dlscale.backends import Backend
+    from dlscale.settings import Settings
+    from dlscale.training import RunPlan
 
 
-@dataclass(frozen=True)
-class Pipeline:
-    """What an input function is told of its input pipeline: TensorFlow's InputContext,
-    for Keras 3 on JAX, which reads without TensorFlow (dlscale.shardreader)."""
+@dataclass
+class Run:
+    """What every step of a run reads, made once in `run`: the settings, the backend
+    (strategy, devices, rank), the run's plan (global batch, steps, learning rate), the
+    data's manifest, the precision policy and the state folder."""
 
-    num_input_pipelines: int = 1
-    input_pipeline_id: int = 0
-    num_replicas_in_sync: int = 1
+    settings: Settings
+    backend: Backend
+    plan: RunPlan
+    manifest: dict
+    precision: str
+    state: Path
 
-    def get_per_replica_batch_size(self, global_batch: int) -> int:
-        return global_batch // self.num_replicas_in_sync
+    @property
+    def backup(self) -> Path:
+        return backup_dir(self.settings, self.state)
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        return tuple(self.manifest["image_shape"])
+
+
+def backup_dir(settings, state: Path) -> Path:
+    """What a rerun resumes from: Keras' BackupAndRestore folder, or the custom loop's
+    checkpoints."""
+    return state / ("ckpt" if settings.loop == "custom" else "backup")
 
 
 def inputs(r: Run, epochs_done: int = 0):

@@ -15,8 +15,9 @@ import re
 from functools import cache
 from pathlib import Path
 
-from dlscale import usermodel
 from dlscale.errors import PlanError
+
+LABEL_MAX = 100  # characters: a label names a folder of every point (runs/LABEL/gpusN/repK)
 
 PATH = Path(__file__).with_name("schema.yaml")
 
@@ -157,9 +158,9 @@ def check_raw_config(config: dict) -> None:
     labels = [(e.get("label"), "sweep.models") for e in models if isinstance(e, dict)] + [
         (k, "sweep.commands") for k in (commands if isinstance(commands, dict) else [])]
     for label, where in labels:
-        if isinstance(label, str) and len(label) > usermodel.LABEL_MAX:
+        if isinstance(label, str) and len(label) > LABEL_MAX:
             raise PlanError(f"{where}: the label '{label[:40]}...' has {len(label)} "
-                            f"characters: expected at most {usermodel.LABEL_MAX} (it names "
+                            f"characters: expected at most {LABEL_MAX} (it names "
                             "the points' folders)")
     known = load()["$defs"]["model"]["enum"]
     for name in models if isinstance(models, list) else []:

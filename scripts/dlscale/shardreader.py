@@ -19,6 +19,7 @@ the memory-mapped files.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -222,3 +223,16 @@ class Reader:
             images[row] = shard.data[at:at + size].reshape(self.shape)
             labels[row] = shard.labels[self.records[pick]]
         return images, labels
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """What an input function is told of its input pipeline: TensorFlow's InputContext,
+    for Keras 3 on JAX, which reads without TensorFlow (dlscale.shardreader)."""
+
+    num_input_pipelines: int = 1
+    input_pipeline_id: int = 0
+    num_replicas_in_sync: int = 1
+
+    def get_per_replica_batch_size(self, global_batch: int) -> int:
+        return global_batch // self.num_replicas_in_sync

@@ -37,12 +37,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dlscale.errors import PlanError, RunError
+from dlscale.schema import LABEL_MAX
 
 MODULE = r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*"
 BUILDER = re.compile(rf"^(?P<where>[^:]*\S\.py|{MODULE}):(?P<function>[A-Za-z_][A-Za-z0-9_]*)$")
 SHAPE_NAMES = ("input_shape", "shape", "image_shape")
 CLASS_NAMES = ("num_classes", "classes", "n_classes", "nb_classes")
-LABEL_MAX = 100  # characters: a label names a folder of every point (runs/LABEL/gpusN/repK)
 FOLLOW_IMPORTS = 8  # `from .x import f` hops followed to the file that defines f
 
 

@@ -67,6 +67,9 @@ SYSTEM_FIELDS = ("host", "node", "cpu_model", "cpu_threads", "memory_gb", "gpu_m
                  "gpu_count", "gpu_memory_gb", "gpu_driver", "cuda_driver", "tensorflow",
                  "keras", "jax", "cuda_build", "cudnn_build", "horovod", "container", "modules",
                  "slurm_partition")
+# what the user forced to run again ("*", or run folders): Snakemake's process tells the
+# points' launchers through their environment (rulefunctions.note_forced)
+FORCED_ENV = "DLSCALE_FORCED"
 # real / synthetic throughput under this: the report flags the point input-bound
 INPUT_BOUND_RATIO = 0.9
 

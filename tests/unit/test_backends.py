@@ -119,7 +119,7 @@ def test_trains_fit_calls_no_callback_between_steps(tmp_path):
     (["--strategy", "horovod"], {}, "horovod")])
 def test_train_py_without_strategy_takes_the_sweeps_default(tmp_path, monkeypatch, flags,
                                                              env, expected):
-    """One decision (sweep.default_strategy) at planning and in a train.py run by hand,
+    """One decision (keraschoice.default_strategy) at planning and in a train.py run by hand,
     from the workers SLURM or TF_CONFIG gives it."""
     from dlscale.driver import resolve_strategy
     from dlscale.settings import parse

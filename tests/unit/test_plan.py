@@ -532,7 +532,8 @@ def test_a_forced_rerun_reaches_the_points_launcher(monkeypatch, settings, force
     from types import SimpleNamespace
 
     from dlscale.launcher import forced
-    from dlscale.rulefunctions import FORCED_ENV, note_forced
+    from dlscale.rulefunctions import note_forced
+    from dlscale.vocabulary import FORCED_ENV
 
     monkeypatch.delenv(FORCED_ENV, raising=False)
     dag = SimpleNamespace(**{"forceall": False, "forcetargets": False, "forcerun": set(),
