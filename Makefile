@@ -153,9 +153,9 @@ lint: setup
 	$(VENV)/bin/ruff check .
 
 docs: setup
-	$(VENV)/bin/python -m dlscale.schema_docs config/schema.yaml > docs/configuration.md.tmp
+	$(VENV)/bin/python -m dlscale.core.schema_docs config/schema.yaml > docs/configuration.md.tmp
 	mv docs/configuration.md.tmp docs/configuration.md
-	$(VENV)/bin/python -m dlscale.columns --write docs/analysis.md
+	$(VENV)/bin/python -m dlscale.core.columns --write docs/analysis.md
 
 clean:
 	rm -rf results logs benchmarks .snakemake

@@ -16,10 +16,10 @@ include: "rules/analysis.smk"
 
 
 # `snakemake --report` opens on the study's answer (rules/analysis.smk: report_page)
-report: STUDY.report_first_page(C.REPORT_PAGE, "report/workflow.rst")
+report: ANALYSIS.report_first_page(C.REPORT_PAGE, "report/workflow.rst")
 
 
 rule all:
     default_target: True
     input:
-        STUDY.targets(PLOT_NAMES + WHY_PLOTS),
+        ANALYSIS.targets(PLOT_NAMES + WHY_PLOTS),

@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from dlscale.contract import RunRecord, Status  # noqa: E402
+from dlscale.core.contract import RunRecord, Status  # noqa: E402
 
 
 def write_runs(work: Path, runs: int, epochs: int) -> list[Path]:
@@ -61,8 +61,8 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     import pandas as pd
 
-    from dlscale.analysis import scaling, summarize_runs
-    from dlscale.runtable import OK, run_rows
+    from dlscale.results.analysis import scaling, summarize_runs
+    from dlscale.results.runtable import OK, run_rows
 
     t_import = time.perf_counter() - t0
     t0 = time.perf_counter()

@@ -32,7 +32,7 @@ SCRIPTS = ROOT / "scripts"
 sys.path.insert(0, str(SCRIPTS))
 from bench_training import steady_rate  # noqa: E402 (bench/ is the script's folder)
 
-from dlscale.contract import MANIFEST  # noqa: E402
+from dlscale.core.contract import MANIFEST  # noqa: E402
 
 FRAMEWORKS = {"Keras 2 (tf-keras), TensorFlow": ["--keras", "2"],
               "Keras 3, TensorFlow": ["--keras", "3", "--backend", "tensorflow"],
@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     import make_synthetic_cifar
 
-    from dlscale import preparation
+    from dlscale.data import preparation
 
     data = args.work / f"data{args.size}-{args.images}"
     if not (data / MANIFEST).exists():

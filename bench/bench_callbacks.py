@@ -5,7 +5,7 @@
       [--steps 24] [--epochs 3] [--image-size 32] [--batch 64] [--sets bare ...]
 
 bench/bench_overhead.py compares whole processes, whose run-to-run noise on a shared VM
-(about 4 %) hides a cost of a few per cent. Here one model (dlscale.training.build_model,
+(about 4 %) hides a cost of a few per cent. Here one model (dlscale.train.training.build_model,
 MirroredStrategy over logical CPU devices, synthetic input: one repeated batch) is fitted
 again and again in the same process, each fit with another set of callbacks, the sets
 taking turns round after round. Each epoch is timed by a callback placed first, as
@@ -69,9 +69,9 @@ def main(argv=None) -> int:
     import tensorflow as tf
     from bare_keras import EpochTimer  # the bare script's timer, the same in every set
 
-    from dlscale import training as T
-    from dlscale.keraschoice import keras as load_keras
-    from dlscale.telemetry import Sampler
+    from dlscale.train import training as T
+    from dlscale.train.keraschoice import keras as load_keras
+    from dlscale.train.telemetry import Sampler
 
     keras = load_keras()
     cpu = tf.config.list_physical_devices("CPU")[0]

@@ -95,12 +95,12 @@ def stage_read(data: Path, resize_to: int = 0, cache: bool = False) -> dict:
     memory after the first epoch."""
     import tensorflow as tf
 
-    from dlscale.tfrecords import load_manifest, make_dataset
+    from dlscale.data.tfrecords import load_manifest, make_dataset
 
     steps = load_manifest(data)["splits"]["train"]["count"] // BATCH
     batches = iter(make_dataset(data, "train", BATCH, training=True, seed=1, cache=cache))
     if resize_to:
-        from dlscale import keraschoice
+        from dlscale.train import keraschoice
 
         resize = keraschoice.keras().layers.Resizing(resize_to, resize_to, interpolation="bilinear",
                                            dtype="float32")
@@ -112,7 +112,7 @@ def stage_replicas(data: Path, replicas: int) -> dict:
     """The reader feeding `replicas` logical CPU devices, as train.py's mirrored backend."""
     import tensorflow as tf
 
-    from dlscale.tfrecords import load_manifest, make_dataset
+    from dlscale.data.tfrecords import load_manifest, make_dataset
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
@@ -134,7 +134,7 @@ def stage_reference(work: Path, size: int) -> dict:
     """The study's loader: arrays in memory, tf.image.resize per image in map, cache()."""
     import tensorflow as tf
 
-    from dlscale.sources import read_dataset
+    from dlscale.data.sources import read_dataset
 
     splits = read_dataset("cifar10", work / "cifar-10-python.tar.gz")
     x, y = splits.images["train"], splits.labels["train"]

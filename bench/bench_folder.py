@@ -52,8 +52,8 @@ def stage(work: Path, size: int) -> None:
     """Child process: list, then prepare, printing the figures."""
     import tensorflow  # noqa: F401  (start-up is not part of the preparation)
 
-    from dlscale import preparation
-    from dlscale.imagefolder import scan
+    from dlscale.data import preparation
+    from dlscale.data.imagefolder import scan
 
     source = work / "images"
     start = time.perf_counter()

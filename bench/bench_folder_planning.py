@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from dlscale.contract import MANIFEST  # noqa: E402
+from dlscale.core.contract import MANIFEST  # noqa: E402
 
 
 def write_files(folder: Path, count: int) -> None:
@@ -54,7 +54,7 @@ def main() -> int:
     shutil.rmtree(args.work, ignore_errors=True)
     images = args.work / "images"
     write_files(images, args.images)
-    from dlscale.imagefolder import scan
+    from dlscale.data.imagefolder import scan
 
     began = time.perf_counter()
     listing = scan(images, 0.2)

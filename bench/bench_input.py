@@ -6,7 +6,7 @@
 
 bench/bench_overhead.py's bare script holds the training images in memory as numpy arrays
 and lets Keras batch them; dlscale's train.py reads TFRecord shards (interleave, shuffle,
-batch, parse, prefetch; dlscale.tfrecords.make_dataset). On a machine whose cores are
+batch, parse, prefetch; dlscale.data.tfrecords.make_dataset). On a machine whose cores are
 also the training devices (this VM's logical CPU replicas) the input's CPU time is taken
 from the model's. This measures it without a model: one epoch of each input (the same
 images, global batch and replicas, each distributed by a MirroredStrategy as in training:
@@ -56,7 +56,7 @@ def main(argv=None) -> int:
 
     import make_synthetic_cifar
 
-    from dlscale import preparation
+    from dlscale.data import preparation
 
     archive, data = args.work / "cifar.tar.gz", args.work / "data32"
     if not (data / "manifest.json").exists():
@@ -67,9 +67,9 @@ def main(argv=None) -> int:
     from bare_keras import load
     from tf_keras.src.engine import data_adapter
 
-    from dlscale import training as T
-    from dlscale.tfrecords import make_dataset
-    from dlscale.vocabulary import SHUFFLE_BUFFER
+    from dlscale.core.vocabulary import SHUFFLE_BUFFER
+    from dlscale.data.tfrecords import make_dataset
+    from dlscale.train import training as T
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     (x, y), _ = load(archive)
     steps = len(x) // global_batch
 
-    def records(context, cache=False):  # as dlscale.driver.inputs' train_input
+    def records(context, cache=False):  # as dlscale.train.driver.inputs' train_input
         return make_dataset(data, "train", context.get_per_replica_batch_size(global_batch),
                             training=True, seed=context.input_pipeline_id,
                             shuffle_buffer=SHUFFLE_BUFFER,

@@ -50,7 +50,7 @@ VARIANTS = {"dlscale": ([], "real input"),
             "synthetic": (["--synthetic"], "synthetic input"),
             "files": (["--cache-mb", "0"], "real input, read from the shards every epoch"),
             "before": ([], "real input, train.py at the commit --before names")}
-# the spans of a dlscale job's fixed cost, from run.json's phases (dlscale.phases)
+# the spans of a dlscale job's fixed cost, from run.json's phases (dlscale.jobs.phases)
 SPANS = [("launch", "rule_start", "interpreter"), ("start-up", "interpreter", "imports"),
          ("model", "imports", "model"), ("data", "model", "data"),
          ("to fit", "data", "first_step"), ("after fit", "last_step", "evaluated"),
@@ -72,7 +72,7 @@ def prepared(work: Path, images: int) -> tuple[Path, Path]:
     images) and its 32 px TFRecord shards, made once in `work`."""
     import make_synthetic_cifar
 
-    from dlscale import preparation
+    from dlscale.data import preparation
 
     archive, data = work / "cifar.tar.gz", work / "data32"
     if not (data / "manifest.json").exists():
@@ -145,14 +145,14 @@ def progress_log(path: Path, epochs: int = 50, steps: int = 2000) -> Path:
 
 
 def planning(work: Path) -> list[tuple[str, float, float]]:
-    """Seconds to plan a study (dlscale.plan.Study, what each Snakefile parse does) in the
+    """Seconds to plan a study (dlscale.plan.study.Study, what each Snakefile parse does) in the
     planning process and in a job step, without and with a long external log."""
     import copy
 
     import yaml
 
-    from dlscale.plan import Study, check_raw_config
-    from dlscale.schema import validate
+    from dlscale.core.schema import validate
+    from dlscale.plan.study import Study, check_raw_config
 
     log = progress_log(work / "long-job.out")
     base = yaml.safe_load((ROOT / "config" / "demo.yaml").read_text())

@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from dlscale.keraslog import parse_file_runs  # noqa: E402
+from dlscale.logs.keraslog import parse_file_runs  # noqa: E402
 
 
 def write_log(path: Path, megabytes: float) -> tuple[int, int]:
@@ -69,7 +69,7 @@ def main() -> int:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     assert len(runs) == 1 and len(runs[0].epochs) == epochs and runs[0].streams == 2, (
         len(runs), len(runs[0].epochs), epochs)
-    # what the rule then does: read planning's parse back (dlscale.contract.PARSED)
+    # what the rule then does: read planning's parse back (dlscale.core.contract.PARSED)
     cache = args.work / "parsed"
     shutil.rmtree(cache, ignore_errors=True)
     parse_file_runs(str(log), None, str(cache))

@@ -33,7 +33,7 @@ BEFORE = f"""
 import sys
 sys.path.insert(0, {str(SCRIPTS)!r})
 sys.argv[0] = {str(SCRIPTS / "train.py")!r}
-from dlscale import keraschoice
+from dlscale.train import keraschoice
 keraschoice.keep_jax_out = lambda: None
 import train
 sys.exit(train.main(sys.argv[1:]))
@@ -59,7 +59,7 @@ def main() -> int:
     args = parser.parse_args()
     import make_synthetic_cifar
 
-    from dlscale import preparation
+    from dlscale.data import preparation
 
     root = Path(tempfile.mkdtemp(prefix="bench-start-"))
     archive = make_synthetic_cifar.write_archive(root / "cifar.tar.gz", "python", 400, 100, 3)

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The shard reader's time per pass over the training images, no model: 20,000 random
 64 px images in 16 shards, batch 64, shuffle buffer 4096, three passes after the first
-batch, two rounds; with --against, the same for an older dlscale/tfrecords.py (e.g.
-`git show 05fc054:scripts/dlscale/tfrecords.py > /tmp/old.py`), taking turns.
+batch, two rounds; with --against, the same for an older dlscale/data/tfrecords.py (e.g.
+`git show 05fc054:scripts/dlscale/data/tfrecords.py > /tmp/old.py`), taking turns.
 
   python bench/bench_reader_passes.py [--work /tmp/dlscale-bench-passes] [--against FILE]
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from dlscale.contract import MANIFEST  # noqa: E402
+from dlscale.core.contract import MANIFEST  # noqa: E402
 
 IMAGES, SIZE, BATCH = 20_000, 64, 64
 
@@ -31,7 +31,7 @@ def main() -> int:
     args = parser.parse_args()
     import numpy as np
 
-    from dlscale import tfrecords
+    from dlscale.data import tfrecords
 
     readers = {"this": tfrecords}
     if args.against:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""dlscale's own shard reader (dlscale.shardreader, no TensorFlow) against the TensorFlow
+"""dlscale's own shard reader (dlscale.data.shardreader, no TensorFlow) against the TensorFlow
 reader with the images held in memory (make_dataset(cache=True)), the same order: the
 time to open a split (the reader checks every record's checksums then) and to read one
 pass of batches, no model. Random images, 16 shards, batch 256.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from dlscale.contract import MANIFEST  # noqa: E402
+from dlscale.core.contract import MANIFEST  # noqa: E402
 
 BATCH, SHARDS = 256, 16
 
@@ -31,7 +31,7 @@ def main() -> int:
     args = parser.parse_args()
     import numpy as np
 
-    from dlscale import shardreader, tfrecords
+    from dlscale.data import shardreader, tfrecords
 
     data = args.work / f"{args.images}-{args.size}"
     if not (data / MANIFEST).exists():

@@ -35,7 +35,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from dlscale.datasets import DEBIAN_FASHION_MNIST  # noqa: E402
+from dlscale.data.datasets import DEBIAN_FASHION_MNIST  # noqa: E402
 
 
 def config_text(work: Path, epochs: int, images: int) -> str:
@@ -187,7 +187,7 @@ def main(argv=None) -> int:
     return 0
 
 
-# a training job's spans (run.json's phases, dlscale.phases), then the job's end
+# a training job's spans (run.json's phases, dlscale.jobs.phases), then the job's end
 JOB_SPANS = [("SLURM start to job step", "job_start", "step_start"),
              ("job step to rule (Snakemake start-up, Snakefile)", "step_start", "rule_start"),
              ("rule to train.py", "rule_start", "interpreter"),

@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 sys.path.insert(0, str(SCRIPTS))
-from dlscale.contract import MANIFEST  # noqa: E402
+from dlscale.core.contract import MANIFEST  # noqa: E402
 
 
 def epoch_time(work: Path, data: Path, interval: float, epochs: int, tag: str) -> float:
@@ -52,7 +52,7 @@ def main() -> int:
 
     import make_synthetic_cifar
 
-    from dlscale import preparation
+    from dlscale.data import preparation
 
     args.work.mkdir(parents=True, exist_ok=True)
     data = args.work / "data"

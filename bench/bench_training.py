@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 sys.path.insert(0, str(SCRIPTS))
-from dlscale.contract import MANIFEST  # noqa: E402
+from dlscale.core.contract import MANIFEST  # noqa: E402
 
 SETTINGS = {"float32": ["--precision", "float32", "--no-xla"],
             "bf16+xla": ["--precision", "mixed_auto", "--xla"]}
@@ -68,7 +68,7 @@ def main(argv=None) -> int:
         return 5
     import make_synthetic_cifar
 
-    from dlscale import preparation
+    from dlscale.data import preparation
 
     data = args.work / f"data{args.size}"
     if not (data / MANIFEST).exists():

@@ -83,7 +83,7 @@ class Check:
     def __init__(self, args):
         self.args = args
         self.t0 = time.perf_counter()
-        from dlscale import telemetry
+        from dlscale.train import telemetry
 
         self.sampler = telemetry.Sampler(args.out.with_suffix(".telemetry.csv"), interval=0.2,
                                          gpus=not args.cpu).start()
@@ -98,7 +98,7 @@ class Check:
         import keras
         import numpy as np
 
-        from dlscale import training as T
+        from dlscale.train import training as T
 
         args = self.args
         keras.utils.set_random_seed(0)
@@ -122,7 +122,7 @@ class Check:
             def on_epoch_end(self, epoch, logs=None):
                 marks.append(sampler.now())
 
-        from dlscale import profwindow
+        from dlscale.train import profwindow
 
         logdir = args.out.parent / f"trace-{name}-{precision}-{batch}"
         window = profwindow.make_callback(logdir, *profwindow.window_steps(
@@ -178,13 +178,13 @@ class Check:
 
 
 def split_window(logdir: Path, window, keep: Path) -> dict:
-    """The window's step split (dlscale.stepsplit) on this real GPU trace, with what the
+    """The window's step split (dlscale.train.stepsplit) on this real GPU trace, with what the
     trace holds per line (the ten longest event names), to check the split's rules
     against a real GPU's layout; the trace is deleted, or moved to `keep` (a file name)."""
     import shutil
     from collections import Counter
 
-    from dlscale import profwindow, stepsplit
+    from dlscale.train import profwindow, stepsplit
 
     traces = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
     if window.error or not traces:
@@ -215,7 +215,7 @@ def dlscale_point(args, model: str, precision: str, batch: int) -> dict:
 
     import numpy as np
 
-    from dlscale import tfrecords
+    from dlscale.data import tfrecords
 
     data, out = args.out.parent / "point-data", args.out.parent / "point"
     size, rng = args.image_size, np.random.default_rng(0)
@@ -254,8 +254,8 @@ def dlscale_point(args, model: str, precision: str, batch: int) -> dict:
 
 def xprof_check(steps: list[dict], trace: Path) -> dict:
     """xprof's own offline step breakdown of the same trace beside dlscale's split
-    (dlscale.xprofcheck), where xprof is installed; its failure is a note."""
-    from dlscale import xprofcheck
+    (dlscale.train.xprofcheck), where xprof is installed; its failure is a note."""
+    from dlscale.train import xprofcheck
 
     if not xprofcheck.available():
         return {"xprof": None, "xprof_notes": ["xprof is not installed"]}
@@ -272,7 +272,7 @@ def system(cpu: bool) -> dict:
     import jaxlib
     import keras
 
-    from dlscale import telemetry
+    from dlscale.train import telemetry
 
     return {"host": platform.node(), "python": platform.python_version(),
             "jax": jax.__version__, "jaxlib": jaxlib.__version__, "keras": keras.__version__,
@@ -329,7 +329,7 @@ def main(argv=None) -> int:
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # NVML sees what it uses
     if args.cpu:
         os.environ["JAX_PLATFORMS"] = "cpu"
-    from dlscale import keraschoice
+    from dlscale.train import keraschoice
 
     keraschoice.use_keras(3, "jax")
     args.out.parent.mkdir(parents=True, exist_ok=True)

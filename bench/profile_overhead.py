@@ -68,7 +68,7 @@ def wrapped_train(argv: list[str]) -> int:
     JSON file named by $DLSCALE_PROFILE_WINDOWS when the process ends."""
     import atexit
 
-    from dlscale import training
+    from dlscale.train import training
 
     windows: list[tuple[float, float]] = []
     recorder_of = training.epoch_recorder

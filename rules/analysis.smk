@@ -37,14 +37,14 @@ rule parse_external_log:
         "../envs/dlscale.yaml"
     params:
         script=script("parse_logs.py"),
-        meta=by_wildcards(STUDY.external_flags, "ext"),
+        meta=by_wildcards(ANALYSIS.external_flags, "ext"),
     shell:
         "python {params.script:q} {input:q} {params.meta} -o {output:q} > {log:q} 2>&1"
 
 
 rule aggregate_runs:
     input:
-        STUDY.run_tables(),
+        ANALYSIS.run_tables(),
     output:
         epochs=C.table("epochs"),
         runs=report(
@@ -91,7 +91,7 @@ rule aggregate_runs:
     params:
         script=script("aggregate.py"),
         tables=folder_of("scaling"),
-        flags=STUDY.analysis_flags(),
+        flags=ANALYSIS.analysis_flags(),
     shell:
         "python {params.script:q} {input:q} --out-dir {params.tables:q} {params.flags} "
         "> {log:q} 2>&1"
@@ -103,7 +103,7 @@ rule compare_studies:
         scaling=C.table("scaling"),
         # read beside scaling.csv, as each compared study's are
         why=[C.table("breakdown"), C.table("prediction")],
-        others=[path for _, path in STUDY.compare],
+        others=[path for _, path in ANALYSIS.compare],
     output:
         report(
             C.table("compared"),
@@ -118,7 +118,7 @@ rule compare_studies:
         "../envs/dlscale.yaml"
     params:
         script=script("compare_studies.py"),
-        compare=STUDY.compare_flags(),
+        compare=ANALYSIS.compare_flags(),
     shell:
         "python {params.script:q} {input.scaling:q} {params.compare} -o {output:q} > {log:q} 2>&1"
 
@@ -146,7 +146,7 @@ rule history:
         script=script("record_history.py"),
         runs=C.RUNS,
         # a function: the config's text (gres: "gpu:{gpus}") is not a wildcard pattern
-        flags=lambda wildcards: STUDY.history_flags(),
+        flags=lambda wildcards: ANALYSIS.history_flags(),
     shell:
         "python {params.script:q} {input.scaling:q} --runs {input.runs:q} "
         "--runs-dir {params.runs:q} {params.flags} --verdicts {output.verdicts:q} "
@@ -158,8 +158,8 @@ rule plot_scaling:
         scaling=C.table("scaling"),
         runs=C.table("runs"),
         amdahl=C.table("amdahl"),
-        others=[path for _, path in STUDY.compare],
-        history=STUDY.history_studies(),
+        others=[path for _, path in ANALYSIS.compare],
+        history=ANALYSIS.history_studies(),
     output:
         [
             report(
@@ -179,8 +179,10 @@ rule plot_scaling:
     params:
         script=script("plot_scaling.py"),
         plots=folder_of(0),
-        compare=STUDY.compare_flags(),
-        history=" ".join(f"--history {shlex.quote(p)}" for p in STUDY.history_studies()),
+        compare=ANALYSIS.compare_flags(),
+        history=" ".join(
+            f"--history {shlex.quote(p)}" for p in ANALYSIS.history_studies()
+        ),
     shell:
         "python {params.script:q} {input.scaling:q} --runs {input.runs:q} "
         "--amdahl {input.amdahl:q} {params.compare} {params.history} "
@@ -255,7 +257,7 @@ rule report_page:
         amdahl=C.table("amdahl"),
         failed=C.table("failed"),
         overview=f"{C.PLOTS}/overview.png",
-        verdicts=[C.table("history")] if STUDY.history_db else [],
+        verdicts=[C.table("history")] if ANALYSIS.history_db else [],
         breakdown=C.table("breakdown"),
         prediction=C.table("prediction"),
     output:

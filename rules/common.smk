@@ -1,5 +1,5 @@
 # Config validation and the small wildcard functions the rules call; what needs no
-# wildcard lives in the package (dlscale/plan.py), where unit tests reach it.
+# wildcard lives in the package (dlscale/plan/study.py), where unit tests reach it.
 import re
 import shlex
 import sys
@@ -10,13 +10,15 @@ from snakemake.exceptions import WorkflowError
 
 SCRIPTS = Path(workflow.basedir) / "scripts"
 sys.path.insert(0, str(SCRIPTS))  # for a snakemake that runs outside the project's venv
-from dlscale import schema, sweep, vocabulary  # noqa: E402
-from dlscale import contract as C  # noqa: E402
-from dlscale.datasets import DATASETS  # noqa: E402
-from dlscale.plan import PlanError, Study, check_raw_config  # noqa: E402
-from dlscale.pluginfix import mend_cancelled_states  # noqa: E402
-from dlscale.rulefunctions import note_forced, planned, signature_once  # noqa: E402
-from dlscale.rulefunctions import resources_signature_once  # noqa: E402
+from dlscale.core import contract as C  # noqa: E402
+from dlscale.core import schema, vocabulary  # noqa: E402
+from dlscale.data.datasets import DATASETS  # noqa: E402
+from dlscale.plan import sweep  # noqa: E402
+from dlscale.plan.pluginfix import mend_cancelled_states  # noqa: E402
+from dlscale.plan.rulefunctions import note_forced, planned  # noqa: E402
+from dlscale.plan.rulefunctions import resources_signature_once  # noqa: E402
+from dlscale.plan.rulefunctions import signature_once  # noqa: E402
+from dlscale.plan.study import PlanError, Study, check_raw_config  # noqa: E402
 
 try:
     check_raw_config(config)
@@ -27,7 +29,8 @@ try:
     note_forced(workflow)  # -R/-F: launch.py then trains even an unattended record
 except PlanError as exc:
     raise WorkflowError(str(exc))
-POINTS, EXTERNAL, DATA_DIR = STUDY.points, STUDY.external, STUDY.data_dir
+POINTS, DATA_DIR, ANALYSIS = STUDY.points, STUDY.data_dir, STUDY.analysis
+EXTERNAL = ANALYSIS.external
 POINT = sweep.POINT_PATTERN  # a run folder's key, whatever the sweep's size
 RESOURCES = ("gres", "cpus_per_task", "mem_mb", "nodes")
 PLOT_NAMES = vocabulary.PLOT_NAMES
@@ -94,7 +97,7 @@ def folder_of_input(input_key):
 
 
 def point_resource(name):
-    """A rule resource read from the point's expansion (see dlscale/sweep.py)."""
+    """A rule resource read from the point's expansion (see dlscale/plan/sweep.py)."""
 
     def resource(wildcards):
         value = getattr(point(wildcards), name)

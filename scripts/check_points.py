@@ -16,9 +16,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from dlscale.analysis import read_table
-from dlscale.contract import Status
-from dlscale.files import atomic
+from dlscale.core.contract import Status
+from dlscale.core.files import atomic
+from dlscale.results.analysis import read_table
 
 
 def main(argv=None) -> int:

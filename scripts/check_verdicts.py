@@ -16,9 +16,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from dlscale.analysis import read_table
-from dlscale.files import write_table
-from dlscale.references import REFERENCE_COLUMNS
+from dlscale.core.files import write_table
+from dlscale.results.analysis import read_table
+from dlscale.results.references import REFERENCE_COLUMNS
 
 
 def main(argv=None) -> int:

@@ -19,10 +19,10 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from dlscale.cli import fail
-from dlscale.datasets import DatasetError
-from dlscale.files import atomic
-from dlscale.sources import md5sum, verify_md5
+from dlscale.core.cli import fail
+from dlscale.core.files import atomic
+from dlscale.data.datasets import DatasetError
+from dlscale.data.sources import md5sum, verify_md5
 
 
 def download(url: str, out: Path, md5: str | None, timeout: float = 60.0) -> str:

@@ -7,7 +7,7 @@
 
 Reads each counted run's breakdown.json (its profiled window and its timed all-reduce)
 beside its records; writes breakdown.csv (per point) and prediction.csv (per series and
-GPU count, with the next two doublings). Definitions: dlscale/explain.py and
+GPU count, with the next two doublings). Definitions: dlscale/results/explain.py and
 docs/analysis.md ("Why it scales").
 """
 
@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlscale.explain import external_models, model_gradient_bytes, tables
-from dlscale.files import write_table
+from dlscale.core.files import write_table
+from dlscale.results.explain import external_models, model_gradient_bytes, tables
 
 
 def main() -> int:

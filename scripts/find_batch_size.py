@@ -23,10 +23,10 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dlscale import keraschoice
-from dlscale.batchsearch import search
-from dlscale.cli import exit_without_teardown
-from dlscale.vocabulary import DEFAULTS, PRECISIONS
+from dlscale.core.cli import exit_without_teardown
+from dlscale.core.vocabulary import DEFAULTS, PRECISIONS
+from dlscale.train import keraschoice
+from dlscale.train.batchsearch import search
 
 OOM, NO_GPU = 10, 5
 OOM_WORDS = ("ResourceExhaustedError", "out of memory", "OOM when allocating",
@@ -45,8 +45,8 @@ def run_trial(args: argparse.Namespace) -> int:
     import tensorflow as tf
     keras = keraschoice.keras()
 
-    from dlscale.tfrecords import load_manifest
-    from dlscale.training import build_model, cuda_visible_devices, resolve_precision
+    from dlscale.data.tfrecords import load_manifest
+    from dlscale.train.training import build_model, cuda_visible_devices, resolve_precision
 
     gpus = tf.config.list_physical_devices("GPU")
     if not gpus:
@@ -129,8 +129,8 @@ def main(argv=None) -> int:
         print(f"error: {args.model} does not train even with batch 1 on this GPU",
               file=sys.stderr)
         return 1
-    from dlscale.files import write_json_atomic
-    from dlscale.tfrecords import load_manifest
+    from dlscale.core.files import write_json_atomic
+    from dlscale.data.tfrecords import load_manifest
 
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(args.out, {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Start the worker processes of one training point (dlscale.launcher says how).
+"""Start the worker processes of one training point (dlscale.launch.launcher says how).
 
   launch.py --tasks N [--tasks-per-node M] -- python train.py ...
   launch.py --horovod --tasks N [--nodes K] [--mpi-launcher mpirun] -- python ...
@@ -17,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from dlscale import launcher
+from dlscale.launch import launcher
 
 
 def main(argv=None) -> int:

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dlscale.vocabulary import CIFAR10_CLASSES
+from dlscale.core.vocabulary import CIFAR10_CLASSES
 
 CLASSES = CIFAR10_CLASSES
 

@@ -47,16 +47,16 @@ def main(argv=None) -> int:
                              "each drawn beside this one")
     args = parser.parse_args(argv)
 
-    from dlscale.amdahl import AMDAHL_COLUMNS
-    from dlscale.analysis import (
+    from dlscale.core.vocabulary import COMPARED_COLUMNS
+    from dlscale.results.amdahl import AMDAHL_COLUMNS
+    from dlscale.results.analysis import (
         SCALING_COLUMNS,
         compared_study,
         parse_compare,
         read_studies,
         read_table,
     )
-    from dlscale.plots import plot_all
-    from dlscale.vocabulary import COMPARED_COLUMNS
+    from dlscale.results.plots import plot_all
 
     try:
         table = read_table(args.scaling, SCALING_COLUMNS)

@@ -18,12 +18,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from dlscale.cli import exit_without_teardown, fail
-from dlscale.contract import MANIFEST
-from dlscale.datasets import DATASETS, DatasetError
-from dlscale.keraschoice import quiet_tensorflow
-from dlscale.preparation import prepare
-from dlscale.vocabulary import DEFAULTS
+from dlscale.core.cli import exit_without_teardown, fail
+from dlscale.core.contract import MANIFEST
+from dlscale.core.vocabulary import DEFAULTS
+from dlscale.data.datasets import DATASETS, DatasetError
+from dlscale.data.preparation import prepare
+from dlscale.train.keraschoice import quiet_tensorflow
 
 
 def parse_args(argv=None) -> argparse.Namespace:

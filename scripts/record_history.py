@@ -8,7 +8,7 @@
 Writes --verdicts (per point: its epoch time, the median of the same point in the last
 --compare earlier studies on the same system, the change and pass/fail/none) and
 --studies (those studies' points, for the plots). A point already in the history is not
-added again (see dlscale/history.py). Exit status 0, also when a point is slower than
+added again (see dlscale/results/history.py). Exit status 0, also when a point is slower than
 its history: the verdicts say so, and a warning names it.
 """
 
@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dlscale.files import write_table
+from dlscale.core.files import write_table
 
 
 def git_commit(folder: Path) -> str | None:
@@ -62,9 +62,9 @@ def main(argv=None) -> int:
 
     import pandas as pd
 
-    from dlscale import history
-    from dlscale.analysis import SCALING_COLUMNS, read_table
-    from dlscale.contract import RecordError
+    from dlscale.core.contract import RecordError
+    from dlscale.results import history
+    from dlscale.results.analysis import SCALING_COLUMNS, read_table
 
     try:
         scaling = read_table(args.scaling, SCALING_COLUMNS)

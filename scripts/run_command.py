@@ -7,7 +7,7 @@
 
 The command's placeholders are filled (each value quoted), it runs with bash, and its
 output goes to the run folder's train.log; epochs.jsonl and run.json are then written
-from what the output says (see dlscale/command.py). Exit status: 0 completed, 1 failed
+from what the output says (see dlscale/launch/command.py). Exit status: 0 completed, 1 failed
 (run.json says why); stopped by a signal, it dies of that signal and launch.py records it.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import sys
 
-from dlscale.command import main
+from dlscale.launch.command import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -19,10 +19,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from dlscale.cli import parse_meta
-from dlscale.contract import RecordError
-from dlscale.files import write_rows
-from dlscale.runtable import OK, RunTableError, run_rows, unreadable_record_rows
+from dlscale.core.cli import parse_meta
+from dlscale.core.contract import RecordError
+from dlscale.core.files import write_rows
+from dlscale.results.runtable import OK, RunTableError, run_rows, unreadable_record_rows
 
 
 def main(argv=None) -> int:

@@ -25,9 +25,9 @@ moved aside and train.log says so); more epochs than before continue, fewer are 
 
 from __future__ import annotations
 
-from dlscale import driver
-from dlscale.cli import exit_without_teardown
-from dlscale.settings import parse
+from dlscale.core.cli import exit_without_teardown
+from dlscale.train import driver
+from dlscale.train.settings import parse
 
 
 def main(argv=None) -> int:

@@ -17,7 +17,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 
 import make_synthetic_cifar  # noqa: E402
 
-from dlscale.datasets import DEBIAN_FASHION_MNIST  # noqa: E402
+from dlscale.data.datasets import DEBIAN_FASHION_MNIST  # noqa: E402
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 HOROVOD_PYTHON = ROOT / ".venv-horovod" / "bin" / "python"  # built by `make horovod`
@@ -119,7 +119,7 @@ analysis: {{accuracy_tolerance: 1.0}}
 @pytest.fixture(scope="session")
 def small_data(tmp_path_factory) -> Path:
     """400 training and 100 test images at 32 px in 4 shards per split."""
-    from dlscale import preparation
+    from dlscale.data import preparation
 
     root = tmp_path_factory.mktemp("small")
     archive = make_synthetic_cifar.write_archive(root / "cifar.tar.gz", "python", 400, 100, 3)

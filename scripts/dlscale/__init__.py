@@ -1,1 +1,2 @@
-"""dlscale: shared logic for the workflow's scripts (data, training records, analysis)."""
+"""dlscale: the workflow's package, one subpackage per job; imports point down this list:
+plan -> results -> launch -> train -> logs, data, jobs -> core (docs/development.md)."""

@@ -16,8 +16,8 @@ import sys
 
 
 def history_command(argv: list[str]) -> int:
-    from dlscale import history
-    from dlscale.schema import default
+    from dlscale.core.schema import default
+    from dlscale.results import history
 
     parser = argparse.ArgumentParser(prog="dlscale history",
                                      description="List the results history's points, "
@@ -53,7 +53,7 @@ def history_command(argv: list[str]) -> int:
 
 
 def status_command(argv: list[str]) -> int:
-    from dlscale import status
+    from dlscale.results import status
 
     parser = argparse.ArgumentParser(prog="dlscale status", description=status.__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -65,13 +65,13 @@ def status_command(argv: list[str]) -> int:
 
 
 def parse_log_command(argv: list[str]) -> int:
-    from dlscale.logtable import main
+    from dlscale.results.logtable import main
 
     return main(argv)
 
 
 def compare_command(argv: list[str]) -> int:
-    from dlscale.compare import main
+    from dlscale.results.compare import main
 
     return main(argv)
 

@@ -44,12 +44,12 @@ def test_demo_config_on_the_gpu(tmp_path, gpus):
 
 
 def test_nvml_telemetry_samples_the_visible_gpus(gpus, tmp_path):
-    """The NVML code paths of dlscale.telemetry, on a machine with a GPU."""
+    """The NVML code paths of dlscale.train.telemetry, on a machine with a GPU."""
     import time
 
     from conftest import read_telemetry
 
-    from dlscale.telemetry import Sampler, describe_gpus
+    from dlscale.train.telemetry import Sampler, describe_gpus
 
     described = describe_gpus()
     assert described["gpu_count"] >= 1 and described["gpu_model"], described
@@ -67,8 +67,8 @@ def test_a_gpu_points_window_splits_a_real_gpu_trace(tmp_path, gpus, small_data)
     """The step split on a real GPU trace: TensorFlow's GPU planes hold the operations
     (compute on the GPU's op lines and streams), and xprof, where installed, times the
     same steps."""
-    from dlscale.profwindow import read_trace
-    from dlscale.stepsplit import kind
+    from dlscale.train.profwindow import read_trace
+    from dlscale.train.stepsplit import kind
 
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "train.py"), "--data-dir", str(small_data),

@@ -50,7 +50,7 @@ def test_two_workers_write_tensorboard_a_profile_and_the_model_once(small_data, 
     traces = list((tmp_path / "tensorboard").rglob("*.xplane.pb"))
     assert len(traces) == 1 and traces[0].stat().st_size > 1000
 
-    from dlscale.keraschoice import keras
+    from dlscale.train.keraschoice import keras
 
     model = keras().models.load_model(str(tmp_path / "model.keras"), compile=False)
     assert model.output_shape == (None, 10)
@@ -87,7 +87,7 @@ def loop_run(data, out, loop, *extra):
 
 
 def test_the_custom_loop_trains_like_fit_and_writes_the_same_records(small_data, tmp_path):
-    from dlscale.runtable import cross_check
+    from dlscale.results.runtable import cross_check
 
     for loop in ("fit", "custom"):
         proc = loop_run(small_data, tmp_path / loop, loop)
@@ -130,7 +130,7 @@ def test_a_cpu_run_records_its_system_its_telemetry_and_its_synthetic_speed(smal
     import csv
     import os
 
-    from dlscale.telemetry import HOST_COLUMNS
+    from dlscale.train.telemetry import HOST_COLUMNS
 
     proc = run_script("train.py", "--data-dir", str(small_data), "--out", str(tmp_path),
                       "--model", "SimpleCNN", "--device", "cpu", "--gpus", "2",

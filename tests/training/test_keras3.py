@@ -160,7 +160,7 @@ def odd_test_split(tmp_path_factory):
     one image, fewer than the replicas."""
     import make_synthetic_cifar
 
-    from dlscale import preparation
+    from dlscale.data import preparation
 
     root = tmp_path_factory.mktemp("odd")
     archive = make_synthetic_cifar.write_archive(root / "cifar.tar.gz", "python", 64, 33, 3)

@@ -168,7 +168,7 @@ def test_out_of_memory_in_fit_ends_with_status_and_hint(small_data, tmp_path, mo
     import tensorflow as tf
     import train as train_script
 
-    from dlscale.keraschoice import keras
+    from dlscale.train.keraschoice import keras
 
     def exhausted(self, *args, **kwargs):
         raise tf.errors.ResourceExhaustedError(None, None, "OOM when allocating tensor")

@@ -6,8 +6,8 @@ import argparse
 
 import pytest
 
-from dlscale.backends import BACKENDS, make_backend
-from dlscale.training import RunError, make_optimizer, plan_run
+from dlscale.train.backends import BACKENDS, make_backend
+from dlscale.train.training import RunError, make_optimizer, plan_run
 
 PLAN = dict(batch_per_gpu=256, replicas=4, train_images=50000, steps_per_epoch=None,
             base_lr=0.01, lr_scaling="linear", warmup_epochs=0, xla=False, device="gpu",
@@ -55,9 +55,9 @@ def test_optimizers():
 def test_communication_choice_and_nccl_on_cpus_refused_at_planning():
     import copy
 
-    from dlscale.schema import validate
-    from dlscale.sweep import SweepError, plan_sweep
-    from dlscale.training import resolve_communication
+    from dlscale.core.schema import validate
+    from dlscale.plan.sweep import SweepError, plan_sweep
+    from dlscale.train.training import resolve_communication
 
     assert [resolve_communication(c, d) for c, d in (("auto", "gpu"), ("auto", "cpu"),
                                                      ("ring", "gpu"), ("nccl", "gpu"))] == [
@@ -73,8 +73,8 @@ def test_communication_choice_and_nccl_on_cpus_refused_at_planning():
 def test_the_custom_loop_with_horovod_is_refused_at_planning():
     import copy
 
-    from dlscale.schema import validate
-    from dlscale.sweep import SweepError, plan_sweep
+    from dlscale.core.schema import validate
+    from dlscale.plan.sweep import SweepError, plan_sweep
 
     config = copy.deepcopy({"sweep": {"models": ["SimpleCNN"], "gpus": [2],
                                       "strategy": ["horovod"], "loop": ["fit", "custom"]}})
@@ -91,9 +91,9 @@ def test_trains_fit_calls_no_callback_between_steps(tmp_path):
     every callback's step hooks (about 1 ms per step: docs/benchmarks.md, "Training overhead")."""
     import time
 
-    from dlscale import driver
-    from dlscale.keraschoice import keras
-    from dlscale.settings import parse
+    from dlscale.train import driver
+    from dlscale.train.keraschoice import keras
+    from dlscale.train.settings import parse
 
     settings = parse(["--data-dir", str(tmp_path), "--out", str(tmp_path / "out"),
                       "--model", "MLP", "--device", "cpu", "--gpus", "1"])
@@ -121,8 +121,8 @@ def test_train_py_without_strategy_takes_the_sweeps_default(tmp_path, monkeypatc
                                                              env, expected):
     """One decision (keraschoice.default_strategy) at planning and in a train.py run by hand,
     from the workers SLURM or TF_CONFIG gives it."""
-    from dlscale.driver import resolve_strategy
-    from dlscale.settings import parse
+    from dlscale.train.driver import resolve_strategy
+    from dlscale.train.settings import parse
 
     for name in ("SLURM_NTASKS", "SLURM_STEP_NUM_TASKS", "TF_CONFIG"):
         monkeypatch.delenv(name, raising=False)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dlscale.batchsearch import search
+from dlscale.train.batchsearch import search
 
 
 def fits_below(limit):

@@ -6,9 +6,9 @@ import subprocess
 import pytest
 from conftest import IN_CI
 
-from dlscale.cluster import slurm_tf_config
-from dlscale.errors import RunError
-from dlscale.slurm import expand_tasks_per_node, hostnames, parse_hostlist
+from dlscale.core.errors import RunError
+from dlscale.jobs.slurm import expand_tasks_per_node, hostnames, parse_hostlist
+from dlscale.train.cluster import slurm_tf_config
 
 HOSTLISTS = {
     "gpu[01-02,05],login1": ["gpu01", "gpu02", "gpu05", "login1"],
@@ -67,14 +67,14 @@ def test_every_task_gets_its_own_port_even_on_a_shared_host():
 ])
 def test_horovod_across_nodes_is_started_by_the_sites_launcher_with_its_ranks(launcher,
                                                                              expected):
-    from dlscale.launcher import horovod_command
+    from dlscale.launch.launcher import horovod_command
 
     command = ["/venv/bin/python", "train.py"]
     assert horovod_command(4, 2, command, launcher, tasks_per_node=2) == expected + command
 
 
 def test_horovod_across_nodes_without_a_launcher_is_refused():
-    from dlscale.launcher import horovod_command
+    from dlscale.launch.launcher import horovod_command
 
     with pytest.raises(SystemExit, match="horovod.mpi_launcher"):
         horovod_command(4, 2, ["python"], None)

@@ -9,10 +9,10 @@ import pytest
 import yaml
 from conftest import ROOT
 
-from dlscale.errors import PlanError
-from dlscale.schema import validate
-from dlscale.sweep import SweepError, plan_sweep
-from dlscale.vocabulary import SMALL_MODELS
+from dlscale.core.errors import PlanError
+from dlscale.core.schema import validate
+from dlscale.core.vocabulary import SMALL_MODELS
+from dlscale.plan.sweep import SweepError, plan_sweep
 
 
 def points_of(config: dict):
@@ -151,7 +151,7 @@ def test_nodes_auto_puts_each_point_on_as_few_nodes_as_hold_its_gpus():
 
 
 def test_a_gpus_by_nodes_grid_leaves_out_what_cannot_run_with_a_note():
-    from dlscale.sweep import plan_sweep
+    from dlscale.plan.sweep import plan_sweep
 
     config = _config(sweep={"models": ["SimpleCNN"], "gpus": [1, 2, 8], "nodes": [1, 2],
                             "strategy": ["mirrored", "multiworker"]})
@@ -223,7 +223,7 @@ def test_horovod_across_nodes_needs_an_mpi_launcher():
 
 
 def test_an_unknown_model_name_is_named_with_the_forms_expected():
-    from dlscale.plan import PlanError, check_raw_config
+    from dlscale.plan.study import PlanError, check_raw_config
 
     with pytest.raises(PlanError) as info:
         check_raw_config({"sweep": {"models": ["SimpleCNN", "ResNet51V2"]}})

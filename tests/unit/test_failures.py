@@ -16,14 +16,15 @@ import prepare_data
 import pytest
 import tabulate_run
 
-from dlscale import contract, outcomes
-from dlscale.datasets import DATASETS, DatasetError
-from dlscale.resume import prepare_state
-from dlscale.schema import validate
-from dlscale.slurm import parse_duration as parse_slurm_duration
-from dlscale.sources import _cifar_python_batch, parse_idx, read_idx_dataset
-from dlscale.sweep import SweepError, plan_sweep
-from dlscale.training import RunError
+from dlscale.core import contract
+from dlscale.core.schema import validate
+from dlscale.data.datasets import DATASETS, DatasetError
+from dlscale.data.sources import _cifar_python_batch, parse_idx, read_idx_dataset
+from dlscale.jobs import outcomes
+from dlscale.jobs.slurm import parse_duration as parse_slurm_duration
+from dlscale.plan.sweep import SweepError, plan_sweep
+from dlscale.train.resume import prepare_state
+from dlscale.train.training import RunError
 
 
 def points_of(config: dict):
@@ -277,8 +278,8 @@ def test_labels_are_drawn_literally_and_missing_points_are_named(tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
-    from dlscale import plots as plot_scaling
-    from dlscale.analysis import SCALING_COLUMNS
+    from dlscale.results import plots as plot_scaling
+    from dlscale.results.analysis import SCALING_COLUMNS
 
     labels = ["Bob's $5 & $6 study", "_under_score", "100% {braces}"]
     table = pd.DataFrame([{c: 1.0 for c in SCALING_COLUMNS} | {"series": label, "gpus": 1,
@@ -307,7 +308,7 @@ def test_labels_are_drawn_literally_and_missing_points_are_named(tmp_path):
 
 
 def test_a_time_limit_guard_that_cannot_ask_squeue_says_so(monkeypatch):
-    from dlscale.timelimit import job_deadline
+    from dlscale.train.timelimit import job_deadline
 
     # a job id SLURM does not know: squeue (or its absence) cannot give the end
     monkeypatch.setenv("SLURM_JOB_ID", "999999999")
@@ -339,7 +340,7 @@ def test_a_timeout_says_what_a_rerun_will_do_for_a_command_and_for_dlscales_trai
     import json
     from datetime import UTC, datetime
 
-    from dlscale.launcher import record_end
+    from dlscale.launch.launcher import record_end
 
     record_end(tmp_path, -15, None, datetime.now(UTC), ["python", f"/x/{script}"], late=True)
     run = json.loads((tmp_path / "run.json").read_text())

@@ -7,7 +7,7 @@ import pandas as pd
 from docutils.core import publish_parts
 from jinja2 import Environment
 
-from dlscale.firstpage import page
+from dlscale.results.firstpage import page
 
 
 def rendered(text: str) -> str:
@@ -50,13 +50,13 @@ def test_a_failed_point_is_one_line_with_its_status_said_once(tmp_path):
 
     from test_analysis import study_epochs
 
-    from dlscale.analysis import summarize_runs
-    from dlscale.status import point_status
+    from dlscale.results.analysis import summarize_runs
+    from dlscale.results.status import point_status
 
     reason = "the command exited with status 1\nTraceback (most recent call last):\n  boom"
     run = tmp_path / "results" / "runs" / "cmd" / "gpus4" / "rep1"
     run.mkdir(parents=True)
-    from dlscale.contract import RunRecord, Status
+    from dlscale.core.contract import RunRecord, Status
 
     RunRecord.ending(Status.FAILED, reason, {"epochs": 3}, {}, epochs_completed=1).write(run)
     assert json.loads((run / "run.json").read_text())["failure"] == reason  # kept whole

@@ -1,4 +1,4 @@
-"""dlscale.history on real SQLite files: concurrent studies, the layout's version."""
+"""dlscale.results.history on real SQLite files: concurrent studies, the layout's version."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from dlscale import history
+from dlscale.results import history
 
 
 def point(series: str, gpus: int, epoch_time: float, run: str) -> dict:
@@ -87,7 +87,7 @@ def study_folder(root, started: str):
 
     import pandas as pd
 
-    from dlscale.contract import RunRecord
+    from dlscale.core.contract import RunRecord
 
     run = "SimpleCNN/gpus1/rep1"
     folder = root / "results" / "runs" / run
@@ -161,7 +161,7 @@ def test_another_programs_sqlite_file_is_refused_and_left_as_it_was(tmp_path):
     exists', or, without that name, added dlscale's tables to it."""
     import sqlite3
 
-    from dlscale.history import HistoryError, connect
+    from dlscale.results.history import HistoryError, connect
 
     for tables in (["studies"], ["jobs", "users"]):
         path = tmp_path / f"{tables[0]}.sqlite"

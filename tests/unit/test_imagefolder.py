@@ -1,4 +1,4 @@
-"""dlscale/imagefolder.py: how a folder of your own images is listed (never decoded here)."""
+"""dlscale/data/imagefolder.py: how a folder of your own images is listed (never decoded here)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import re
 
 import pytest
 
-from dlscale.datasets import DatasetError
-from dlscale.imagefolder import scan
+from dlscale.data.datasets import DatasetError
+from dlscale.data.imagefolder import scan
 
 
 def tree(root, names) -> str:

@@ -7,14 +7,14 @@ import pandas as pd
 import pytest
 from conftest import ROOT
 
-from dlscale.analysis import read_studies
-from dlscale.analysisplan import unreadable_file
-from dlscale.errors import PlanError
-from dlscale.plan import Study
-from dlscale.references import ReferenceError, load
-from dlscale.schema import load as load_schema
-from dlscale.sweep import check_gres
-from dlscale.vocabulary import COMPARED_COLUMNS
+from dlscale.core.errors import PlanError
+from dlscale.core.schema import load as load_schema
+from dlscale.core.vocabulary import COMPARED_COLUMNS
+from dlscale.plan.analysisplan import unreadable_file
+from dlscale.plan.study import Study
+from dlscale.plan.sweep import check_gres
+from dlscale.results.analysis import read_studies
+from dlscale.results.references import ReferenceError, load
 
 
 def test_a_binary_references_file_is_named(tmp_path):
@@ -66,8 +66,8 @@ def test_an_external_log_that_is_a_directory_fails_planning_naming_it(tmp_path):
 
 def test_a_compared_table_from_an_older_dlscale_is_drawn_with_its_missing_columns_empty(
         tmp_path):
-    from dlscale.analysis import EXTRA_COLUMNS, SCALING_COLUMNS
-    from dlscale.plots import plot_all
+    from dlscale.results.analysis import EXTRA_COLUMNS, SCALING_COLUMNS
+    from dlscale.results.plots import plot_all
 
     ours = pd.DataFrame([{c: 1.0 for c in SCALING_COLUMNS + EXTRA_COLUMNS}
                          | {"series": "M", "gpus": g, "nodes": 1} for g in (1, 2)])
@@ -82,7 +82,7 @@ def test_a_compared_table_from_an_older_dlscale_is_drawn_with_its_missing_column
 
 def minimal_config(extra: dict) -> dict:
     """A config as validation leaves it (defaults filled), with `extra` over it."""
-    from dlscale.schema import validate
+    from dlscale.core.schema import validate
 
     config = {"sweep": {"models": []}, **extra}
     validate(config)

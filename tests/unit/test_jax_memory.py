@@ -6,7 +6,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import pytest
 
-from dlscale.keras3 import out_of_memory
+from dlscale.train.keras3 import out_of_memory
 
 
 def test_jaxs_own_out_of_memory_error_is_recognised_and_others_are_not():

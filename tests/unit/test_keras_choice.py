@@ -8,10 +8,10 @@ import re
 
 import pytest
 
-from dlscale import modelimports
-from dlscale.errors import PlanError
-from dlscale.schema import validate
-from dlscale.sweep import SweepError, plan_sweep
+from dlscale.core.errors import PlanError
+from dlscale.core.schema import validate
+from dlscale.plan import modelimports
+from dlscale.plan.sweep import SweepError, plan_sweep
 
 
 def _config(**sections) -> dict:
@@ -110,7 +110,7 @@ def test_the_keras_a_model_file_imports_is_read_without_running_it(tmp_path, sou
 
 
 def test_a_model_of_the_other_keras_is_refused_at_planning(tmp_path, monkeypatch):
-    from dlscale.plan import Study
+    from dlscale.plan.study import Study
 
     (tmp_path / "net.py").write_text("import keras\n\n"
                                      "def build(input_shape, num_classes):\n"

@@ -1,4 +1,4 @@
-"""dlscale.locks on real processes: one writer per point with flock or with an O_EXCL file,
+"""dlscale.jobs.locks on real processes: one writer per point with flock or with an O_EXCL file,
 stale holders, the file system named on errors, and ports no two launchers share.
 
 No file system on this machine lacks flock (ext4 and tmpfs, checked): the ENOSYS case is
@@ -19,13 +19,13 @@ import time
 import pytest
 from conftest import SCRIPTS
 
-from dlscale import locks
-from dlscale.contract import LOCK, LOCK_HELD
+from dlscale.core.contract import LOCK, LOCK_HELD
+from dlscale.jobs import locks
 
 HOLDER = textwrap.dedent("""
     import sys, time
     from pathlib import Path
-    from dlscale.locks import PointLock
+    from dlscale.jobs.locks import PointLock
     folder = Path(sys.argv[1])
     lock = PointLock(folder, poll=0.1)
     waited = lock.take()
@@ -146,7 +146,7 @@ def test_a_holder_on_another_host_without_a_job_cannot_be_judged_and_is_named(tm
 RESERVE = textwrap.dedent("""
     import json, sys, time
     from pathlib import Path
-    from dlscale.locks import reserve_ports
+    from dlscale.jobs.locks import reserve_ports
     Path(sys.argv[1] + ".tmp").write_text(json.dumps(reserve_ports(int(sys.argv[2]))))
     Path(sys.argv[1] + ".tmp").rename(sys.argv[1])  # whole, or not there
     while not Path(sys.argv[1] + ".done").exists():
@@ -176,7 +176,7 @@ def test_ports_reserved_by_live_launchers_are_never_handed_out_twice(tmp_path):
 def test_two_writers_of_one_file_write_temporary_files_of_their_own(tmp_path):
     """files.atomic: a second writer of the same file while the first writes (two Snakemake
     starts recording a folder's listing) never shares its temporary file."""
-    from dlscale.files import atomic
+    from dlscale.core.files import atomic
 
     target = tmp_path / "listing.json"
     with atomic(target) as first, atomic(target) as second:
@@ -192,7 +192,7 @@ def test_a_requeued_job_on_another_node_does_not_wait_for_itself(tmp_path, monke
     """SLURM requeues a job after a node failure under the same id; on its new node it
     finds the point's lock naming its own job on the dead one. That holder is gone: the
     job is running, but it is this one."""
-    from dlscale import locks
+    from dlscale.jobs import locks
 
     monkeypatch.setenv("SLURM_JOB_ID", "4242")
     dead = {"host": "node-that-failed", "pid": 123, "slurm_job": "4242"}
@@ -204,7 +204,7 @@ def test_a_requeued_job_on_another_node_does_not_wait_for_itself(tmp_path, monke
 def test_a_record_linked_into_its_temporary_file_is_one_copy_on_disk(tmp_path):
     """RunRecord.write stores epochs.jsonl once: a hard link through files.atomic, though
     the temporary file was claimed (created) first."""
-    from dlscale.files import atomic, link_or_copy
+    from dlscale.core.files import atomic, link_or_copy
 
     source = tmp_path / "state.jsonl"
     source.write_text('{"epoch": 1}\n')
@@ -221,8 +221,8 @@ RACE = textwrap.dedent("""
     import json, os, sys, time
     from pathlib import Path
     import psutil  # imported once here, not by every forked taker
-    from dlscale import locks
-    from dlscale.contract import LOCK_HELD
+    from dlscale.jobs import locks
+    from dlscale.core.contract import LOCK_HELD
     folder, log, dead, rounds = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     for round_ in range(rounds):
         folder.mkdir(exist_ok=True)
@@ -290,7 +290,7 @@ def test_the_lock_is_released_however_the_block_that_holds_it_ends(tmp_path, mon
 def test_an_atomic_write_syncs_the_file_and_then_its_folder(tmp_path, monkeypatch):
     """The new bytes, then the rename that gives them the record's name, reach the disk:
     fsync of the temporary file before the rename and of the folder after it."""
-    from dlscale import files
+    from dlscale.core import files
 
     synced, real = [], os.fsync
 

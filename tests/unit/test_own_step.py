@@ -1,12 +1,12 @@
 """The job step of its own a point's launcher runs as under proctrack/cgroup
-(dlscale.slurm.own_step_command, dlscale.launcher.as_own_step): when, and with what."""
+(dlscale.jobs.slurm.own_step_command, dlscale.launch.launcher.as_own_step): when, and with what."""
 
 import json
 from pathlib import Path
 
 import pytest
 
-from dlscale import slurm
+from dlscale.jobs import slurm
 
 CGROUPS = Path(__file__).parents[1] / "data" / "cgroup"
 

@@ -1,4 +1,4 @@
-"""dlscale/plan.py: what the workflow plans, checked without Snakemake."""
+"""dlscale/plan/study.py: what the workflow plans, checked without Snakemake."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import shlex
 import pytest
 from conftest import ROOT
 
-from dlscale.plan import PlanError, Study, check_raw_config, resolve_source
-from dlscale.schema import validate
+from dlscale.core.schema import validate
+from dlscale.plan.study import PlanError, Study, check_raw_config, resolve_source
 
 
 def study(tmp_path, **sections) -> Study:
@@ -113,8 +113,9 @@ def test_bad_references_or_compared_studies_fail_at_planning(tmp_path, sections,
 
 
 def test_the_shipped_course_references_load_from_the_workflow_folder(tmp_path):
-    refs = Study(_validated(sweep={"models": ["SimpleCNN"]},
-                            references="config/references/course-v100.yaml"), ROOT).references
+    config = _validated(sweep={"models": ["SimpleCNN"]},
+                        references="config/references/course-v100.yaml")
+    refs = Study(config, ROOT).analysis.references
     assert [(r["gpus"], r["images_per_s"], r["lower"], r["upper"]) for r in refs] == [
         (1, 1111.1, -0.1, None), (2, 2083.3, -0.1, None), (4, 4166.7, -0.1, None)]
 
@@ -242,13 +243,13 @@ def test_a_shell_brace_in_a_command_is_refused_with_how_to_write_it(tmp_path, ru
     fixed = run.replace("{", "{{").replace("}", "}}")
     point = study(tmp_path, sweep={"models": [], "commands": {"mine": fixed}}).points[
         "mine/gpus1/rep1"]
-    from dlscale.command import render
+    from dlscale.launch.command import render
 
     assert render(point.command, {}) == run
 
 
 def test_a_commands_values_reach_the_shell_quoted(tmp_path):
-    from dlscale.command import render
+    from dlscale.launch.command import render
 
     plan = study(tmp_path, sweep={"models": [], "gpus": [2], "commands": {"mine": {
         "run": "python t.py --gpus {gpus} --lr {lr} --out {out_dir}", "tasks": "per_gpu"}}},
@@ -312,14 +313,14 @@ def test_a_folder_of_images_plans_its_own_size_and_count(tmp_path):
 
 
 def test_a_folder_of_images_under_home_is_listed_once_at_planning(tmp_path, monkeypatch):
-    import dlscale.imagefolder
+    import dlscale.data.imagefolder
 
     image_tree(tmp_path / "imgs", {f"{c}/{i}.png": b"x" for c in ("cat", "dog")
                                    for i in range(10)})
     monkeypatch.setenv("HOME", str(tmp_path))
     listed = []
-    scan = dlscale.imagefolder.scan
-    monkeypatch.setattr(dlscale.imagefolder, "scan",
+    scan = dlscale.data.imagefolder.scan
+    monkeypatch.setattr(dlscale.data.imagefolder, "scan",
                         lambda *args: listed.append(args) or scan(*args))
     plan = study(tmp_path, data={"dataset": "folder", "source": "~/imgs", "image_size": 32},
                  sweep={"models": ["SimpleCNN"], "gpus": [1]}, training={"batch_per_gpu": 8})
@@ -335,7 +336,7 @@ def test_two_logs_of_the_same_name_in_two_folders_are_two_entries(tmp_path):
     entry = {"model": "Net", "gpus": 1, "global_batch": 64, "train_images": 640}
     plan = study(tmp_path, sweep={"models": []}, external_runs=[
         {**entry, "log": str(tmp_path / f / "job.out")} for f in ("week1", "week2")])
-    assert len(plan.external) == 2 and "Net/job" in plan.external
+    assert len(plan.analysis.external) == 2 and "Net/job" in plan.analysis.external
     with pytest.raises(PlanError, match=r"external_runs\[1\]: a second entry for model Net "
                                         r"and log .*week1/job.out \(set repeat"):
         study(tmp_path, sweep={"models": []}, external_runs=[
@@ -356,7 +357,7 @@ def test_inside_a_job_the_plan_is_made_again_without_reading_what_planning_read(
     config = copy.deepcopy(sections)
     validate(config)
     step = Study(config, tmp_path, job_step=True)
-    assert list(main.external) == ["Theirs/job"] and step.external == {}
+    assert list(main.analysis.external) == ["Theirs/job"] and step.analysis.external == {}
     assert step.notes() == []
     assert {k: main.train_flags(p) for k, p in main.points.items()} == {
         k: step.train_flags(p) for k, p in step.points.items()}
@@ -415,9 +416,9 @@ def test_planning_a_study_without_references_or_compared_tables_imports_no_panda
     import sys
 
     code = ("import sys, yaml\n"
-            "import dlscale.datasets, dlscale.pluginfix, dlscale.rulefunctions\n"
-            "from dlscale.plan import Study\n"
-            "from dlscale.schema import validate\n"
+            "import dlscale.data.datasets, dlscale.plan.pluginfix, dlscale.plan.rulefunctions\n"
+            "from dlscale.plan.study import Study\n"
+            "from dlscale.core.schema import validate\n"
             f"config = yaml.safe_load(open({str(ROOT / 'config/demo.yaml')!r}))\n"
             "validate(config)\n"
             f"Study(config, {str(ROOT)!r}).announce()\n"
@@ -435,7 +436,8 @@ def test_two_models_logs_under_one_label_are_refused_naming_both_entries(tmp_pat
     study_logs = ROOT / "tests" / "data" / "reference-study"
     one_model = [{"log": str(study_logs / f"ResNet50_{n}gpu.out"), "model": "ResNet50V2",
                   "gpus": n, "label": "course", "train_images": 50000} for n in (1, 2)]
-    assert len(study(tmp_path, sweep={"models": []}, external_runs=one_model).external) == 2
+    planned = study(tmp_path, sweep={"models": []}, external_runs=one_model)
+    assert len(planned.analysis.external) == 2
     two_models = [one_model[0], {**one_model[1], "model": "ResNet152V2"}]
     with pytest.raises(PlanError) as error:
         study(tmp_path, sweep={"models": []}, external_runs=two_models)
@@ -452,7 +454,7 @@ def test_a_touched_image_with_the_same_bytes_prepares_nothing(tmp_path, monkeypa
     import os
     from pathlib import Path
 
-    from dlscale.contract import MANIFEST
+    from dlscale.core.contract import MANIFEST
 
     source = tmp_path / "images"
     for c in ("cat", "dog"):
@@ -531,9 +533,9 @@ def test_a_forced_rerun_reaches_the_points_launcher(monkeypatch, settings, force
     from pathlib import Path
     from types import SimpleNamespace
 
-    from dlscale.launcher import forced
-    from dlscale.rulefunctions import note_forced
-    from dlscale.vocabulary import FORCED_ENV
+    from dlscale.core.vocabulary import FORCED_ENV
+    from dlscale.launch.launcher import forced
+    from dlscale.plan.rulefunctions import note_forced
 
     monkeypatch.delenv(FORCED_ENV, raising=False)
     dag = SimpleNamespace(**{"forceall": False, "forcetargets": False, "forcerun": set(),

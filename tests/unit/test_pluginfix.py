@@ -1,4 +1,4 @@
-"""dlscale.pluginfix: the SLURM plugin reads a cancelled job's sacct state as cancelled."""
+"""dlscale.plan.pluginfix: the SLURM plugin reads a cancelled job's sacct state as cancelled."""
 
 import asyncio
 import logging
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import snakemake_executor_plugin_slurm as plugin
 
-from dlscale.pluginfix import first_word_states, mend_cancelled_states
+from dlscale.plan.pluginfix import first_word_states, mend_cancelled_states
 
 SACCT = Path(__file__).parents[1] / "data" / "sacct" / "job9.txt"  # real: CANCELLED by 0
 
@@ -62,7 +62,7 @@ def test_snakemake_reads_a_resource_evaluators_parameters_where_they_are_kept():
     from snakemake.common import get_function_params, get_input_function_aux_params
     from snakemake.resources import Resource
 
-    from dlscale.rulefunctions import PARAMS_ATTR, resources_signature_once
+    from dlscale.plan.rulefunctions import PARAMS_ATTR, resources_signature_once
 
     assert PARAMS_ATTR is not None
     assert "val.evaluate," in inspect.getsource(rules.Rule.expand_resources)

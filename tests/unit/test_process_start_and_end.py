@@ -21,7 +21,7 @@ def test_tensorflow_starts_without_jax_unless_keras_trains_on_jax():
     whose Keras is 2, or 3 on TensorFlow; there `import jax` says why it fails."""
     check = """
 import sys
-from dlscale import keraschoice
+from dlscale.train import keraschoice
 keraschoice.use_keras({keras}, "{backend}")
 import tensorflow
 print("jax" in sys.modules)
@@ -44,7 +44,7 @@ except ImportError as exc:
 def test_a_command_line_ends_with_its_status_atexit_and_output_but_no_teardown():
     end = """
 import atexit, sys
-from dlscale.cli import exit_without_teardown
+from dlscale.core.cli import exit_without_teardown
 
 class Teardown:
     def __del__(self):

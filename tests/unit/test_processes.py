@@ -1,4 +1,4 @@
-"""dlscale.processes: the supervisor's end of a point, on real processes."""
+"""dlscale.jobs.processes: the supervisor's end of a point, on real processes."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import time
 import psutil
 from conftest import SCRIPTS
 
-from dlscale.processes import killed_reason, stopped_reason
+from dlscale.jobs.processes import killed_reason, stopped_reason
 
 SUPERVISOR = textwrap.dedent("""
     import subprocess, sys, time
-    from dlscale.processes import adopt_orphans, end_tree, spawn
+    from dlscale.jobs.processes import adopt_orphans, end_tree, spawn
     adopt_orphans()
     # a daemon that leaves its parent (setsid, double fork) and ignores SIGTERM, and a
     # worker that has already exited
@@ -82,7 +82,7 @@ def test_a_stopped_worker_gets_its_sigterm_and_ends_on_it_not_on_sigkill(tmp_pat
     said = tmp_path / "said"
     script = textwrap.dedent(f"""
         import signal, subprocess, sys, time
-        from dlscale.processes import end_tree, spawn
+        from dlscale.jobs.processes import end_tree, spawn
         worker = spawn(["bash", "-c", "trap 'echo TERM > {said}; exit 3' TERM; "
                         "while :; do sleep 0.05; done"])
         time.sleep(0.5)

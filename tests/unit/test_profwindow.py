@@ -1,4 +1,4 @@
-"""The profiled window's callback (dlscale.profwindow.make_callback) never makes a step
+"""The profiled window's callback (dlscale.train.profwindow.make_callback) never makes a step
 wait outside the window: with a step-end hook in the list, Keras 3 on JAX reads every
 step's logs back to the host (a wait for the device per step; on an H200 the GPU check ran
 19 to 24 % below its earlier run without the window), and tf-keras converts every step's
@@ -17,7 +17,7 @@ KERAS3_JAX = """
 import json, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from dlscale import keraschoice, profwindow, stepsplit
+from dlscale.train import keraschoice, profwindow, stepsplit
 keraschoice.use_keras(3, "jax")
 import keras, numpy as np
 out = Path(sys.argv[2])
@@ -37,7 +37,7 @@ print(json.dumps({"async_train": hooks._async_train, "taken": window.taken,
 TF_KERAS = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from dlscale import keraschoice, profwindow
+from dlscale.train import keraschoice, profwindow
 keraschoice.use_keras(2)
 keras = keraschoice.keras()
 window = profwindow.make_callback(__import__("pathlib").Path(sys.argv[2]), 2, 3, marks=False)

@@ -81,7 +81,7 @@ def test_a_non_editable_install_finds_its_schema_and_plans_a_dry_run(tmp_path):
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps",
                     "--target", str(site), str(source)],
                    check=True, capture_output=True, timeout=300)
-    assert (site / "dlscale" / "schema.yaml").is_file()
+    assert (site / "dlscale" / "core" / "schema.yaml").is_file()
     flow = tmp_path / "flow"
     flow.mkdir()
     for part in ("Snakefile", "rules", "config", "report", "profiles"):
@@ -118,8 +118,8 @@ def test_the_readme_describes_the_demo_as_its_config_runs_it():
 def test_every_column_of_scaling_csv_and_the_accounted_ones_is_defined_in_the_docs():
     """docs/analysis.md defines each column of scaling.csv (and runs.csv's sacct_*) in
     the first cell of a table row: a column added to the code needs its line there."""
-    from dlscale.analysis import EXTRA_COLUMNS, SCALING_COLUMNS
-    from dlscale.slurm import ACCOUNTED
+    from dlscale.jobs.slurm import ACCOUNTED
+    from dlscale.results.analysis import EXTRA_COLUMNS, SCALING_COLUMNS
 
     prose = (ROOT / "docs" / "analysis.md").read_text().split("## Columns and units")[0]
     rows = [line.split("|")[1] for line in prose.splitlines() if line.startswith("| `")]
@@ -128,28 +128,42 @@ def test_every_column_of_scaling_csv_and_the_accounted_ones_is_defined_in_the_do
     assert missing == []
 
 
+PACKAGE = ROOT / "scripts" / "dlscale"
+# the subpackages, each importing only those after it (and itself): dlscale/__init__.py
+LAYERS = ("plan", "results", "launch", "train", "logs", "data", "jobs", "core")
+
+
+def package_modules() -> dict[str, Path]:
+    """{"group.module": path} of every module of the package ("console" at its top)."""
+    return {".".join(path.relative_to(PACKAGE).with_suffix("").parts): path
+            for path in sorted(PACKAGE.rglob("*.py")) if path.name != "__init__.py"}
+
+
 def package_imports() -> dict[str, set[str]]:
-    """Each dlscale module's dlscale imports, at any depth in the module (lazy ones too;
-    not those for type checkers only, under `if TYPE_CHECKING:`)."""
+    """Each dlscale module's dlscale imports ("group.module"), at any depth in the module:
+    lazy ones and those for type checkers only (`if TYPE_CHECKING:`) too."""
     import ast
 
+    modules = package_modules()
     graph = {}
-    for path in sorted((ROOT / "scripts" / "dlscale").glob("*.py")):
+    for name, path in modules.items():
         found = set()
-        tree = ast.parse(path.read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
-                node.body = []
-        for node in ast.walk(tree):
+        for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module:
-                if node.module == "dlscale":
-                    found |= {alias.name for alias in node.names}
-                elif node.module.startswith("dlscale."):
-                    found.add(node.module.split(".")[1])
+                parts = node.module.split(".")
+                if parts[0] != "dlscale":
+                    continue
+                inner = ".".join(parts[1:])
+                if inner in modules:
+                    found.add(inner)
+                else:  # from dlscale.group import module, ...
+                    found |= {f"{inner}.{a.name}" for a in node.names
+                              if f"{inner}.{a.name}" in modules}
+                    assert inner in LAYERS or not inner, (name, node.module)
             elif isinstance(node, ast.Import):
-                found |= {a.name.split(".")[1] for a in node.names
+                found |= {a.name.split(".", 1)[1] for a in node.names
                           if a.name.startswith("dlscale.")}
-        graph[path.stem] = found - {path.stem}
+        graph[name] = found - {name}
     return graph
 
 
@@ -171,18 +185,32 @@ def test_the_package_has_no_import_cycle():
     assert cycles == []
 
 
+def test_the_subpackages_import_only_those_below_them():
+    """plan -> results -> launch -> train -> logs, data, jobs -> core: no arrow up, and the
+    shared vocabulary (core) talks to nothing outside (no subprocess, no SLURM)."""
+    graph = package_imports()
+    assert {name.split(".")[0] for name in graph} == {*LAYERS, "console"}
+    up = sorted(f"{name} -> {imported}" for name, imports in graph.items()
+                if not name.startswith("console") for imported in imports
+                if LAYERS.index(imported.split(".")[0]) < LAYERS.index(name.split(".")[0]))
+    assert up == []
+    core = [path.name for name, path in package_modules().items()
+            if name.startswith("core.") and "subprocess" in path.read_text()]
+    assert core == []
+
+
 def test_only_dlscale_slurm_calls_slurms_commands():
     """squeue, scontrol, sacct, sbatch and srun are run, and their answers read, in one
     module; the rest ask it."""
     word = re.compile(r"""["'](squeue|scontrol|sacct|sbatch|srun)["']""")
     callers = {path.relative_to(ROOT).as_posix()
                for path in (ROOT / "scripts").rglob("*.py") if word.search(path.read_text())}
-    assert callers == {"scripts/dlscale/slurm.py"}
+    assert callers == {"scripts/dlscale/jobs/slurm.py"}
 
 
 def test_the_readmes_config_snippets_are_valid_config():
     """Each YAML block of the README, put into the demo's config, passes the schema."""
-    from dlscale.schema import validate
+    from dlscale.core.schema import validate
 
     blocks = re.findall(r"```yaml\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
     assert len(blocks) == 5
@@ -217,8 +245,7 @@ def test_scripts_are_command_lines_and_modules_have_one_job():
     """scripts/*.py parse flags and call the package (at most 150 lines); no package
     module over 450 lines; rules/common.smk stays glue (at most 130 lines)."""
     sizes = {path.relative_to(ROOT).as_posix(): len(path.read_text().splitlines())
-             for path in [*(ROOT / "scripts").glob("*.py"),
-                          *(ROOT / "scripts" / "dlscale").glob("*.py")]}
+             for path in [*(ROOT / "scripts").glob("*.py"), *PACKAGE.rglob("*.py")]}
     too_long = {name: n for name, n in sizes.items()
                 if n > (450 if "/dlscale/" in name else 150)}
     assert too_long == {}
@@ -226,9 +253,10 @@ def test_scripts_are_command_lines_and_modules_have_one_job():
 
 
 def test_the_column_registry_is_what_scaling_csv_holds_and_what_the_docs_list():
-    """dlscale.columns declares each column once (name, unit, meaning): scaling.csv is
+    """dlscale.core.columns declares each column once (name, unit, meaning): scaling.csv is
     built in its order, and docs/analysis.md carries its table as `make docs` writes it."""
-    from dlscale import analysis, columns
+    from dlscale.core import columns
+    from dlscale.results import analysis
 
     # both paths of analysis.scaling select these, in this order
     assert analysis.SCALING_COLUMNS + analysis.EXTRA_COLUMNS == [c.name for c in columns.SCALING]
@@ -247,7 +275,7 @@ def test_every_column_of_runs_csv_is_declared_with_its_unit(tmp_path):
     import pandas as pd
     import parse_logs
 
-    from dlscale import columns
+    from dlscale.core import columns
 
     study = ROOT / "tests" / "data" / "reference-study"
     out = tmp_path / "epochs.csv"
@@ -278,20 +306,20 @@ def test_every_module_of_the_package_is_named_in_the_developers_guide():
     text = (ROOT / "docs" / "development.md").read_text()
     table = text.split("| module | its job |", 1)[1].split("\n\n", 1)[0]
     named = set(re.findall(r"`(\w+)`", table))
-    modules = {path.stem for path in (ROOT / "scripts" / "dlscale").glob("*.py")} - {"__init__"}
+    modules = {name.split(".")[-1] for name in package_modules()}
     assert sorted(modules - named) == []
 
 
 def test_no_module_is_imported_under_the_name_of_the_keras_backend_module():
     """`K` is what every Keras reader takes for keras.backend: the Keras choice is
-    imported by its own name (dlscale.keraschoice)."""
+    imported by its own name (dlscale.train.keraschoice)."""
     sources = [*(ROOT / "scripts").rglob("*.py"), *(ROOT / "tests").rglob("*.py"),
                *(ROOT / "bench").rglob("*.py")]
     assert [str(p) for p in sources if re.search(r"\bimport \w+ as K\b", p.read_text())] == []
 
 
 def test_make_docs_refuses_a_document_that_lost_a_marker_and_writes_nothing(tmp_path):
-    from dlscale import columns
+    from dlscale.core import columns
 
     doc = tmp_path / "analysis.md"
     text = f"# Analysis\n\n{columns.BEGIN}old table\n\n## After the table\n\nkept\n"

@@ -1,4 +1,4 @@
-"""dlscale's own shard reader (dlscale.shardreader, issue 60): the TensorFlow reader's
+"""dlscale's own shard reader (dlscale.data.shardreader, issue 60): the TensorFlow reader's
 order with the images held in memory, record for record, read with TensorFlow made
 unimportable; every record's checksums and layout checked."""
 
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from conftest import NO_TENSORFLOW, SCRIPTS
 
-from dlscale import tfrecords
-from dlscale.shardreader import Reader, ShardError, interleaved
+from dlscale.data import tfrecords
+from dlscale.data.shardreader import Reader, ShardError, interleaved
 
 SHAPE = (4, 4, 3)
 COUNTS = [37, 16, 50, 9, 33, 48, 21]  # uneven, some a whole number of interleave blocks
@@ -30,7 +30,7 @@ WITHOUT_TENSORFLOW = NO_TENSORFLOW + """
 import json
 sys.path.insert(0, sys.argv[1])
 from itertools import islice
-from dlscale.shardreader import Reader
+from dlscale.data.shardreader import Reader
 out = []
 for split, batch, training, seed, shards, index, skip, take in json.loads(sys.argv[3]):
     reader = Reader(sys.argv[2], split, batch, training=training, seed=seed,

@@ -13,8 +13,8 @@ import make_synthetic_cifar
 import numpy as np
 import pytest
 
-from dlscale.datasets import DatasetError
-from dlscale.sources import md5sum, parse_idx, read_dataset
+from dlscale.data.datasets import DatasetError
+from dlscale.data.sources import md5sum, parse_idx, read_dataset
 
 
 def expected_images(train: int, test: int, seed: int):

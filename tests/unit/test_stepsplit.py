@@ -1,4 +1,4 @@
-"""Where a step's time goes: the split of traced steps (dlscale.stepsplit) on traces the
+"""Where a step's time goes: the split of traced steps (dlscale.train.stepsplit) on traces the
 real profilers wrote (tests/data/traces), read by each framework's own reader, and on
 events made here to pin the rules (union, not sum; compute before communication)."""
 
@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from conftest import ROOT
 
-from dlscale import stepsplit
-from dlscale.profwindow import bench_sizes, read_trace, window_steps
-from dlscale.stepsplit import Event
+from dlscale.train import stepsplit
+from dlscale.train.profwindow import bench_sizes, read_trace, window_steps
+from dlscale.train.stepsplit import Event
 
 TRACES = ROOT / "tests" / "data" / "traces"
 CAPTURED = [("keras3-jax-dataparallel-2cpu.xplane.pb", True),
@@ -140,7 +140,7 @@ def test_a_gpu_trace_counts_nccl_kernels_as_communication_and_not_the_whole_modu
 
 
 def test_horovods_timeline_gives_its_data_moving_phases_on_the_traces_clock(tmp_path):
-    from dlscale import hvdtimeline
+    from dlscale.train import hvdtimeline
 
     path = TRACES / "horovod-gloo-2ranks-timeline.json"
     events = hvdtimeline.events(path)
@@ -162,7 +162,7 @@ def test_horovods_timeline_gives_its_data_moving_phases_on_the_traces_clock(tmp_
 
 
 def test_the_timelines_shift_is_the_median_gap_between_marker_and_noted_begin():
-    from dlscale import hvdtimeline
+    from dlscale.train import hvdtimeline
 
     trace = [ev("python", "train", 100 + 1000 * n, 900 + 1000 * n, step=n) for n in (2, 3, 4)]
     # markers begin at 2100, 3100, 4100; the window noted each begin 1 ms later on UTC,
@@ -177,7 +177,7 @@ def test_the_timelines_shift_is_the_median_gap_between_marker_and_noted_begin():
 def test_xprofs_own_step_breakdown_agrees_and_leaves_no_cache(tmp_path, name, on_jax):
     import shutil
 
-    from dlscale import xprofcheck
+    from dlscale.train import xprofcheck
 
     trace = tmp_path / "vm.xplane.pb"
     shutil.copy(TRACES / name, trace)
@@ -192,7 +192,7 @@ def test_xprofs_own_step_breakdown_agrees_and_leaves_no_cache(tmp_path, name, on
 
 
 def test_a_step_time_xprof_disputes_is_a_note():
-    from dlscale import xprofcheck
+    from dlscale.train import xprofcheck
 
     ours = [{"step": 2, "wall_s": 0.100, "comm_exposed_s": 0.01}]
     theirs = [{"step": 2, "step_s": 0.120, "device_compute_s": 0.08,
@@ -210,7 +210,7 @@ def test_xprof_numbers_a_gpu_traces_steps_from_zero_and_they_pair_in_order():
     256, 2026-11-27): dlscale's markers are steps 2 to 6, xprof's overview page numbers the
     same five steps 0 to 4. Paired by number, three of them were compared with the wrong
     ones and a 9 % disagreement reported; paired in order they agree within 3 %."""
-    from dlscale import xprofcheck
+    from dlscale.train import xprofcheck
 
     ours = [{"step": n, "wall_s": w, "comm_exposed_s": 0.0} for n, w in [
         (2, 0.021915768), (3, 0.021897722), (4, 0.020800713), (5, 0.020453513),

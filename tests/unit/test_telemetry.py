@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from conftest import ROOT, read_telemetry
 
-from dlscale.telemetry import HOST_COLUMNS, summarize
+from dlscale.train.telemetry import HOST_COLUMNS, summarize
 
 RECORDED = ROOT / "tests" / "data" / "telemetry" / "telemetry.csv"
 
@@ -43,7 +43,7 @@ def test_a_sampler_whose_file_vanishes_says_why_it_stopped(tmp_path):
     import shutil
     import time
 
-    from dlscale.telemetry import Sampler
+    from dlscale.train.telemetry import Sampler
 
     folder = tmp_path / "run"
     sampler = Sampler(folder / "telemetry.csv", interval=0.05, gpus=False).start()

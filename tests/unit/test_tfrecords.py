@@ -9,9 +9,9 @@ import numpy as np
 import prepare_data
 import pytest
 
-from dlscale import preparation
-from dlscale.datasets import DatasetError
-from dlscale.tfrecords import ExampleEncoder, make_dataset, shard_bounds, tfrecord_frames
+from dlscale.data import preparation
+from dlscale.data.datasets import DatasetError
+from dlscale.data.tfrecords import ExampleEncoder, make_dataset, shard_bounds, tfrecord_frames
 
 tf = pytest.importorskip("tensorflow")
 
@@ -72,7 +72,7 @@ def test_preparing_at_the_datasets_own_size_imports_no_tensorflow(cifar_python, 
 
     from conftest import ROOT
 
-    code = ("import sys; from pathlib import Path; from dlscale import preparation; "
+    code = ("import sys; from pathlib import Path; from dlscale.data import preparation; "
             f"preparation.prepare('cifar10', Path({str(cifar_python)!r}), "
             f"Path({str(tmp_path / 'own')!r}), 32, 3); print('tensorflow' in sys.modules)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -152,7 +152,7 @@ def test_reader_returns_uint8_batches_with_the_right_labels(prepared, cifar_pyth
     images, labels = zip(*[(x.numpy(), y.numpy()) for x, y in ds])
     images, labels = np.concatenate(images), np.concatenate(labels)
     assert images.dtype == np.uint8 and images.shape == (40, 40, 40, 3)
-    from dlscale.sources import read_dataset
+    from dlscale.data.sources import read_dataset
     np.testing.assert_array_equal(labels, read_dataset("cifar10", cifar_python).labels["test"])
 
 
@@ -182,7 +182,7 @@ def test_more_input_pipelines_than_files_split_the_records(prepared):
 
 @pytest.mark.parametrize("num_shards", [1, 2, 3, 8])
 def test_each_readers_share_is_known_from_the_manifest(prepared, num_shards):
-    from dlscale.tfrecords import load_manifest, shard_records
+    from dlscale.data.tfrecords import load_manifest, shard_records
 
     manifest = load_manifest(prepared)
     for index in range(num_shards):
@@ -211,7 +211,7 @@ def test_a_split_held_in_memory_gives_every_image_once_per_pass_in_a_new_order(p
 
 
 def test_held_in_memory_the_pipelines_still_share_the_records(prepared):
-    from dlscale.tfrecords import load_manifest, split_bytes
+    from dlscale.data.tfrecords import load_manifest, split_bytes
 
     whole = sorted(pairs(make_dataset(prepared, "train", 1000, training=False)))
     for num_shards in (2, 8):  # by file, by record

@@ -1,12 +1,12 @@
-"""dlscale/usermodel.py: your own model found and checked at planning without running
+"""dlscale/train/usermodel.py: your own model found and checked at planning without running
 any of it, and called at job time as its parameters say."""
 
 from __future__ import annotations
 
 import pytest
 
-from dlscale import usermodel
-from dlscale.errors import PlanError, RunError
+from dlscale.core.errors import PlanError, RunError
+from dlscale.train import usermodel
 
 SIDE_EFFECT = "import pathlib\npathlib.Path(__file__).with_name('RAN').write_text('x')\n"
 
@@ -113,8 +113,8 @@ BUILD = "def build(input_shape, num_classes):\n    return head(input_shape, num_
 def _study(tmp_path, builder: str, **training):
     import copy
 
-    from dlscale.plan import Study
-    from dlscale.schema import validate
+    from dlscale.core.schema import validate
+    from dlscale.plan.study import Study
 
     config = copy.deepcopy({"sweep": {"models": [builder], "gpus": [1]},
                             "training": {"device": "cpu", "batch_per_gpu": 8, **training}})

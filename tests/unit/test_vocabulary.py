@@ -5,16 +5,16 @@ from __future__ import annotations
 import yaml
 from conftest import ROOT, SCRIPTS
 
-from dlscale import vocabulary as V
+from dlscale.core import vocabulary as V
 
 SCHEMA = yaml.safe_load((ROOT / "config" / "schema.yaml").read_text())
 PROPS = SCHEMA["properties"]
 
 
 def test_the_schema_ships_in_the_package_and_config_links_to_it():
-    from dlscale import schema
+    from dlscale.core import schema
 
-    assert schema.PATH.parent == SCRIPTS / "dlscale"
+    assert schema.PATH.parent == SCRIPTS / "dlscale" / "core"
     assert (ROOT / "config" / "schema.yaml").resolve() == schema.PATH.resolve()
 
 
@@ -33,7 +33,7 @@ def test_each_plot_has_its_units_and_a_report_caption():
 
 
 def test_every_config_key_is_documented_and_the_reference_is_current():
-    from dlscale.schema_docs import render, undocumented
+    from dlscale.core.schema_docs import render, undocumented
 
     assert undocumented(SCHEMA) == []
     current = (ROOT / "docs" / "configuration.md").read_text()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from conftest import FASHION, ROOT, needs_fashion, run_snakemake, write_config
 
-from dlscale.sources import md5sum
+from dlscale.data.sources import md5sum
 
 pytestmark = pytest.mark.workflow
 PROFILE = ["--profile", str(ROOT / "profiles" / "local")]

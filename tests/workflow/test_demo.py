@@ -36,7 +36,7 @@ def test_the_demo_ends_with_tables_plots_and_a_report(tmp_path):
     run_snakemake(tmp_path, *demo, timeout=1200)
     runs = pd.read_csv(tmp_path / "results/tables/runs.csv")
     # every column of a dlscale study's runs.csv is declared, with its unit (docs/analysis.md)
-    from dlscale import columns
+    from dlscale.core import columns
 
     declared = {c.name for c in columns.SCALING + columns.RUNS + columns.ACCOUNTED}
     assert [c for c in runs.columns if c not in declared] == []

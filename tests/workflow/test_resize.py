@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from conftest import FASHION, needs_fashion, run_script
 
-from dlscale import preparation
-from dlscale.tfrecords import make_dataset
+from dlscale.data import preparation
+from dlscale.data.tfrecords import make_dataset
 
 tf = pytest.importorskip("tensorflow")
 pytestmark = pytest.mark.workflow
@@ -23,9 +23,9 @@ pytestmark = pytest.mark.workflow
 def model_input(data_dir, image_size):
     """What the model's convolutions see: the output of its `rescale` layer, for the
     first test batch read from `data_dir` by the training reader."""
-    from dlscale import keraschoice
-    from dlscale.tfrecords import load_manifest
-    from dlscale.training import build_model
+    from dlscale.data.tfrecords import load_manifest
+    from dlscale.train import keraschoice
+    from dlscale.train.training import build_model
 
     keras = keraschoice.keras()
     manifest = load_manifest(data_dir)

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from conftest import ROOT, comparison_config, run_snakemake, write_config
 
-from dlscale.contract import KEPT
+from dlscale.core.contract import KEPT
 
 pytestmark = pytest.mark.workflow
 PROFILE = ["--profile", str(ROOT / "profiles" / "local")]

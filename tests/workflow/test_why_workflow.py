@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from conftest import ROOT, run_snakemake, write_config
 
-from dlscale.driver import SLOW_INPUT_ENV
+from dlscale.train.driver import SLOW_INPUT_ENV
 
 pytestmark = pytest.mark.workflow
 PROFILE = ["--profile", str(ROOT / "profiles" / "local")]

@@ -1,0 +1,194 @@
+"""The columns of scaling.csv and runs.csv, declared once with their units.
+
+Like ReFrame's performance variables: each number the study reports is named here with
+its unit and a one-line meaning. analysis.py builds scaling.csv in this order;
+docs/analysis.md carries the table `render()` makes (`make docs`; a test compares them)
+beside its longer definitions.
+
+  python -m dlscale.core.columns                          # the table, on stdout
+  python -m dlscale.core.columns --write docs/analysis.md  # between its markers
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dlscale.core.vocabulary import SYSTEM_FIELDS, TELEMETRY_FIELDS
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    unit: str  # "" for labels and counts, "1" for ratios
+    meaning: str
+    measured: bool = False  # taken from the runs (else derived from other columns)
+    since_v1: bool = True  # in every scaling.csv (else older studies' may lack it)
+
+
+def _later(*columns: Column) -> tuple[Column, ...]:
+    return tuple(Column(c.name, c.unit, c.meaning, c.measured, False) for c in columns)
+
+
+TELEMETRY_UNITS = {"cpu_percent": ("%", "host CPU, mean over the steady epochs"),
+                   "rss_mb_peak": ("MiB", "peak resident memory of the chief"),
+                   "gpu_util_percent": ("%", "GPU utilisation, mean over GPUs and samples"),
+                   "gpu_mem_mb_peak": ("MiB", "peak GPU memory"),
+                   "energy_j": ("J", "GPU energy per epoch, summed over GPUs"),
+                   "j_per_image": ("J", "GPU energy per training image")}
+
+SCALING = (
+    Column("series", "", "the point's series (a model, or your label)", True),
+    Column("model", "", "the model", True),
+    Column("strategy", "", "tf.distribute strategy, Horovod, or dataparallel (JAX)", True),
+    Column("precision", "", "float32, mixed_float16 or mixed_bfloat16", True),
+    Column("nodes", "", "nodes the point ran on", True),
+    Column("gpus", "", "GPUs over all nodes", True),
+    Column("global_batch", "images", "images per step over all GPUs", True),
+    Column("repeats", "", "counted runs pooled", True),
+    Column("epochs_used", "", "epochs entering epoch_time_s, over the repeats", True),
+    Column("epoch_time_s", "s", "mean epoch time after skip_epochs", True),
+    Column("epoch_time_std", "s", "standard deviation of those epochs", True),
+    Column("epoch_time_ci95", "s", "half-width of the mean's 95 % confidence interval", True),
+    Column("images_per_s", "images/s", "images per epoch / epoch_time_s", True),
+    Column("final_accuracy", "1", "training accuracy of the last epoch", True),
+    Column("test_accuracy", "1", "accuracy on the test split", True),
+    Column("speedup", "1", "1-GPU epoch time / this epoch time"),
+    Column("efficiency", "1", "speedup / gpus"),
+    Column("accuracy_delta", "1", "final_accuracy minus the 1-GPU point's"),
+    Column("test_accuracy_delta", "1", "test_accuracy minus the 1-GPU point's"),
+    Column("accuracy_flag", "", "accuracy_delta beyond accuracy_tolerance"),
+    *_later(
+        Column("scaling", "", "weak or strong", True),
+        Column("serial_fraction", "1", "Karp-Flatt serial fraction"),
+        Column("gpu_hours_per_epoch", "GPU-h", "gpus x epoch_time_s / 3600"),
+        Column("gpu_hours_per_100_epochs", "GPU-h", "100 x gpu_hours_per_epoch"),
+        Column("cost_per_epoch", "price", "gpu_hours_per_epoch x gpu_hour_price"),
+        Column("time_to_target_s", "s", "training time to the target accuracy", True),
+        Column("target_reached", "", "runs that reached it, of all", True),
+        *(Column(name, *TELEMETRY_UNITS[name], True) for name in TELEMETRY_FIELDS),
+        Column("synthetic_images_per_s", "images/s", "throughput on synthetic input", True),
+        Column("input_ratio", "1", "images_per_s / synthetic_images_per_s"),
+        Column("input_bound", "", "input_ratio under the input-bound threshold"),
+        Column("gpu_model", "", "the GPU model the runs reported", True),
+        Column("job_s", "s", "the point's job, start to record", True),
+        Column("overhead_s", "s", "job_s minus the training", True),
+        Column("overhead_fraction", "1", "overhead_s / job_s"),
+        Column("flags", "", "what the report flags about the point"),
+    ),
+)
+# runs.csv: one row per run; beside scaling.csv's columns (per run) it has these
+RUNS = (
+    Column("run", "", "the run: its folder below results/runs, or external/<entry>[#run]", True),
+    Column("source", "", "dlscale (trained here) or external (a log you brought)", True),
+    Column("repeat", "", "the repeat's number (seed = seed + repeat - 1)", True),
+    Column("host", "", "the host the run's records name", True),
+    Column("slurm_job_id", "", "the SLURM job that ran it; empty outside SLURM", True),
+    Column("dataset", "", "the dataset's name", True),
+    Column("device", "", "gpu or cpu (logical CPU devices)", True),
+    Column("backend", "", "the Keras backend that trained it: tensorflow or jax", True),
+    Column("image_size", "px", "the model's input size", True),
+    Column("resize", "", "on_device, prepare or none: where images got that size", True),
+    Column("images_per_epoch", "images", "steps x global batch, or train_images", True),
+    Column("epochs_expected", "", "the epochs the run was planned with", True),
+    Column("epochs_done", "", "the epochs it finished", True),
+    Column("final_loss", "1", "training loss of the last epoch", True),
+    Column("status", "", "completed, failed, out_of_memory, timeout or killed", True),
+    Column("counted", "", "whether the run enters scaling.csv", True),
+    Column("problem", "", "why it does not count, or empty", True),
+    Column("log_check", "", "ok, or how the printed log differs from the records", True),
+    Column("streams", "", "workers whose lines an external log held", True),
+    Column("gpus_logged", "", "the GPU count the log stated, where it differs", True),
+    Column("logged_images_per_s", "images/s", "a benchmark's printed throughput", True),
+    Column("notes", "", "what went wrong beside the training", True),
+    *(Column(f"system_{name}", "", f"the run's system description: {name}", True)
+      for name in SYSTEM_FIELDS),
+)
+# what SLURM's accounting says of a point's job (runs.csv; dlscale.jobs.slurm reads it)
+ACCOUNTED = (
+    Column("sacct_state", "", "the job's final state", True),
+    Column("sacct_elapsed_s", "s", "the job's elapsed time", True),
+    Column("sacct_cpu_s", "s", "the job's CPU time", True),
+    Column("sacct_max_rss_mb", "MiB", "largest resident memory of any step", True),
+    Column("sacct_energy_j", "J", "energy of the allocation's nodes", True),
+    Column("sacct_alloc_tres", "", "the allocation's trackable resources", True),
+)
+
+# breakdown.csv: one row per point (dlscale.results.explain), after scaling.csv's first six columns
+BREAKDOWN = (
+    Column("step_s", "s", "the point's step time: global_batch / images_per_s", True),
+    Column("window_steps", "", "traced steps, over the repeats", True),
+    Column("window_step_s", "s", "median wall time of a traced step", True),
+    Column("compute_share", "1", "share of the traced steps' time covered by operations"),
+    Column("communication_share", "1", "covered by collectives and no operation (exposed); "
+           "empty where not separable"),
+    Column("input_share", "1", "waiting for the input, under neither of those"),
+    Column("other_share", "1", "the rest: host overhead, idle"),
+    Column("comm_total_share", "1", "covered by collectives, hidden or not"),
+    Column("communication", "", "separable, not separable or none (one replica)", True),
+    Column("dominant", "", "the largest of compute, communication, input and other"),
+    Column("gradient_bytes", "bytes", "the model's trainable weights at their dtype", True),
+    Column("allreduce_s", "s", "the gradient's all-reduce timed alone on the replicas", True),
+    Column("bus_bandwidth_gbs", "GB/s", "its bus bandwidth: bytes / time x 2(n-1)/n"),
+    Column("method", "", "how the parts were told apart", True),
+    Column("xprof_check", "", "agrees or differs: xprof's own breakdown of the same steps; "
+           "empty without xprof", True),
+    Column("notes", "", "what the window could not take, and why", True),
+)
+# prediction.csv: one row per series and GPU count, measured and the next two doublings
+PREDICTION = (
+    Column("series", "", "the series (with its node count where a study has several)"),
+    Column("gpus", "", "GPUs"),
+    Column("role", "", "fit, held out (predicted unseen) or extrapolated"),
+    Column("measured_step_s", "s", "step_s where measured", True),
+    Column("predicted_step_s", "s", "C(n) + exposure x all-reduce time of the gradient"),
+    Column("error", "1", "(predicted - measured) / measured step time"),
+    Column("measured_efficiency", "1", "scaling.csv's efficiency", True),
+    Column("predicted_efficiency", "1", "the model's speedup / gpus"),
+    Column("latency_us", "us", "the ring all-reduce's per-hop latency (alpha)"),
+    Column("bus_bandwidth_gbs", "GB/s", "its bus bandwidth (B)"),
+    Column("gradient_bytes", "bytes", "the bytes all-reduced per step"),
+    Column("exposure", "1", "exposed communication / all-reduce time, on the fit points"),
+    Column("verdict", "", "explained, or not explained (held-out error over the threshold)"),
+    Column("note", "", "why a series is not predicted"),
+)
+
+SCALING_COLUMNS = [c.name for c in SCALING if c.since_v1]
+EXTRA_COLUMNS = [c.name for c in SCALING if not c.since_v1]  # older tables may lack them
+MEASURED = [c.name for c in SCALING if c.measured]  # one value per point, from its runs
+ACCOUNTED_COLUMNS = tuple(c.name for c in ACCOUNTED)
+
+
+def render() -> str:
+    """The Markdown table of every column with its unit and meaning."""
+    lines = ["| column | table | unit | meaning |", "|---|---|---|---|"]
+    for table, columns in (("scaling.csv", SCALING), ("runs.csv", RUNS + ACCOUNTED),
+                           ("breakdown.csv", BREAKDOWN), ("prediction.csv", PREDICTION)):
+        lines += [f"| `{c.name}` | {table} | {c.unit or '-'} | {c.meaning} |" for c in columns]
+    return "\n".join(lines) + "\n"
+
+
+BEGIN, END = "<!-- columns: generated -->\n", "<!-- columns: end -->\n"
+
+
+def write(path: str) -> None:
+    """Replace what stands between BEGIN and END in `path` with render()'s table."""
+    from pathlib import Path
+
+    text = Path(path).read_text()
+    head, begun, rest = text.partition(BEGIN)
+    _, ended, tail = rest.partition(END)
+    if not (begun and ended):  # a lost marker would drop everything after the table
+        missing = " and ".join(m.strip() for m, found in ((BEGIN, begun), (END, ended))
+                               if not found)
+        raise SystemExit(f"error: {path} lacks {missing}: expected the generated table "
+                         f"between {BEGIN.strip()} and {END.strip()}; nothing written")
+    Path(path).write_text(head + BEGIN + render() + END + tail)
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:2] == ["--write"]:
+        write(sys.argv[2])
+    else:
+        print(render(), end="")

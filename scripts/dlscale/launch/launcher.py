@@ -1,0 +1,434 @@
+"""Start the worker processes of one training point, supervise them, record the end.
+
+  launch.py --tasks N [--tasks-per-node M] -- python train.py ...
+  launch.py --horovod --tasks N [--nodes K] [--mpi-launcher mpirun] -- python ...
+
+One task: runs the command as it is. Several tasks inside a SLURM allocation: runs it
+through `srun` (one task per worker; train.py builds its TF_CONFIG from SLURM's
+variables). Several tasks outside SLURM (a workstation, the local profile): starts N
+local processes with TF_CONFIG naming localhost ports reserved for them
+(locks.reserve_ports), waits for all of them, and stops the others as soon as one fails.
+Exits with the first failing task's status.
+
+--horovod: one node (in a SLURM job or not) runs `horovodrun --gloo -np N -H localhost:N`
+(horovodrun from the same environment as the command's python). Several nodes need
+Horovod built with MPI and the site's MPI launcher (--mpi-launcher, e.g. "mpirun" or
+"srun --mpi=pmix"; launch.py adds the number of ranks), since Gloo's launcher would
+reach the other nodes through ssh.
+
+--record DIR (the workflow passes the run folder): the point's outcome is recorded
+whatever happens, and the exit status is 0 once it is. train.py records its own ends
+(completed, NaN, out of memory, devices, time limit, a crash it sees); when it dies
+without a record (killed by a signal, such as the out-of-memory killer's SIGKILL)
+launch.py writes run.json from the epochs that finished. Stopped itself by SIGTERM
+(scancel, or SLURM's hard time limit) or SIGINT (Ctrl-C), it records that and exits
+128 + the signal. The workers run in process groups of their own and launch.py adopts
+what they leave behind (dlscale.jobs.processes): however the point ends, no process it
+started outlives it.
+
+One writer per point: launch.py holds the run folder's lock (dlscale.jobs.locks) while the
+training runs. A second job for the same point (Snakemake restarted on the login node
+while the first job still trains: it does not re-attach to running jobs) is submitted
+with a SLURM dependency on the first (rules/common.smk, `held_by`), so it waits PENDING
+without an allocation; elsewhere it waits for the lock, saying who holds the point. If
+the first completed the same settings after the second was submitted, its record is kept
+and nothing is trained again, else the second trains (resuming from the first's backup).
+
+Signals: SIGTERM (scancel, SLURM's end) and SIGINT (Ctrl-C) are noted, never raised: the
+supervision loop sees them and ends the workers' tree in full (processes.end_tree),
+however many more arrive meanwhile; then one record is written. Where SLURM tracks the
+job's processes by cgroup, its SIGTERM reaches only the tasks of the job's steps, so
+launch.py first starts itself again as the one task of a job step of its own
+(as_own_step; docs/slurm.md).
+
+The job's time limit (inside a SLURM job its end from squeue, else --time-limit-min):
+train.py stops at an epoch boundary when the next epoch would not fit, but an epoch can
+be longer than the whole time left (a first epoch that compiles, a stalled file system).
+So launch.py keeps a watchdog: still running WATCHDOG_RESERVE_S seconds before the end,
+the workers get SIGTERM, then SIGKILL after KILL_GRACE_S, and the point is recorded
+`timeout` from its finished epochs. The job then ends on its own, before SLURM's limit,
+so the workflow keeps its records and builds the tables in the same run. The end it
+computed reaches train.py as $DLSCALE_JOB_END, so both count from the same moment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from dlscale.core.contract import (
+    KEPT,
+    RUN_JSON,
+    UNATTENDED,
+    RecordError,
+    RunRecord,
+    Status,
+    restore_completed,
+)
+from dlscale.core.files import write_json_atomic
+from dlscale.jobs import phases, slurm
+from dlscale.jobs.locks import PointLock, reserve_ports
+from dlscale.jobs.processes import (
+    adopt_orphans,
+    end_tree,
+    killed_reason,
+    spawn,
+    stopped_reason,
+)
+
+MPI_LAUNCHERS = ("mpirun", "mpiexec", "orterun")
+
+
+def is_mpirun(mpi_launcher: str | None) -> bool:
+    """Whether the launcher is MPI's own (mpirun, mpiexec): it is given -np, and OpenMPI's
+    needs the SLURM allocation in its environment (mpi_allocation)."""
+    return bool(mpi_launcher) and os.path.basename(shlex.split(mpi_launcher)[0]) in MPI_LAUNCHERS
+
+
+def horovod_command(tasks: int, nodes: int, command: list[str], mpi_launcher: str | None,
+                    tasks_per_node: int | None = None) -> list[str]:
+    """Horovod's ranks: horovodrun with Gloo on one node; across nodes the site's MPI
+    launcher, given the number of ranks (mpirun/mpiexec: -np; srun: --ntasks) unless it
+    is another launcher, which is used as written."""
+    if nodes > 1:
+        if not mpi_launcher:
+            raise SystemExit("error: Horovod across nodes needs Horovod built with MPI and "
+                             "the site's MPI launcher: set horovod.mpi_launcher, e.g. "
+                             "'mpirun' or 'srun --mpi=pmix'")
+        launcher = shlex.split(mpi_launcher)
+        if is_mpirun(mpi_launcher):
+            launcher += ["-np", str(tasks)]
+        elif slurm.is_srun(launcher):
+            launcher += slurm.srun_task_flags(tasks, tasks_per_node)
+        return launcher + command
+    horovodrun = os.path.join(os.path.dirname(command[0]), "horovodrun")
+    if not os.path.exists(horovodrun):
+        raise SystemExit(f"error: {horovodrun} not found: the command's python must be the "
+                         "Horovod environment's (make horovod)")
+    return [horovodrun, "--gloo", "-np", str(tasks), "-H", f"localhost:{tasks}"] + command
+
+
+# the signals (SIGTERM, SIGINT) that asked this process to stop, in order; noted by the
+# handler main installs, read by the supervision loop
+STOPS: list[int] = []
+
+
+def supervise(procs: list[subprocess.Popen], stop_at: float | None = None,
+              poll: float = 0.2) -> tuple[int, bool]:
+    """Wait for the worker processes: (exit status, whether `stop_at` was reached first).
+    The first failing worker stops the others; so do `stop_at` (time.time() scale) and a
+    signal noted in STOPS (the status is then the signal's, negative).
+    However it ends, every process the workers started ends with it (processes.end_tree:
+    SIGTERM, then SIGKILL after KILL_GRACE_S); the exit status is the first failure's
+    (negative: the signal that ended it)."""
+    status, late = 0, False
+    try:
+        while any(p.poll() is None for p in procs):
+            failed = [p.returncode for p in procs if p.returncode not in (None, 0)]
+            if failed:
+                status = failed[0]
+                break
+            if STOPS:
+                status = -STOPS[0]
+                break
+            if stop_at is not None and time.time() >= stop_at:
+                late = True
+                break
+            time.sleep(poll)
+    finally:
+        end_tree(procs)
+    return status or next((p.returncode for p in procs if p.returncode), 0), late
+
+
+def local_workers(tasks: int, command: list[str]) -> list[subprocess.Popen]:
+    """N processes on this machine, TF_CONFIG naming ports reserved for them."""
+    workers = [f"localhost:{port}" for port in reserve_ports(tasks)]
+    procs = []
+    for index in range(tasks):
+        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        env = dict(os.environ, TF_CONFIG=json.dumps(tf_config))
+        procs.append(spawn(command, env=env))
+    return procs
+
+
+# the planned settings that make a finished record the same point's (attempt aside)
+SAME_POINT = ("model", "gpus_asked", "nodes", "strategy", "precision", "keras_asked",
+              "backend", "batch_per_gpu", "global_batch", "epochs")
+
+
+def snakemake_ancestor() -> dict | None:
+    """The Snakemake process that started this job on this host ({pid, since}), the
+    nearest ancestor whose command line runs snakemake; None under a SLURM job or where
+    none is found."""
+    import psutil
+
+    if os.environ.get("SLURM_JOB_ID"):
+        return None
+    try:
+        for process in psutil.Process().parents():
+            words = process.cmdline()
+            if any(Path(w).name == "snakemake" or w == "snakemake" for w in words[:3]):
+                return {"pid": process.pid, "since": process.create_time()}
+    except psutil.Error:
+        return None
+    return None
+
+
+def note_unattended(out: Path, started_by: dict | None) -> None:
+    """Mark a completed record made after its Snakemake was gone (KEPT/UNATTENDED), so
+    that the restarted Snakemake's job keeps it instead of training the point again."""
+    import psutil
+
+    record = out / KEPT / RUN_JSON
+    if started_by is None or not record.exists():
+        return
+    try:
+        alive = psutil.Process(started_by["pid"]).create_time() == started_by["since"]
+    except psutil.Error:
+        alive = False
+    if not alive and RunRecord.read(record).status is Status.COMPLETED:
+        write_json_atomic(out / KEPT / UNATTENDED, {"snakemake_pid": started_by["pid"],
+                                                     "noted": time.time()})
+
+
+def forced(out: Path) -> bool:
+    """Whether the user forced this point's rerun (rulefunctions.note_forced)."""
+    from dlscale.core.vocabulary import FORCED_ENV
+
+    named = os.environ.get(FORCED_ENV, "").split()
+    return "*" in named or any(Path(n).parent == out or Path(n) == out for n in named)
+
+
+def finished_meanwhile(out: Path, command: list[str], waited: bool,
+                       forced: bool = False) -> bool:
+    """Whether another job of this point completed the same settings while this one
+    waited: for the lock (`waited`), or in SLURM's queue behind it (finished after this
+    job was submitted; Snakemake's job step may have removed its run.json since, so the
+    kept copy counts too, and is put back), or while no Snakemake was there (KEPT holds
+    UNATTENDED: its Snakemake was killed, the training went on). A completed record from
+    before this job was submitted (the user asked for the point again) does not count,
+    nor does any with `forced` (snakemake -R/-F)."""
+    planned = planned_settings(command)
+    job = os.environ.get("SLURM_JOB_ID")
+    submitted = None if waited or not job else slurm.job_submitted(job)
+    unattended = not forced and (out / KEPT / UNATTENDED).exists()
+    if not (planned and (waited or submitted or unattended)):
+        return False
+    for path in (out / RUN_JSON, out / KEPT / RUN_JSON):
+        try:
+            record = RunRecord.read(path)
+        except (OSError, RecordError):
+            continue
+        if record.status is not Status.COMPLETED or not all(
+                record.get(k) == planned[k] for k in SAME_POINT if k in planned):
+            continue
+        finished = record.get("finished")
+        if not waited and not unattended:
+            try:
+                if datetime.fromisoformat(finished).timestamp() < submitted:
+                    continue
+            except (TypeError, ValueError):
+                continue
+        if path.parent != out:  # put the kept outputs back in place
+            restore_completed(out)
+        if unattended:  # kept once: a later rerun the user asks for trains again
+            (out / KEPT / UNATTENDED).unlink(missing_ok=True)
+            print(f"dlscale launch: kept {out}: completed while Snakemake was away",
+                  file=sys.stderr, flush=True)
+        return True
+    return False
+
+
+def is_user_command(command: list[str]) -> bool:
+    """Whether the training is a command of the user's (run_command.py), not train.py."""
+    return any(word.endswith("run_command.py") for word in command)
+
+
+def planned_settings(command: list[str]) -> dict:
+    """The run record's planned keys, from the training command's own flags (train.py's
+    or run_command.py's parser); {} when they do not parse (the script said why)."""
+    from dlscale.launch import command as user_command
+    from dlscale.train.settings import parse
+
+    script = next((i for i, word in enumerate(command) if word.endswith(".py")), None)
+    if script is None:
+        return {}
+    try:
+        if command[script].endswith("run_command.py"):
+            return user_command.planned(user_command.build_parser().parse_args(
+                command[script + 1:]))
+        return parse(command[script + 1:]).planned()
+    except (SystemExit, OSError, ValueError, KeyError):
+        return {}
+
+
+def record_end(out: Path, returncode: int, log: str | None, started: datetime,
+               command: list[str], terminated: int = 0, late: bool = False,
+               notes: list[str] | None = None) -> None:
+    """run.json for a training that ended without writing one (see --record); `late`:
+    the watchdog stopped it before the job's time limit; `terminated`: the signal
+    (SIGTERM, SIGINT) that stopped launch.py itself, or 0."""
+    from dlscale.core.contract import EPOCHS, STATE, read_epochs
+    from dlscale.train.telemetry import describe_system
+    from dlscale.train.timelimit import WATCHDOG_RESERVE_S
+    from dlscale.train.training import environment_facts
+
+    see = f"; see {log}" if log else ""
+    notes = list(notes or [])
+    planned = planned_settings(command)
+    finished = len(read_epochs(out / STATE / EPOCHS))
+    # dlscale's training resumes from its backup; a command of yours is started over
+    rerun = ("a rerun starts the command over" if is_user_command(command) else
+             "a rerun continues from the last finished epoch")
+    if late:
+        status = Status.TIMEOUT
+        epochs = planned.get("epochs")
+        where = (f"all {epochs} epochs had finished but the evaluation and records had not"
+                 if epochs and finished >= epochs else f"inside epoch {finished + 1}")
+        reason = (f"still running {WATCHDOG_RESERVE_S:.0f} s before the job's time limit "
+                  f"({where}): stopped so that the job ends in time; the epoch in progress "
+                  f"is lost and {rerun}, with more time") + see
+    elif terminated == signal.SIGINT:
+        status, reason = Status.KILLED, stopped_reason(terminated) + see
+    elif terminated:
+        job = os.environ.get("SLURM_JOB_ID")
+        try:
+            left = slurm.time_left(job) if job else None
+        except slurm.SlurmError as exc:
+            left = None
+            notes.append(f"cannot tell a time limit from a cancel: {exc}")
+        timeout = left is not None and left <= 5
+        status = Status.TIMEOUT if timeout else Status.KILLED
+        reason = (f"SLURM ended the job at its time limit before an epoch boundary; {rerun}"
+                  if timeout else stopped_reason(terminated)) + see
+    elif returncode < 0:
+        status, reason = Status.KILLED, killed_reason(-returncode) + see
+    else:
+        status = Status.FAILED
+        reason = f"the training process exited with status {returncode} without a record{see}"
+    phases.finish(RunRecord.ending(status, reason, planned, environment_facts(),
+                                   epochs_completed=finished, notes=notes,
+                                   system=describe_system(),
+                                   started=started.isoformat(timespec="seconds")), out)
+
+
+def run(args: argparse.Namespace, command: list[str]) -> int:
+    """launch.py's work, its flags parsed (scripts/launch.py)."""
+    sys.stdout.flush()
+    if args.timeline:
+        os.environ["HOROVOD_TIMELINE"] = str((args.record / "timeline.json").resolve())
+    if not args.record:
+        return start(args, command)[0]
+    from dlscale.jobs.phases import start_of_rule
+
+    if slurm.OWN_STEP_ENV in os.environ:  # started by as_own_step: its environment back
+        restored = slurm.from_own_step(dict(os.environ))  # (the job's starts included)
+        os.environ.clear()
+        os.environ.update(restored)
+    else:
+        os.environ.update(start_of_rule())  # where the job's time went: in every record
+        name = f"dlscale-launch-{os.getpid()}"
+        own = slurm.own_step_command([sys.executable, *sys.argv], dict(os.environ), name)
+        if own and (returncode := as_own_step(args, command, *own, name)) is not None:
+            return returncode
+    started = datetime.now(UTC)
+    with PointLock(args.record) as lock:  # released however the training ends
+        return locked(args, command, started, lock.waited)
+
+
+def locked(args: argparse.Namespace, command: list[str], started: datetime,
+           waited: bool) -> int:
+    """The point's training, its lock held: kept if another job completed it meanwhile,
+    else trained, and recorded whatever becomes of it; launch.py's exit status."""
+    from dlscale.train.timelimit import JOB_END_ENV, WATCHDOG_RESERVE_S, job_deadline
+
+    if finished_meanwhile(args.record, command, waited, forced(args.record)):
+        print(f"dlscale launch: another job completed {args.record} with the same "
+              "settings: its record is kept, nothing is trained again", file=sys.stderr,
+              flush=True)
+        return 0
+    started_by = snakemake_ancestor()
+    (args.record / RUN_JSON).unlink(missing_ok=True)  # the last attempt's: attempts.jsonl has it
+    notes: list[str] = []
+    end = job_deadline(args.time_limit_min, started.timestamp(), notes)
+    if end is not None:
+        os.environ[JOB_END_ENV] = f"{end:.3f}"
+    # SIGTERM (scancel) or SIGINT (Ctrl-C): noted; the supervision loop ends the workers
+    # in full, and a second signal cannot cut that short
+    signal.signal(signal.SIGTERM, lambda signum, frame: STOPS.append(signum))
+    signal.signal(signal.SIGINT, lambda signum, frame: STOPS.append(signum))
+    adopt_orphans()  # what the training leaves behind is ended with it (end_tree)
+    returncode, late = start(args, command, None if end is None else end - WATCHDOG_RESERVE_S)
+    if late:
+        print(f"dlscale launch: still running {WATCHDOG_RESERVE_S:.0f} s before the job's "
+              "time limit: the training was stopped", file=sys.stderr, flush=True)
+    if not (args.record / RUN_JSON).exists():
+        record_end(args.record, returncode, args.log, started, command,
+                   terminated=STOPS[0] if STOPS else 0, late=late, notes=notes)
+    note_unattended(args.record, started_by)
+    return 128 + STOPS[0] if STOPS else 0
+
+
+def as_own_step(args: argparse.Namespace, command: list[str], srun: list[str], env: dict,
+                name: str) -> int | None:
+    """launch.py again, as the one task of a job step of its own (slurm.own_step_command:
+    where SLURM tracks processes by cgroup, a job's end sends its SIGTERM to the tasks
+    only), and its exit status. A SIGTERM or SIGINT that reaches this process is passed
+    on to that task (srun would answer it by killing the step); a step that ends without
+    a record (srun could not start it, or it was killed) gets one here. None, said in
+    one line, when srun cannot be run at all: the point then runs in this process."""
+    started = datetime.now(UTC)
+    try:
+        proc = spawn(srun, env=env)
+    except OSError as exc:
+        print(f"dlscale launch: cannot start a job step of its own ({srun[0]}: "
+              f"{exc.strerror or exc}); running in the job step it was started in",
+              file=sys.stderr, flush=True)
+        return None
+
+    def pass_on(signum, _frame):
+        if not slurm.signal_step(env["SLURM_JOB_ID"], name, signum):
+            STOPS.append(signum)  # no such step (yet): srun's own end stops it
+            proc.terminate()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, pass_on)
+    returncode = proc.wait()
+    if (args.record / RUN_JSON).exists():
+        return returncode
+    killed = returncode - 128 if 128 < returncode < 128 + signal.NSIG else 0
+    record_end(args.record, -killed if killed else returncode, args.log, started, command,
+               terminated=STOPS[0] if STOPS else 0,
+               notes=[f"the point's job step ({shlex.join(srun[:6])} ...) exited with "
+                      f"status {returncode} without a record"])
+    return 128 + STOPS[0] if STOPS else 0
+
+
+def start(args: argparse.Namespace, command: list[str],
+          stop_at: float | None = None) -> tuple[int, bool]:
+    """Run the worker processes: (exit status, negative if killed by that signal; whether
+    they were stopped at `stop_at`)."""
+    if args.tasks == 1:
+        return supervise([spawn(command)], stop_at)
+    if args.horovod:
+        # TensorFlow 2.15 (the Horovod environment) has Keras 2 built in; asked for
+        # tf_keras, which it lacks, horovodrun's own import of TensorFlow fails
+        env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+        if args.nodes > 1 and is_mpirun(args.mpi_launcher):
+            env = slurm.allocation_env(env, args.nodes, args.tasks_per_node)
+        return supervise([spawn(
+            horovod_command(args.tasks, args.nodes, command, args.mpi_launcher,
+                            args.tasks_per_node), env=env)], stop_at)
+    if os.environ.get("SLURM_JOB_ID"):
+        return supervise([spawn(slurm.srun_command(args.tasks, args.tasks_per_node,
+                                                   command))], stop_at)
+    return supervise(local_workers(args.tasks, command), stop_at)
+

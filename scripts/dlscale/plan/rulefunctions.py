@@ -1,0 +1,76 @@
+"""Functions of the rules: Study methods with Snakemake's errors, their parameters read once.
+
+Snakemake reads a rule function's parameters (`inspect.signature`, through
+`snakemake.common.get_function_params`) each time it calls it, to see which arguments it
+takes: 24,805 times in the dry run of 450 points, 0.5 s of its 3.9 s (docs/benchmarks.md,
+"SLURM orchestration and planning"). It keeps the parameters of a function that carries
+them under the attribute `FUNC_OVERWRITE_PARAMS_ATTR`; rules/common.smk marks its
+wildcard functions with `signature_once` when it makes them. Under a Snakemake without
+that attribute nothing changes: each call is inspected as before.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+
+from dlscale.core.errors import PlanError
+from dlscale.core.vocabulary import FORCED_ENV
+
+try:
+    from snakemake.common import FUNC_OVERWRITE_PARAMS_ATTR as PARAMS_ATTR
+except ImportError:  # another Snakemake, or none (the package's unit tests)
+    PARAMS_ATTR = None
+
+
+def planned(method):
+    """A Study method as a rule function, with PlanError shown as Snakemake's error."""
+    from snakemake.exceptions import WorkflowError
+
+    def call(*args):
+        try:
+            return method(*args)
+        except PlanError as exc:
+            raise WorkflowError(str(exc)) from None  # the one line the user needs
+
+    return call
+
+
+def signature_once(function):
+    """`function`, its parameters read once and kept where Snakemake looks for them."""
+    if PARAMS_ATTR:
+        setattr(function, PARAMS_ATTR, inspect.signature(function).parameters)
+    return function
+
+
+def resources_signature_once() -> None:
+    """The same for the resource evaluator Snakemake calls for each resource of each job
+    (`Resource.evaluate`, a bound method, whose parameters are its function's without
+    `self`): 11,000 of those inspections in that dry run."""
+    if not PARAMS_ATTR:
+        return
+    from snakemake.resources import Resource
+
+    evaluate = Resource.evaluate
+    if not hasattr(evaluate, PARAMS_ATTR):
+        bound = inspect.signature(functools.partial(evaluate, None)).parameters
+        setattr(evaluate, PARAMS_ATTR, bound)
+
+
+
+def note_forced(workflow) -> None:
+    """Tell the point's launch.py, through its environment (inherited by local jobs,
+    exported to SLURM's), whether the user forced its rerun (snakemake -F, -f, or -R
+    naming the train rule or files of run folders): then a record completed while
+    Snakemake was away is trained again, not kept. Not a rule param: a param that
+    changes makes Snakemake rerun every point the next time."""
+    import os
+
+    dag_settings = workflow.dag_settings
+    if dag_settings is None or not workflow.is_main_process:  # a job step forces its job
+        return
+    named = [str(t) for t in dag_settings.forcerun or ()]
+    if dag_settings.forceall or dag_settings.forcetargets or "train" in named:
+        os.environ[FORCED_ENV] = "*"
+    else:
+        os.environ[FORCED_ENV] = " ".join(named)

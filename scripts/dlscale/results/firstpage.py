@@ -1,0 +1,163 @@
+"""The report's first page: the answer of the study before anything else.
+
+Snakemake's report opens on the workflow's description beside its rule graph; the
+Snakefile's `report:` directive names this page (results/report/first-page.rst, written
+by the `report_page` rule) once a study has written it. It holds the overview figure,
+one line per series (the largest GPU count measured, its speedup and efficiency, the
+fitted serial fraction, the accuracy change), the flags and history verdicts, and the
+failed points with their reason. Snakemake renders it with Jinja2 and docutils: the page
+is one raw Jinja block, and text from tables (series names, a log's last lines) is
+escaped for reStructuredText.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import re
+from pathlib import Path
+
+import pandas as pd
+
+from dlscale.logs.keraslog import printable
+
+# characters with a meaning in reStructuredText inline text: written escaped
+RST_SPECIAL = re.compile(r"([\\`*_|\[\]<>])")
+
+
+def rst(text) -> str:
+    """Table text as reStructuredText shows it literally, on one line."""
+    text = printable(" ".join(str(text).split()))
+    return RST_SPECIAL.sub(r"\\\1", text).replace("{%", "{ %").replace("%}", "% }")
+
+
+def number(value, digits: int = 3, percent: bool = False) -> str:
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return "n/a"
+    if math.isnan(value):
+        return "n/a"
+    if percent:
+        return f"{value:+.1%}"
+    return f"{value:.{digits}g}"
+
+
+def share(value) -> str:
+    """A share of a step, as a whole percent."""
+    return "n/a" if pd.isna(value) else f"{float(value):.0%}"
+
+
+def series_lines(scaling: pd.DataFrame, amdahl: pd.DataFrame) -> list[list[str]]:
+    """Per series: its largest measured GPU count and what it reached there."""
+    serial = dict(zip(amdahl["series"], amdahl["serial_fraction"])) if len(amdahl) else {}
+    rows = []
+    for series, group in scaling.groupby("series", sort=True):
+        measured = group.dropna(subset=["epoch_time_s"]) if "epoch_time_s" in group else group
+        if measured.empty:
+            measured = group
+        top = measured.sort_values(["gpus", "nodes"]).iloc[-1]
+        nodes = int(top["nodes"]) if pd.notna(top.get("nodes")) else 1
+        rows.append([rst(series),
+                     f"{int(top['gpus'])} GPU(s)" + (f" on {nodes} nodes" if nodes > 1 else ""),
+                     number(top.get("speedup")), number(top.get("efficiency")),
+                     number(serial.get(series)),
+                     number(top.get("accuracy_delta"), percent=False)])
+    return rows
+
+
+def list_table(header: list[str], rows: list[list[str]], widths: list[int]) -> list[str]:
+    lines = [".. list-table::", "   :header-rows: 1",
+             f"   :widths: {' '.join(str(w) for w in widths)}", ""]
+    for row in [header, *rows]:
+        lines.append(f"   * - {row[0]}")
+        lines += [f"     - {cell}" for cell in row[1:]]
+    return lines + [""]
+
+
+def why_lines(breakdown: pd.DataFrame, prediction: pd.DataFrame) -> list[str]:
+    """Per series: where the step goes at its largest GPU count, and the predicted
+    efficiency at the next doubling (dlscale.results.explain)."""
+    out = []
+    for (series, nodes), part in breakdown.groupby(["series", "nodes"], sort=False):
+        row = part.sort_values("gpus").iloc[-1]
+        gpus = int(row["gpus"])
+        head = f"- {rst(series)} at {gpus} GPU(s)"
+        if pd.isna(row.get("compute_share")):
+            out.append(f"{head}: no traced steps ({rst(row.get('notes') or 'no window')})")
+            continue
+        comm = ("not separable" if row["communication"] == "not separable" else
+                f"{share(row['communication_share'])} exposed "
+                f"({share(row['comm_total_share'])} in all)")
+        text = (f"{head}: compute {share(row['compute_share'])} of the step, "
+                f"communication {comm}, input wait {share(row['input_share'])},"
+                f" the rest {share(row['other_share'])}: the dominant cost is "
+                f"{row['dominant']}")
+        label = series if breakdown["nodes"].nunique() == 1 else f"{series} ({nodes} node(s))"
+        ahead = prediction[(prediction["series"] == label) & (prediction["gpus"] == 2 * gpus)]
+        if len(ahead) and pd.notna(ahead["predicted_efficiency"].iloc[0]):
+            text += (f"; predicted efficiency at {2 * gpus} GPUs "
+                     f"{number(ahead['predicted_efficiency'].iloc[0])} "
+                     f"(model {rst(ahead['verdict'].iloc[0])})")
+        out.append(text + ".")
+    if not out:
+        return []
+    return ["Why it scales", "-------------", "",
+            "Where the step time goes at the largest GPU count (a few traced steps of the "
+            "first epoch; results/tables/breakdown.csv) and what the next doubling would "
+            "give (a communication model fitted on the smaller points; prediction.csv):",
+            "", *out, ""]
+
+
+def page(scaling: pd.DataFrame, amdahl: pd.DataFrame, failed: pd.DataFrame,
+         overview: Path | None = None, verdicts: pd.DataFrame | None = None,
+         why: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> str:
+    """The first page as reStructuredText (for Snakemake's report)."""
+    lines = ["How this study scales", "=====================", ""]
+    if scaling.empty:
+        lines += ["No point of this study has a result yet: see the failed points below.", ""]
+    else:
+        lines += ["At the largest GPU count measured, per series (speedup and efficiency "
+                  "against 1 GPU; the serial fraction fitted with Amdahl's law; the change "
+                  "of the final training accuracy against 1 GPU):", ""]
+        lines += list_table(["series", "largest measured", "speedup", "efficiency",
+                             "serial fraction", "accuracy change"],
+                            series_lines(scaling, amdahl), [30, 18, 10, 10, 12, 12])
+    if overview is not None and overview.exists():
+        # embedded, in lines of 76 characters (docutils refuses a line of over 10,000;
+        # the image's address is read without its whitespace)
+        data = base64.b64encode(overview.read_bytes()).decode()
+        lines += [".. image:: data:image/png;base64,",
+                  *(f"   {data[i:i + 76]}" for i in range(0, len(data), 76)),
+                  "   :width: 100%",
+                  "   :alt: the overview figure: epoch time, speedup, efficiency and "
+                  "accuracy against GPUs", ""]
+    if why is not None:
+        lines += why_lines(*why)
+    flags = []
+    if "flags" in scaling:
+        for _, row in scaling.dropna(subset=["flags"]).iterrows():
+            if str(row["flags"]).strip():
+                flags.append(f"- {rst(row['series'])}, {int(row['gpus'])} GPU(s): "
+                             f"{rst(row['flags'])}")
+    if verdicts is not None and not verdicts.empty:
+        for _, row in verdicts[verdicts["verdict"] == "fail"].iterrows():
+            flags.append(f"- {rst(row['series'])}, {int(row['gpus'])} GPU(s): slower than its "
+                         f"history (epoch {number(row['epoch_time_s'])} s against a median of "
+                         f"{number(row['history_median_s'])} s)")
+    lines += ["Flags and verdicts", "------------------", ""]
+    lines += (flags or ["None: no result looks wrong and no point is slower than its "
+                        "history."]) + [""]
+    lines += ["Failed points", "-------------", ""]
+    if failed.empty:
+        lines += ["None: every planned point completed.", ""]
+    else:
+        for _, row in failed.iterrows():
+            problem = str(row.get("problem")) if pd.notna(row.get("problem")) else ""
+            status = str(row["status"])
+            problem = problem.removeprefix(f"{status}: ")  # "failed, failed: ..." was shown
+            lines.append(f"- {rst(row['run'])}: {rst(status)}" +
+                         (f", {rst(problem)}" if problem else ""))
+        lines.append("")
+    lines += ["The tables, every figure and the workflow are in the menu on the left.", ""]
+    return "{% raw %}\n" + "\n".join(lines) + "\n{% endraw %}\n"

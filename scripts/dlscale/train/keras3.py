@@ -1,0 +1,125 @@
+"""What differs when a point trains with Keras 3 (`training.keras: 3`, docs/keras.md):
+its backup (Keras 3's BackupAndRestore writes a weights file and a JSON of the epoch,
+not a TensorFlow checkpoint), the warm-up schedule written with `keras.ops` (so it runs
+on JAX too), the speed on synthetic input timed through `fit`, and JAX's way of saying
+that memory ran out.
+
+Keras and JAX are imported inside the functions, after `keraschoice.use_keras` chose them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from dlscale.train import keraschoice
+
+WEIGHTS = "latest.weights.h5"          # Keras 3 BackupAndRestore's file names
+METADATA = "training_metadata.json"
+
+
+def is_backup(folder: Path) -> bool:
+    """Whether `folder` holds a Keras 3 backup (rather than a TensorFlow checkpoint)."""
+    return (folder / METADATA).exists() or (folder / WEIGHTS).exists()
+
+
+def backup_callback(backup_dir: str, write: bool = True):
+    """Keras 3's BackupAndRestore, each file written whole: to a temporary name, then
+    renamed, the weights before the epoch that names them, so a job killed while saving
+    leaves the last backup readable (Keras writes both files in place). Every process
+    restores from it and takes part in saving it (on JAX, reading the weights across
+    processes is collective); only the one that `write`s (the chief) keeps it, the others
+    write to a scratch folder that is removed at once."""
+    keras = keraschoice.keras()
+
+    class Backup(keras.callbacks.BackupAndRestore):
+        def _save_model(self):
+            if not write:
+                with tempfile.TemporaryDirectory(prefix="dlscale-backup-") as scratch:
+                    self.model.save_weights(str(Path(scratch) / WEIGHTS))
+                return
+            folder = Path(self.backup_dir)
+            folder.mkdir(parents=True, exist_ok=True)
+            partial = folder / f".{WEIGHTS}.partial.weights.h5"
+            self.model.save_weights(filepath=str(partial), overwrite=True)
+            os.replace(partial, self._weights_path)
+            meta = folder / f".{METADATA}.partial"
+            meta.write_text(json.dumps({"epoch": self._current_epoch,
+                                        "batch": self._last_batch_seen}))
+            os.replace(meta, self._training_metadata_path)
+
+    return Backup(backup_dir, delete_checkpoint=False)
+
+
+def completed_epochs(folder: Path) -> int:
+    """The epochs a Keras 3 backup holds (its metadata's `epoch`, a count), 0 if none."""
+    try:
+        return max(int(json.loads((folder / METADATA).read_bytes())["epoch"]), 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
+def backup_problem(folder: Path) -> str | None:
+    """Why a Keras 3 backup cannot be restored (its epoch unreadable, or a weight of its
+    weights file), or None."""
+    import h5py
+
+    name = folder.name  # as the TensorFlow checkpoint check names it: below state/
+    try:
+        meta = json.loads((folder / METADATA).read_bytes())
+        if not isinstance(meta.get("epoch"), int):
+            return f"{name}/{METADATA} names no epoch"
+    except (OSError, ValueError) as exc:
+        return f"{name}/{METADATA} cannot be read ({type(exc).__name__})"
+    try:
+        with h5py.File(folder / WEIGHTS, "r") as weights:
+            weights.visititems(lambda _, item: item[()] if isinstance(item, h5py.Dataset)
+                               else None)
+    except Exception as exc:  # OSError, KeyError, a truncated file ...
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return f"{name}/{WEIGHTS} cannot be read ({first[:160]})"
+    return None
+
+
+def warmup_schedule(base_lr: float, target_lr: float, warmup_steps: int):
+    """training.warmup_schedule in keras.ops: the same ramp on any backend."""
+    keras = keraschoice.keras()
+    ops = keras.ops
+
+    class Warmup(keras.optimizers.schedules.LearningRateSchedule):
+        def __call__(self, step):
+            if warmup_steps <= 0:
+                return ops.convert_to_tensor(target_lr, "float32")
+            fraction = ops.minimum(ops.cast(step, "float32") / warmup_steps, 1.0)
+            return base_lr + (target_lr - base_lr) * fraction
+
+        def get_config(self):
+            return {"base_lr": base_lr, "target_lr": target_lr, "warmup_steps": warmup_steps}
+
+    return Warmup()
+
+
+def synthetic_speed(model, dataset, steps: int, global_batch: int) -> float:
+    """Images/s of `steps` steps of `fit` on `dataset` (one repeated batch), timed in a
+    second epoch after an untimed first one (tracing, compiling, warm-up)."""
+    keras = keraschoice.keras()
+    seconds = []
+
+    class Timer(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            self.start = time.perf_counter()
+
+        def on_epoch_end(self, epoch, logs=None):
+            seconds.append(time.perf_counter() - self.start)
+
+    model.fit(dataset, epochs=2, steps_per_epoch=steps, verbose=0, callbacks=[Timer()])
+    return round(steps * global_batch / seconds[-1], 2)
+
+
+def out_of_memory(exc: BaseException) -> bool:
+    """Whether JAX (XLA) says the device ran out of memory."""
+    return (type(exc).__name__ in ("XlaRuntimeError", "JaxRuntimeError")
+            and "RESOURCE_EXHAUSTED" in str(exc))

@@ -1,0 +1,171 @@
+"""Where a step's time goes, from a profiler trace: each step's wall time split into
+covered time (the union of intervals, never summed self-times) of compute, communication,
+input wait and the rest.
+
+Pure Python: the trace is read by the framework's own reader (dlscale.train.profwindow) into
+`Event`s; this module only names and unites intervals, so it is tested on traces
+captured from the real profilers without any framework.
+
+Which events are which is decided by their names (the profilers attach no category to a
+CPU event), so the split is "approximate" wherever names decide:
+- a step is the interval of the framework's step marker (`train` with a `step_num`:
+  tf-keras emits it, dlscale's window emits it for Keras 3 and the custom loop);
+- communication: XLA's collectives (`all-reduce.3`, `all-gather`, `reduce-scatter`,
+  `collective-permute`, `all-to-all`), TensorFlow's collective and NCCL ops
+  (`...:CollectiveReduceV2`, `NcclAllReduce`), NCCL kernels (`nccl...`), and Horovod's
+  data-moving phases from its timeline (`horovod:GLOO_ALLREDUCE`, dlscale.train.hvdtimeline);
+- input wait: the consumer side of tf.data (`IteratorGetNext`, `GetNextFromShard`,
+  `...GetNextAsOptional`); where the step holds none (Keras 3 on JAX fetches its batch in
+  Python), the host time from the step's start to its first dispatch (`PjitFunction(...)`);
+- on a GPU's `Stream #` lines (CUPTI's kernels and copies, seen in an H200's trace):
+  every kernel is compute whatever its name (`void cutlass::Kernel2<...>`), the batch's
+  copy to the device (`MemcpyH2D`) input, copies back to the host the rest;
+- compute: every other event on a line that executes operations (TensorFlow's
+  `tf_Compute` threads, XLA's CPU threads, a GPU's `XLA Ops` and `TensorFlow Ops`
+  lines), except the runtime's own bookkeeping (names with `::`, rendezvous and waits);
+- the rest: the step's wall time that none of these covers (host overhead, idle).
+
+Overlaps are resolved as xprof does, compute first: communication under compute is not
+exposed; `comm_total_s` is all of it, `comm_exposed_s` the part no compute hides.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+STEP_MARKER = "train"  # the step marker's name (tf-keras' own, and dlscale's)
+COLLECTIVE = re.compile(
+    r"(^|/)(all-reduce|all-gather|reduce-scatter|collective-permute|all-to-all|"
+    r"ragged-all-to-all|collective-broadcast)([.-]|$)"
+    r"|:(Collective\w+|Nccl\w+)$|^nccl|^Nccl|^horovod:")
+INPUT = re.compile(r"IteratorGetNext|GetNextFromShard|GetNextAsOptional")
+DISPATCH = "PjitFunction("  # JAX's dispatch of a compiled step
+# lines whose events are operations: TensorFlow's executor threads, XLA:CPU's threads,
+# a GPU's op lines and streams (not its "XLA Modules" or "Steps": a whole step each)
+COMPUTE_LINE = re.compile(r"tf_Compute|tf_inter_op|tf_XLA|\|XLA Ops$|\|TensorFlow Ops$|"
+                          r"\|Stream #")
+RUNTIME = re.compile(r"::|^Rendezvous|^Wait|^H2D|^D2H|^Handle inputs|^Allocate|"
+                     r"^ExecutorState|^ParallelFor|^Loop$|^ThreadpoolListener")
+# a GPU's streams, as CUPTI names them in a real trace (an H200's: "Stream #14(Memset,
+# Compute,MemcpyD2D)", "Stream #15(MemcpyH2D)"): every event is a kernel or a copy; the
+# batch's copy to the device is input, as in xprof's GPU steps, and copies back the rest
+GPU_STREAM = re.compile(r"^/device:GPU:\d+\|Stream #")
+COPIES = {"MemcpyH2D": "copy", "MemcpyD2H": None}
+PARTS = ("compute_s", "comm_exposed_s", "input_s", "other_s")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event of a trace: the plane and line it is on ("plane|line"), its name, its
+    start and end in nanoseconds (any origin shared by the trace) and its step number
+    (step markers only)."""
+
+    line: str
+    name: str
+    start: int
+    end: int
+    step: int | None = None
+
+
+def kind(event: Event) -> str | None:
+    """compute, comm, input, copy (the batch's copy to a GPU: input, beside tf.data's),
+    or None (a marker, the runtime, an event of no line that executes operations)."""
+    if COLLECTIVE.search(event.name):
+        return "comm"
+    if INPUT.search(event.name):
+        return "input"
+    if GPU_STREAM.search(event.line):  # kernels and copies: C++ names hold `::` too
+        return COPIES.get(event.name, "compute")
+    if RUNTIME.search(event.name) or not COMPUTE_LINE.search(event.line):
+        return None
+    return "compute"
+
+
+def union(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The intervals' union, as sorted disjoint intervals."""
+    out: list[list[int]] = []
+    for start, end in sorted(intervals):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        elif end > start:
+            out.append([start, end])
+    return [(a, b) for a, b in out]
+
+
+def length(intervals: list[tuple[int, int]]) -> int:
+    return sum(b - a for a, b in intervals)
+
+
+def minus(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The disjoint sorted intervals `a` without `b` (both disjoint and sorted)."""
+    out, j = [], 0
+    for start, end in a:
+        while j < len(b) and b[j][1] <= start:
+            j += 1
+        k, cur = j, start
+        while k < len(b) and b[k][0] < end:
+            if b[k][0] > cur:
+                out.append((cur, b[k][0]))
+            cur = max(cur, b[k][1])
+            k += 1
+        if cur < end:
+            out.append((cur, end))
+    return out
+
+
+def clip(intervals: list[tuple[int, int]], s: int, e: int) -> list[tuple[int, int]]:
+    """The union of the intervals' parts within [s, e)."""
+    return union([(max(a, s), min(b, e)) for a, b in intervals if a < e and b > s])
+
+
+def steps_of(events: list[Event]) -> dict[int, tuple[int, int]]:
+    """Each step number's interval: its widest marker (tf-keras and a window can both
+    mark a step)."""
+    steps: dict[int, tuple[int, int]] = {}
+    for e in events:
+        if e.name == STEP_MARKER and e.step is not None:
+            a, b = steps.get(e.step, (e.start, e.end))
+            steps[e.step] = (min(a, e.start), max(b, e.end))
+    return steps
+
+
+def split(events: list[Event]) -> list[dict]:
+    """One dict per marked step, in step order: step, wall_s, compute_s, comm_total_s,
+    comm_exposed_s, input_s, other_s (seconds; the four parts add up to wall_s)."""
+    steps = steps_of(events)
+    by_kind: dict[str, list[tuple[int, int]]] = {"compute": [], "comm": [], "input": [],
+                                                  "copy": []}
+    dispatches: list[int] = []
+    for e in events:
+        if e.name.startswith(DISPATCH):
+            dispatches.append(e.start)
+        elif (k := kind(e)) is not None:
+            by_kind[k].append((e.start, e.end))
+    dispatches.sort()
+    rows = []
+    for number, (s, e) in sorted(steps.items()):
+        compute, comm, inp = (clip(by_kind[k], s, e) for k in ("compute", "comm", "input"))
+        if not inp and (first := next((d for d in dispatches if s <= d < e), None)):
+            inp = [(s, first)]  # Keras 3 on JAX: the batch is fetched before the dispatch
+        inp = union(inp + clip(by_kind["copy"], s, e))
+        exposed = minus(comm, compute)
+        waiting = minus(minus(inp, compute), comm)
+        wall = e - s
+        parts = [length(compute), length(exposed), length(waiting)]
+        rows.append({"step": number, "wall_s": wall / 1e9,
+                     "compute_s": parts[0] / 1e9, "comm_total_s": length(comm) / 1e9,
+                     "comm_exposed_s": parts[1] / 1e9, "input_s": parts[2] / 1e9,
+                     "other_s": max(0, wall - sum(parts)) / 1e9})
+    return rows
+
+
+def summary(rows: list[dict]) -> dict:
+    """The window's totals: seconds per part summed over its steps, and the median
+    step's wall time."""
+    if not rows:
+        return {}
+    walls = sorted(r["wall_s"] for r in rows)
+    total = {k: round(sum(r[k] for r in rows), 9)
+             for k in ("wall_s", "comm_total_s", *PARTS)}
+    return {"steps": len(rows), "step_s": round(walls[len(walls) // 2], 9), **total}
