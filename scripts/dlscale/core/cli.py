@@ -19,9 +19,9 @@ def exit_without_teardown(main: Callable[[], int | None]) -> NoReturn:
     """Run a command line's main() and end the process as sys.exit would, less Python's
     teardown: the atexit handlers run (Horovod's and JAX's shutdown, logging's flush) and
     the standard streams are flushed, then os._exit. Once TensorFlow is imported, freeing
-    its modules and objects one by one at exit costs 1 to 2.5 s of CPU per process
-    (docs/benchmarks.md, "The test suite's length") and keeps nothing: a run's records
-    are written, atomically, and closed before main returns. An exception other than
+    its modules and objects one by one at exit costs seconds of CPU per process
+    (docs/benchmarks.md, "Tests and CI") and keeps nothing: a
+    run's records are written, atomically, and closed before main returns. An exception other than
     SystemExit ends the process the usual way, with its traceback."""
     try:
         code = main()

@@ -1,4 +1,4 @@
-"""dlscale's own reader of its shards, without TensorFlow (issue 60): what a Keras 3
+"""dlscale's own reader of its shards, without TensorFlow: what a Keras 3
 point on JAX needs to train where TensorFlow is not installed.
 
 The shards are dlscale's: TFRecord framing of `tf.train.Example`s that

@@ -202,7 +202,8 @@ def _cifar_folder_members(path: Path):
 
 def read_cifar10(path: Path) -> Splits:
     """Each batch file is decoded as it is read, so that the archive's bytes are never
-    all held at once (with all of them held, the process kept 180 MB more after)."""
+    all held at once (the process would keep that memory after: docs/benchmarks.md,
+    "Data preparation")."""
     members = _cifar_folder_members(path) if path.is_dir() else _cifar_tar_members(path)
     decoded: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
     for layout, member, data in members:

@@ -2,8 +2,8 @@
 
 Snakemake reads a rule function's parameters (`inspect.signature`, through
 `snakemake.common.get_function_params`) each time it calls it, to see which arguments it
-takes: 24,805 times in the dry run of 450 points, 0.5 s of its 3.9 s (docs/benchmarks.md,
-"SLURM orchestration and planning"). It keeps the parameters of a function that carries
+takes: an eighth of a large dry run (docs/benchmarks.md, "SLURM orchestration and
+planning"). It keeps the parameters of a function that carries
 them under the attribute `FUNC_OVERWRITE_PARAMS_ATTR`; rules/common.smk marks its
 wildcard functions with `signature_once` when it makes them. Under a Snakemake without
 that attribute nothing changes: each call is inspected as before.

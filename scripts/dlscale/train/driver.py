@@ -59,7 +59,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
                                     settings.nodes, settings.loop, settings.profile_steps):
         raise RunError(problem, 2)
     quiet_tensorflow()
-    if not keraschoice.trains_on_jax():  # JAX reads and trains without it (issue 60)
+    if not keraschoice.trains_on_jax():  # JAX reads and trains without it
         import tensorflow  # noqa: F401  (imported here, so that its cost is its phase's)
 
     from dlscale.data.tfrecords import load_manifest

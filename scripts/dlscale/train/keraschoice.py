@@ -1,7 +1,7 @@
 """Which Keras a process trains with, chosen before anything imports it: Keras 2 (tf-keras)
 or Keras 3 on TensorFlow or JAX (docs/keras.md). `use_keras` sets the environment that
 TensorFlow, Keras and JAX read at import; `keras()` is the chosen Keras module; JAX is
-kept out of a process that trains on TensorFlow (its import costs 0.66 s there).
+kept out of a process that trains on TensorFlow (it would only slow its start).
 `default_strategy` and `framework_problem` say which strategy a point of a Keras and
 backend trains with, and which it cannot: decided here once, for planning and train.py."""
 
@@ -46,7 +46,8 @@ class _KeepJaxOut(importlib.abc.MetaPathFinder):
 
 def keep_jax_out() -> None:
     """TensorFlow's import imports JAX where it is installed (tf.lite's `try: import
-    jax`): 0.66 s of each start here, in a process that never uses it. Before TensorFlow
+    jax`), a cost of each start in a process that never uses it (docs/benchmarks.md,
+    "Tests and CI"). Before TensorFlow
     is imported, `import jax` in this process fails with the reason; TensorFlow goes on
     without. Once TensorFlow is imported there is nothing to save, and nothing is done
     (a test process that imports both keeps both)."""

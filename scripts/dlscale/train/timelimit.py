@@ -52,8 +52,8 @@ def job_deadline(time_limit_min: float | None, started: float,
 
 
 # Seconds kept at the end of a job for what follows the last epoch: the evaluation, the
-# records, the process's exit and Snakemake's job step. Under load that took 13 s on the
-# test cluster (train.py done at 14:27:08, the job step at 14:27:21), and SLURM marks a
+# records, the process's exit and Snakemake's job step (13 s under load on the test
+# cluster: docs/benchmarks.md, "SLURM orchestration and planning"); SLURM marks a
 # job that reaches its limit TIMEOUT, which makes Snakemake drop its outputs.
 END_OF_JOB_RESERVE_S = 30.0
 # launch.py's watchdog stops a training still running this many seconds before the end

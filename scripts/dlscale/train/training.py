@@ -270,8 +270,8 @@ def epoch_recorder(path: Path, steps: int, global_batch: int, lr_of, write: bool
     An epoch whose loss or metrics are NaN or infinite sets `saw_nan` and stops training
     there. This is the run's stop on NaN; Keras' TerminateOnNaN would stop a step after
     the loss goes bad, but it reads the loss after every step, which makes Keras call
-    every callback's step hooks (BackupAndRestore then assigns a variable per step): about
-    1 ms per step here, 5 % of SimpleCNN's epoch (docs/benchmarks.md, issue 26).
+    every callback's step hooks (BackupAndRestore then assigns a variable per step), a
+    cost of every step (docs/benchmarks.md, "Training overhead").
 
     On the first epoch of a (possibly resumed) fit it rewrites the file with only the
     epochs before the one starting, so a run restored from a backup has no duplicates,
