@@ -216,7 +216,8 @@ def write_shard(path: Path, images: np.ndarray, labels: np.ndarray, size: int,
     """One shard of records. Where TensorFlow is needed (to resize, `chunk` images at a
     time) or loaded already (the images were decoded with it) its TFRecordWriter writes
     them; otherwise dlscale frames them itself, the same bytes, and preparation never
-    imports TensorFlow (most of a small dataset's preparation: docs/benchmarks.md, "Tests and CI")."""
+    imports TensorFlow (most of a small dataset's preparation: docs/benchmarks.md, "Tests
+    and CI")."""
     encoder = ExampleEncoder(size * size * 3)
     if "tensorflow" in sys.modules or images.shape[1:3] != (size, size):
         import tensorflow as tf
