@@ -79,8 +79,10 @@ def main(argv=None) -> int:
     write_table(systems(runs), args.out_dir / "systems.csv")
     checked = runs["log_check"].fillna("").astype(str)
     for _, run in runs[~checked.isin(["", "ok"])].iterrows():
-        print(f"warning: run {run['run']}: train.log does not match the records "
-              f"({run['log_check']}); the tables use the records", file=sys.stderr)
+        what = ("train.log does not match the records" if run["source"] == "dlscale" else
+                f"{run.get('checked_against', 'its own lines')} differs from the log's records")
+        print(f"warning: run {run['run']}: {what} ({run['log_check']}); the tables use the "
+              "records", file=sys.stderr)
     for _, run in runs[~runs["counted"]].iterrows():
         print(f"warning: run {run['run']} is not counted: {run['problem']}", file=sys.stderr)
     if not table.empty and table["accuracy_flag"].any():

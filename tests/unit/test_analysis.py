@@ -96,13 +96,20 @@ def test_replicas_fewer_than_asked_are_not_counted():
     assert runs.loc["ref4", "problem"] == "4 replicas used, 8 asked for"
 
 
-def test_no_one_gpu_point_means_no_speedup_not_a_guess():
+def test_without_a_one_gpu_point_the_speedup_is_over_the_fewest_gpus_and_says_so():
+    """A series measured from 2 GPUs (MLPerf results start at 8): speedup and efficiency
+    over its fewest GPUs, named in base_gpus; a series of one point has none."""
     epochs = study_epochs()
     epochs = epochs[epochs["gpus"] != 1]
     runs = summarize_runs(epochs, 1)
     table = scaling(epochs, runs, 1, 0.05)
+    assert list(table["base_gpus"]) == [2, 2]
+    assert list(table["speedup"]) == [1.0, 2.0] and list(table["efficiency"]) == [1.0, 1.0]
+    assert list(table["accuracy_delta"].notna()) == [True, True]
+    alone = epochs[epochs["gpus"] == 4]
+    table = scaling(alone, summarize_runs(alone, 1), 1, 0.05)
     assert table["speedup"].isna().all() and table["efficiency"].isna().all()
-    assert table["accuracy_delta"].isna().all()
+    assert table["base_gpus"].isna().all()
 
 
 def test_repeats_are_pooled_with_a_confidence_interval():

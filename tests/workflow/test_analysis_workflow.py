@@ -359,3 +359,31 @@ def test_labels_and_notes_from_shared_files_never_reach_the_reports_html(tmp_pat
     assert script_elements(hostile) == script_elements(clean) > 0
     compared = pd.read_csv(tmp_path / "hostile/results/tables/compared.csv")
     assert "</script><script>alert(4)</script>" in set(compared["study"])  # kept as data
+
+
+def test_a_study_over_an_mlperf_series_scales_as_its_files_throughputs(tmp_path):
+    """Three MLPerf results of one system on 8, 16 and 24 GPUs (tests/data/mlperf): the
+    GPU counts and batches come from the files, and the speedups are the ratios of the
+    throughputs the files' own epoch times give (read here from their JSON)."""
+    mlperf = ROOT / "tests" / "data" / "mlperf"
+    names = ["Dell_DSS8440x8A100-PCIE-40GB.txt", "Dell_2xDSS8440x8A100-PCIE-40GB.txt",
+             "Dell_3xDSS8440x8A100-PCIE-40GB.txt"]
+    runs = "\n".join(f"  - {{log: {mlperf / n}, model: ResNet50, train_images: 1281167, "
+                     "label: Dell DSS8440}" for n in names)
+    config = write_config(tmp_path / "c.yaml", f"sweep: {{models: []}}\nexternal_runs:\n{runs}\n")
+    run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
+    table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
+    assert list(table["gpus"]) == [8, 16, 24]
+    speed = []
+    for name in names:
+        events = [json.loads(line.split(":::MLLOG", 1)[1])
+                  for line in (mlperf / name).read_text().splitlines()
+                  if line.startswith(":::MLLOG")]
+        times = {(e["key"], e["metadata"].get("epoch_num")): e["time_ms"] for e in events}
+        seconds = [(times["epoch_stop", n] - times["epoch_start", n]) / 1000
+                   for (key, n) in times if key == "epoch_start"]
+        speed.append(1281167 / (sum(seconds[1:]) / len(seconds[1:])))  # skip_epochs 1
+    # scaling.csv keeps 6 significant digits
+    assert list(table["images_per_s"]) == pytest.approx(speed, rel=1e-5)
+    assert list(table["speedup"]) == pytest.approx([s / speed[0] for s in speed], rel=1e-5)
+    assert list(zip(table["nodes"], table["base_gpus"])) == [(1, 8), (2, 8), (3, 8)]

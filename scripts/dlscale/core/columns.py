@@ -52,10 +52,10 @@ SCALING = (
     Column("images_per_s", "images/s", "images per epoch / epoch_time_s", True),
     Column("final_accuracy", "1", "training accuracy of the last epoch", True),
     Column("test_accuracy", "1", "accuracy on the test split", True),
-    Column("speedup", "1", "1-GPU epoch time / this epoch time"),
-    Column("efficiency", "1", "speedup / gpus"),
-    Column("accuracy_delta", "1", "final_accuracy minus the 1-GPU point's"),
-    Column("test_accuracy_delta", "1", "test_accuracy minus the 1-GPU point's"),
+    Column("speedup", "1", "the base point's epoch time / this epoch time"),
+    Column("efficiency", "1", "speedup / (gpus / base_gpus)"),
+    Column("accuracy_delta", "1", "final_accuracy minus the base point's"),
+    Column("test_accuracy_delta", "1", "test_accuracy minus the base point's"),
     Column("accuracy_flag", "", "accuracy_delta beyond accuracy_tolerance"),
     *_later(
         Column("scaling", "", "weak or strong", True),
@@ -74,6 +74,8 @@ SCALING = (
         Column("overhead_s", "s", "job_s minus the training", True),
         Column("overhead_fraction", "1", "overhead_s / job_s"),
         Column("flags", "", "what the report flags about the point"),
+        Column("base_gpus", "", "GPUs of the series' base point: 1 GPU on one node, else "
+               "its fewest GPUs (an MLPerf series from 8)"),
     ),
 )
 # runs.csv: one row per run; beside scaling.csv's columns (per run) it has these

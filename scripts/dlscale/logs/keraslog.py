@@ -28,6 +28,8 @@ from dlscale.logs.loglines import (  # noqa: F401 (what readers of logs import f
     settings_sequence,
 )
 from dlscale.logs.logstream import StreamParser, combine, split_stream, stream_order, tagged_pieces
+from dlscale.logs.mllog import MARK as MLLOG
+from dlscale.logs.mllog import MLLogReader
 
 
 def lines_of(text: str):
@@ -143,6 +145,7 @@ class LogReader:
         self.binary = False  # NUL bytes: not a text log
         # text of a tagged line whose newline has not come yet, per (rank, channel)
         self.pieces: dict[tuple[str, str], list[str]] = {}
+        self.mllog: MLLogReader | None = None  # MLPerf's lines, once one came (logs.mllog)
 
     def feed(self, line: str, ended: bool = True) -> None:
         """The next line; `ended` False for text after the last newline of a log that
@@ -160,6 +163,8 @@ class LogReader:
             pieces = [(stream, "", text)]
         if len(pieces) == 1 and not self.pieces:  # the common case, without a call more
             stream, _channel, text = pieces[0]
+            if (self.mllog is not None or text.startswith(MLLOG)) and self.mllog_line(text):
+                return
             parser = self.parsers.get(stream)
             if parser is not None and ended:
                 parser.feed(self.number, text)
@@ -178,7 +183,17 @@ class LogReader:
                 self.dispatch(key_stream, "".join(parts), False)
             self.pieces.clear()
 
+    def mllog_line(self, text: str) -> bool:
+        """Whether `text` was an MLLOG line, taken by the MLLOG reader (which sees every
+        line after the first, for a framework's own epoch times)."""
+        if self.mllog is None:
+            self.mllog = MLLogReader()
+        self.mllog.feed(self.number, text)
+        return text.startswith(MLLOG)
+
     def dispatch(self, stream: str, text: str, ended: bool) -> None:
+        if (self.mllog is not None or text.startswith(MLLOG)) and ended and self.mllog_line(text):
+            return
         parser = self.parsers.get(stream)
         if parser is None:
             parser = self.parsers[stream] = StreamParser(self.path, self.patterns)
@@ -200,6 +215,8 @@ class LogReader:
         """Every run read (see parse_lines); once, at the end."""
         finished = {name: parser.finish() for name, parser in self.parsers.items()}
         runs = combine(finished)
+        if self.mllog is not None and (found := self.mllog.parsed(self.path, runs)):
+            return found  # an MLPerf log: its runs, the framework's lines a cross-check
         # settings that only streams without results stated (a job script's header on
         # unprefixed lines before `srun --label` tasks print the epochs) hold for every run
         stated: dict[str, int] = {}
@@ -310,7 +327,7 @@ def parse_file_runs(path: str, patterns: dict[str, re.Pattern] | None = None,
 
 
 # The shape of what parse_file_runs keeps: a change to ParsedLog or EpochTable bumps it.
-PARSED_FORMAT = 1
+PARSED_FORMAT = 2
 
 
 def keep(path: Path, stamp: tuple, found) -> None:

@@ -221,7 +221,7 @@ class EpochTable:
         kinds = self.kinds
         for name, values in self.columns.items():
             value = values[row]
-            kind = kinds.get(name)
+            kind = kinds.get(name, float)  # a column only ever None so far: float's
             if value != value:  # NaN: logged so (a float's), or a missing field
                 if kind is not float:
                     record[name] = None  # counts, flags: never NaN when logged
@@ -244,7 +244,7 @@ class EpochTable:
             for name, value in record.items():
                 if value is None:
                     value = NAN
-                    if kinds.get(name) is float:
+                    if kinds.get(name, float) is float:
                         self.special[name, row] = self.NONE
                 columns[name].append(value)
             return
@@ -293,6 +293,7 @@ class ParsedLog:
     streams: int = 1             # workers whose lines the run holds (see parse_runs)
     test: dict[str, float] = field(default_factory=dict)  # evaluate()'s loss and accuracy
     images_per_s: float | None = None  # a benchmark's total throughput (no epochs)
+    facts: dict = field(default_factory=dict)  # a run's values beyond settings (mllog)
     ended: dict[int, int] = field(default_factory=dict)  # epoch: line of its last result
     last: int = 0                # the highest finished epoch
     _open: int | None = None     # the epoch whose header came last, while unfinished

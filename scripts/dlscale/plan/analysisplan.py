@@ -212,7 +212,7 @@ class AnalysisPlan:
                 "images_per_epoch": item.get("train_images", ""),
                 "precision": item["precision"],
                 "strategy": item["strategy"]}
-        if not isinstance(item["nodes"], list):  # else one per run, in --per-run
+        if isinstance(item["nodes"], int):  # else one per run, in --per-run
             meta["nodes"] = item["nodes"]
         if item.get("skip_epochs") is not None:
             meta["skip_epochs"] = item["skip_epochs"]

@@ -22,7 +22,7 @@ from dlscale.logs.keraslog import (
 )
 
 PER_RUN = ("gpus", "global_batch")  # what every run needs, from the config or the log
-GIVEN_PER_RUN = ("nodes",)  # from the config only: one value, or one per run
+GIVEN_PER_RUN = ("nodes",)  # from the config (one value, or one per run), else the log
 
 
 def configured(item: dict, name: str, run: int):
@@ -82,6 +82,8 @@ def resolve(item: dict, where: str, cache: str | None = None) -> tuple[list[dict
         for name in GIVEN_PER_RUN:
             if isinstance(item.get(name), list):
                 values[name] = item[name][index]
+            elif item.get(name) is None and name in stated:  # not given: the log's
+                values[name] = stated[name]
         if "global_batch" not in values and "batch_per_gpu" in stated and "gpus" in values:
             values["global_batch"] = stated["batch_per_gpu"] * values["gpus"]
         missing = [n for n in PER_RUN if n not in values]

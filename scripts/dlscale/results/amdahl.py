@@ -78,6 +78,8 @@ def fit_table(scaling: pd.DataFrame) -> pd.DataFrame:
     """One row per series with a speedup beyond 1 GPU: f, its error, the predictions."""
     rows = []
     for series, group in scaling.dropna(subset=["speedup"]).groupby("series", sort=True):
+        if "base_gpus" in group and (group["base_gpus"] != 1).any():
+            continue  # a speedup over more GPUs than one: Amdahl's model is over 1 GPU
         used = group[group["gpus"] > 1]
         if used.empty:
             continue

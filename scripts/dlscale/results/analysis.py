@@ -285,17 +285,24 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
     table = pd.DataFrame(rows, columns=[*MEASURED, "gpus_logged"])
     if table.empty:
         return pd.DataFrame(columns=SCALING_COLUMNS + EXTRA_COLUMNS)
-    base = table[(table["gpus"] == 1) & (table["nodes"] == 1)].set_index("series")
+    # each series' base: its 1-GPU point on one node, else (a series of several GPU
+    # counts without one, as MLPerf results) its fewest GPUs, on the fewest nodes
+    base = table.sort_values(["gpus", "nodes"]).drop_duplicates("series").set_index("series")
+    counts = table.groupby("series")["gpus"].nunique()
+    base = base[(base["gpus"] == 1) & (base["nodes"] == 1)
+                | ~base.index.isin(table.loc[table["gpus"] == 1, "series"])
+                & (base.index.map(counts) > 1)]
+    table["base_gpus"] = table["series"].map(base["gpus"])
     ref = table["series"].map(base["epoch_time_s"])
     # from epoch times; for benchmarks (throughput, no epochs) from images/s
     table["speedup"] = (ref / table["epoch_time_s"]).fillna(
         table["images_per_s"] / table["series"].map(base["images_per_s"]))
-    table["efficiency"] = table["speedup"] / table["gpus"]
+    table["efficiency"] = table["speedup"] / (table["gpus"] / table["base_gpus"])
     table["accuracy_delta"] = table["final_accuracy"] - table["series"].map(base["final_accuracy"])
     table["test_accuracy_delta"] = (table["test_accuracy"]
                                     - table["series"].map(base["test_accuracy"]))
     table["accuracy_flag"] = table["accuracy_delta"].abs() > accuracy_tolerance
-    table["serial_fraction"] = karp_flatt(table["speedup"], table["gpus"])
+    table["serial_fraction"] = karp_flatt(table["speedup"], table["gpus"] / table["base_gpus"])
     table["gpu_hours_per_epoch"] = gpu_hours_per_epoch(table)
     table["gpu_hours_per_100_epochs"] = 100 * table["gpu_hours_per_epoch"]
     table["cost_per_epoch"] = (table["gpu_hours_per_epoch"] * gpu_hour_price

@@ -40,7 +40,8 @@ def table(parsed: ParsedLog, meta: dict):
     else:
         logged_rows = [dict.fromkeys(("epoch", "seconds", "loss", "accuracy"))] if extra else []
     head = {**meta, "file": parsed.path, **dict.fromkeys(EPOCH_METRICS)}
-    tail = {"cut": parsed.cut, "streams": parsed.streams, **parsed.test, **extra}
+    tail = {"cut": parsed.cut, "streams": parsed.streams, **parsed.test, **parsed.facts,
+            **extra}
     for logged in logged_rows:
         row = {**head, **logged, **tail}
         row.pop("seconds_resolution", None)
@@ -50,7 +51,7 @@ def table(parsed: ParsedLog, meta: dict):
 def table_names(parsed: ParsedLog, meta: dict) -> set[str]:
     """Every column `table` may give the run's rows."""
     names = {*meta, "file", *EPOCH_METRICS, "epoch", *parsed.epochs.columns, "cut",
-             "streams", *parsed.test}
+             "streams", *parsed.test, *parsed.facts}
     if parsed.images_per_s is not None:
         names |= {"logged_images_per_s", "seconds"}
     return names - {"seconds_resolution"}

@@ -91,6 +91,11 @@ def draw(ax, table, name: str, others=(), amdahl=None) -> None:
         mode = scaling_mode(table)
         ax.plot(gpus, gpus, color="grey", linestyle=":",
                 label=f"ideal (linear{', ' + mode + ' scaling' if mode else ''})")
+        relative = table[table["base_gpus"] > 1] if "base_gpus" in table else table[:0]
+        for series, group in relative.groupby("series"):
+            base = float(group["base_gpus"].iloc[0])  # a series over its fewest GPUs
+            ax.plot(group["gpus"], group["gpus"] / base, linestyle=":",
+                    color=colours.get(series), label=f"ideal from {base:g} GPUs")
     if name == "efficiency":
         ax.axhline(1.0, color="grey", linestyle=":", label="ideal")
         top = table["efficiency"].max() if len(table) else 1.0
