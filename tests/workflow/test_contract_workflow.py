@@ -185,11 +185,16 @@ def test_a_point_that_completed_while_snakemake_was_away_is_not_trained_again(tm
     psutil.wait_procs(launcher, timeout=120)  # it notes the record was made unattended
     record = json.loads((tmp_path / f"results/runs/{DONE}/run.json").read_text())
     assert record["status"] == "completed"
+    # what the first job left, for the message if the second trains again
+    kept = sorted(p.name for p in (tmp_path / f"results/runs/{DONE}/completed").glob("*"))
+    first_log = (tmp_path / f"logs/train/{DONE}.log").read_text(errors="replace")[-3000:]
     run_snakemake(tmp_path, "--unlock", *args)
     second = run_snakemake(tmp_path, *args)
     assert "rule train:" in second.stdout  # Snakemake runs the job again: it was incomplete
     log = (tmp_path / f"logs/train/{DONE}.log").read_text()
-    assert "completed while Snakemake was away" in log
+    assert "completed while Snakemake was away" in log, (
+        f"kept: {kept} (launchers waited for: {[p.pid for p in launcher]}); first job's "
+        f"log:\n{first_log}")
     attempts = [json.loads(x) for x in
                 (tmp_path / f"results/runs/{DONE}/attempts.jsonl").read_text().splitlines()]
     assert [a["status"] for a in attempts] == ["completed"]
