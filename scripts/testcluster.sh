@@ -6,6 +6,7 @@
 #   scripts/testcluster.sh status
 #   scripts/testcluster.sh stop     # ends what start started (munged too, if start started it) and removes the files and /etc/hosts lines start wrote
 #   scripts/testcluster.sh config   # only writes the configuration (start does it too)
+#   scripts/testcluster.sh node n1  # starts one node's slurmd again (after a test stopped it)
 #
 # State, logs and fake GPUs live in $DLSCALE_CLUSTER_DIR (default /tmp/dlscale-slurm).
 # The configuration goes to SLURM's default place, /etc/slurm/slurm.conf (and gres.conf),
@@ -46,6 +47,15 @@ die() { echo "testcluster: $*" >&2; exit 1; }
 env_lines() {
     if [ "$CONF" = /etc/slurm/slurm.conf ]; then echo "# $CONF is SLURM's default place: nothing to set"
     else echo "export SLURM_CONF=$CONF"; fi
+}
+
+# One node's slurmd, in a UTS namespace of its own whose hostname is the node's name: its
+# job steps (and what they start) see that hostname, as on a real cluster's nodes, so code
+# that tells hosts apart (a point's lock, a requeued job on the other node) is tried with
+# two hosts; both still share this machine's network and files (NodeHostname=localhost).
+start_node() {
+    mkdir -p "$DIR/spool-$1"
+    unshare --uts sh -c 'hostname "$1" && exec slurmd -N "$1"' slurmd-node "$1"
 }
 
 running() {
@@ -220,8 +230,7 @@ start() {
     start_accounting
     slurmctld -i
     for node in "${NODES[@]}"; do
-        mkdir -p "$DIR/spool-$node"
-        slurmd -N "$node"
+        start_node "$node"
     done
     for _ in $(seq 60); do
         idle=$(sinfo -h -N -o "%N %t" 2>/dev/null | grep -c " idle" || true)
@@ -265,10 +274,12 @@ stop() {
 
 case "${1:-}" in
     start) start ;;
+    node) [ -n "${2:-}" ] || die "usage: $0 node NODE (start that node's slurmd again)"
+        start_node "$2" ;;
     stop) stop ;;
     env) env_lines ;;
     config) write_config; ensure_hosts ;;
     status)
         if running; then SLURM_CONF="$CONF" sinfo -N; else echo "testcluster: not running"; exit 1; fi ;;
-    *) echo "usage: $0 start|stop|status|env|config" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|status|env|config|node NODE" >&2; exit 2 ;;
 esac

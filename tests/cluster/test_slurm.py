@@ -356,7 +356,7 @@ def end_what_outlived(job: str) -> list[str]:
 
 def power_on(node: str) -> None:
     """The node boots again: its slurmd registers and (ReturnToService=2) it is idle."""
-    subprocess.run(["slurmd", "-N", node], check=True)
+    subprocess.run([str(ROOT / "scripts" / "testcluster.sh"), "node", node], check=True)
     deadline = time.time() + 60
     while time.time() < deadline:
         states = dict(row for row in (line.split() for line in subprocess.run(
@@ -391,16 +391,21 @@ def test_a_requeued_job_and_a_failed_node_each_resume_the_point_in_one_study(tmp
     held(tmp_path, point, 4, deadline)  # resumed by the requeued job, now inside epoch 5
     [(job_again, node)] = [row for row in queue("%i", "%N") if row]
     assert job_again == job
+    folder = tmp_path / f"results/runs/{point}"
     try:
         power_off(node, job)
+        # the lock names the job on the failed node's host: the nodes are two hosts
+        holder = json.loads((folder / ".lock").read_text())
+        assert (holder["host"], holder["slurm_job"]) == (node, job), holder
         start_requeued_now(job, deadline)
         output, _ = study.communicate(timeout=900)
     finally:
         power_on(node)
     assert study.returncode == 0, output[-8000:]
-    folder = tmp_path / f"results/runs/{point}"
     run = json.loads((folder / "run.json").read_text())
     assert run["status"] == "completed" and run["env"]["SLURM_JOB_ID"] == job
+    # restarted on the other node, a host of its own, which took its own job's lock
+    assert run["system"]["host"] == run["system"]["node"] != node, run["system"]
     # epoch 4's record is written just before its backup: the kill may land between them
     assert run["resumed_at_epoch"] in (4, 5)
     assert run["system"]["node"] not in (None, node), run["system"]
