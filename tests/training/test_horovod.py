@@ -4,6 +4,7 @@ points beside mirrored ones in one chart, and across nodes: tests/cluster/test_s
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -42,3 +43,20 @@ def test_two_horovod_ranks_train_and_only_rank_0_writes(small_data, tmp_path):
     assert 0 < summary["comm_exposed_s"] <= summary["comm_total_s"] < summary["wall_s"]
     assert run["breakdown"] == {"file": "breakdown.json", "notes": []}
     assert len(window["collective"]["seconds"]) > 1  # hvd.allreduce timed on both ranks
+
+
+def test_ranks_that_horovod_sees_alone_stop_before_writing_the_runs_state(small_data, tmp_path):
+    """A rank that its launcher started as one of two but whose Horovod sees only itself
+    (a Gloo-only Horovod under mpirun trains each rank alone, every one the chief): exit
+    status 3 with the reason, and no rank writes the run's state. Here the real Horovod,
+    told by OpenMPI's variable that it is one of two ranks, initialises alone."""
+    env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
+    proc = subprocess.run(
+        [str(HOROVOD_PYTHON), str(SCRIPTS / "train.py"), "--data-dir", str(small_data),
+         "--out", str(tmp_path), "--model", "SimpleCNN", "--device", "cpu", "--gpus", "2",
+         "--batch-per-gpu", "8", "--epochs", "1", "--strategy", "horovod"],
+        capture_output=True, text=True, timeout=600, env={**env, "OMPI_COMM_WORLD_SIZE": "2"})
+    assert proc.returncode == 3, proc.stdout[-2000:] + proc.stderr[-3000:]
+    assert ("the launcher started 2 ranks (OMPI_COMM_WORLD_SIZE) but Horovod sees 1"
+            in proc.stderr), proc.stderr[-3000:]
+    assert not (tmp_path / "state" / "settings.json").exists()

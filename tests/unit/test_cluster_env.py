@@ -8,7 +8,7 @@ from conftest import IN_CI
 
 from dlscale.core.errors import RunError
 from dlscale.jobs.slurm import expand_tasks_per_node, hostnames, parse_hostlist
-from dlscale.train.cluster import slurm_tf_config
+from dlscale.train.cluster import lonely_rank, slurm_tf_config
 
 HOSTLISTS = {
     "gpu[01-02,05],login1": ["gpu01", "gpu02", "gpu05", "login1"],
@@ -78,3 +78,10 @@ def test_horovod_across_nodes_without_a_launcher_is_refused():
 
     with pytest.raises(SystemExit, match="horovod.mpi_launcher"):
         horovod_command(4, 2, ["python"], None)
+
+
+@pytest.mark.parametrize("size, env, alone", [
+    (1, {"OMPI_COMM_WORLD_SIZE": "2"}, True), (2, {"OMPI_COMM_WORLD_SIZE": "2"}, False),
+    (1, {"PMI_SIZE": "4"}, True), (1, {}, False), (1, {"OMPI_COMM_WORLD_SIZE": ""}, False)])
+def test_a_rank_that_sees_fewer_ranks_than_its_launcher_started_is_named(size, env, alone):
+    assert (lonely_rank(size, env) is not None) == alone

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from dlscale.train import keraschoice
-from dlscale.train.cluster import slurm_tf_config, worker_identity
+from dlscale.train.cluster import lonely_rank, slurm_tf_config, worker_identity
 from dlscale.train.training import (
     RunError,
     cuda_visible_devices,
@@ -200,6 +200,8 @@ class Horovod(Backend):
         if self.settings.breakdown_steps:  # the window records Horovod's timeline
             os.environ.setdefault("HOROVOD_TIMELINE", "DYNAMIC")
         hvd.init()
+        if problem := lonely_rank(hvd.size(), dict(os.environ)):
+            raise RunError(problem, 3)  # before any rank writes the run's state
         self.hvd = hvd
         return hvd.rank(), hvd.size(), hvd.local_rank()
 

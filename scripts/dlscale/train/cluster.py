@@ -42,3 +42,17 @@ def worker_identity() -> tuple[int, int, int]:
     return 0, 1, 0
 
 
+# what MPI launchers tell each rank of the world they started (OpenMPI, MPICH/PMI, MVAPICH)
+LAUNCHED_SIZE = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE")
+
+
+def lonely_rank(size: int, env: dict[str, str]) -> str | None:
+    """Why a rank that sees `size` ranks was started as one of more, or None: a Horovod
+    built without MPI (Gloo only) under mpirun trains each rank alone, and every rank would
+    take itself for the chief and write the run's state."""
+    for name in LAUNCHED_SIZE:
+        if env.get(name, "").isdigit() and int(env[name]) > size:
+            return (f"the launcher started {env[name]} ranks ({name}) but Horovod sees {size}: "
+                    "each would train alone. Horovod built without MPI (Gloo only) does this "
+                    "under mpirun; build it with MPI (make horovod, where mpicc is installed)")
+    return None
