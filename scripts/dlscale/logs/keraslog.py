@@ -163,10 +163,9 @@ class LogReader:
             pieces = [(stream, "", text)]
         if len(pieces) == 1 and not self.pieces:  # the common case, without a call more
             stream, _channel, text = pieces[0]
-            if (self.mllog is not None or text.startswith(MLLOG)) and self.mllog_line(text):
-                return
             parser = self.parsers.get(stream)
-            if parser is not None and ended:
+            if parser is not None and ended and self.mllog is None and not text.startswith(
+                    MLLOG):
                 parser.feed(self.number, text)
             else:
                 self.dispatch(stream, text, ended)

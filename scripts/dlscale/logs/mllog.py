@@ -230,11 +230,10 @@ class MLLogReader:
         differ = [f"epoch {e}: {theirs[e]:g} s against {r['seconds']:g} s"
                   for e, r in parsed.epochs.items() if e in theirs
                   and abs(theirs[e] - r["seconds"]) > TOLERANCE_S + TOLERANCE * r["seconds"]]
+        listed = ", ".join(differ[:3]) + (", ..." if len(differ) > 3 else "")
         parsed.facts["checked_against"] = source
-        parsed.facts["log_check"] = ", ".join(differ[:3]) + (", ..." if len(differ) > 3
-                                                             else "") if differ else "ok"
+        parsed.facts["log_check"] = listed or "ok"
         if not differ:
             return []
-        return [f"{parsed.path}: {source} differs from the MLLOG epochs ("
-                + ", ".join(differ[:3]) + (", ..." if len(differ) > 3 else "")
-                + "): the rows are the MLLOG's"]
+        return [f"{parsed.path}: {source} differs from the MLLOG epochs ({listed}): the rows "
+                "are the MLLOG's"]
