@@ -61,8 +61,8 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     import pandas as pd
 
-    from dlscale.results.analysis import scaling, summarize_runs
-    from dlscale.results.runtable import OK, run_rows
+    from dlscale.reporting.analysis import scaling, summarize_runs
+    from dlscale.reporting.runtable import OK, run_rows
 
     t_import = time.perf_counter() - t0
     t0 = time.perf_counter()

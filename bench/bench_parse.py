@@ -23,7 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from dlscale.logs.keraslog import parse_file_runs  # noqa: E402
+from dlscale.logparse.keraslog import parse_file_runs  # noqa: E402
 
 
 def write_log(path: Path, megabytes: float) -> tuple[int, int]:

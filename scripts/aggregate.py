@@ -13,8 +13,8 @@ amdahl.csv (per series: the fitted serial fraction and the speedup it predicts a
 4x the largest GPU count) and references.csv (the points with a reference value, their
 verdicts; --references takes the entries as JSON) and systems.csv (each distinct
 system description of the runs: host, CPU, memory, GPU, driver, CUDA, versions, container,
-modules, partition). Definitions: dlscale/results/analysis.py,
-dlscale/results/amdahl.py, dlscale/results/references.py and docs/analysis.md.
+modules, partition). Definitions: dlscale/reporting/analysis.py,
+dlscale/reporting/amdahl.py, dlscale/reporting/references.py and docs/analysis.md.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ def main(argv=None) -> int:
 
     import pandas as pd
 
-    from dlscale.results.amdahl import fit_table
-    from dlscale.results.analysis import (
+    from dlscale.reporting.amdahl import fit_table
+    from dlscale.reporting.analysis import (
         EPOCH_REQUIRED,
         failed_points,
         read_table,
@@ -57,7 +57,7 @@ def main(argv=None) -> int:
         summarize_runs,
         systems,
     )
-    from dlscale.results.references import judge
+    from dlscale.reporting.references import judge
 
     try:
         epochs = pd.concat([read_table(t, list(EPOCH_REQUIRED)) for t in args.tables],

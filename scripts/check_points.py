@@ -18,7 +18,7 @@ from pathlib import Path
 
 from dlscale.core.contract import Status
 from dlscale.core.files import atomic
-from dlscale.results.analysis import read_table
+from dlscale.reporting.analysis import read_table
 
 
 def main(argv=None) -> int:

@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 
 from dlscale.core.files import write_table
-from dlscale.results.analysis import read_table
-from dlscale.results.references import REFERENCE_COLUMNS
+from dlscale.reporting.analysis import read_table
+from dlscale.reporting.references import REFERENCE_COLUMNS
 
 
 def main(argv=None) -> int:

@@ -7,7 +7,7 @@
 
 Reads each counted run's breakdown.json (its profiled window and its timed all-reduce)
 beside its records; writes breakdown.csv (per point) and prediction.csv (per series and
-GPU count, with the next two doublings). Definitions: dlscale/results/explain.py and
+GPU count, with the next two doublings). Definitions: dlscale/reporting/explain.py and
 docs/analysis.md ("Why it scales").
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlscale.core.files import write_table
-from dlscale.results.explain import external_models, model_gradient_bytes, tables
+from dlscale.reporting.explain import external_models, model_gradient_bytes, tables
 
 
 def main() -> int:

@@ -4,14 +4,14 @@ as the workflow's rule and a clone without the installed command run it.
 
   parse_logs.py ResNet50_all.out -o epochs.csv
 
-See dlscale/results/logtable.py (or `dlscale parse-log --help`).
+See dlscale/reporting/logtable.py (or `dlscale parse-log --help`).
 """
 
 from __future__ import annotations
 
 import sys
 
-from dlscale.results.logtable import main, table  # noqa: F401 (table: the rows of one run)
+from dlscale.reporting.logtable import main, table  # noqa: F401 (table: the rows of one run)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -4,7 +4,7 @@
   plot_breakdown.py results/tables/breakdown.csv --prediction results/tables/prediction.csv \
       --out-dir results/plots
 
-Writes where_the_time_goes.png/.svg and prediction.png/.svg (dlscale/results/whyplots.py).
+Writes where_the_time_goes.png/.svg and prediction.png/.svg (dlscale/reporting/whyplots.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlscale.results.whyplots import plot_why
+from dlscale.reporting.whyplots import plot_why
 
 
 def main() -> int:

@@ -48,15 +48,15 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
 
     from dlscale.core.vocabulary import COMPARED_COLUMNS
-    from dlscale.results.amdahl import AMDAHL_COLUMNS
-    from dlscale.results.analysis import (
+    from dlscale.reporting.amdahl import AMDAHL_COLUMNS
+    from dlscale.reporting.analysis import (
         SCALING_COLUMNS,
         compared_study,
         parse_compare,
         read_studies,
         read_table,
     )
-    from dlscale.results.plots import plot_all
+    from dlscale.reporting.plots import plot_all
 
     try:
         table = read_table(args.scaling, SCALING_COLUMNS)

@@ -8,7 +8,7 @@
 Writes --verdicts (per point: its epoch time, the median of the same point in the last
 --compare earlier studies on the same system, the change and pass/fail/none) and
 --studies (those studies' points, for the plots). A point already in the history is not
-added again (see dlscale/results/history.py). Exit status 0, also when a point is slower than
+added again (see dlscale/reporting/history.py). Exit status 0, also when a point is slower than
 its history: the verdicts say so, and a warning names it.
 """
 
@@ -63,8 +63,8 @@ def main(argv=None) -> int:
     import pandas as pd
 
     from dlscale.core.contract import RecordError
-    from dlscale.results import history
-    from dlscale.results.analysis import SCALING_COLUMNS, read_table
+    from dlscale.reporting import history
+    from dlscale.reporting.analysis import SCALING_COLUMNS, read_table
 
     try:
         scaling = read_table(args.scaling, SCALING_COLUMNS)

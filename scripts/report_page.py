@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write the report's first page (dlscale/results/firstpage.py): the scaling answer, flags,
+"""Write the report's first page (dlscale/reporting/firstpage.py): the scaling answer, flags,
 verdicts and failed points, with the overview figure.
 
   report_page.py results/tables/scaling.csv --amdahl results/tables/amdahl.csv \
@@ -23,14 +23,14 @@ def main(argv=None) -> int:
     parser.add_argument("--failed", required=True, type=Path)
     parser.add_argument("--overview", type=Path)
     parser.add_argument("--verdicts", type=Path, help="the history's verdicts (history.csv)")
-    parser.add_argument("--breakdown", type=Path, help="breakdown.csv (dlscale.results.explain)")
+    parser.add_argument("--breakdown", type=Path, help="breakdown.csv (dlscale.reporting.explain)")
     parser.add_argument("--prediction", type=Path, help="prediction.csv, with --breakdown")
     parser.add_argument("-o", "--out", required=True, type=Path)
     args = parser.parse_args(argv)
 
     from dlscale.core.files import atomic
-    from dlscale.results.analysis import read_table
-    from dlscale.results.firstpage import page
+    from dlscale.reporting.analysis import read_table
+    from dlscale.reporting.firstpage import page
 
     try:
         text = page(read_table(args.scaling, ["series", "nodes", "gpus"]),

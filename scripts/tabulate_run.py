@@ -22,7 +22,7 @@ from pathlib import Path
 from dlscale.core.cli import parse_meta
 from dlscale.core.contract import RecordError
 from dlscale.core.files import write_rows
-from dlscale.results.runtable import OK, RunTableError, run_rows, unreadable_record_rows
+from dlscale.reporting.runtable import OK, RunTableError, run_rows, unreadable_record_rows
 
 
 def main(argv=None) -> int:

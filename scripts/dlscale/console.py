@@ -17,7 +17,7 @@ import sys
 
 def history_command(argv: list[str]) -> int:
     from dlscale.core.schema import default
-    from dlscale.results import history
+    from dlscale.reporting import history
 
     parser = argparse.ArgumentParser(prog="dlscale history",
                                      description="List the results history's points, "
@@ -53,7 +53,7 @@ def history_command(argv: list[str]) -> int:
 
 
 def status_command(argv: list[str]) -> int:
-    from dlscale.results import status
+    from dlscale.reporting import status
 
     parser = argparse.ArgumentParser(prog="dlscale status", description=status.__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -65,13 +65,13 @@ def status_command(argv: list[str]) -> int:
 
 
 def parse_log_command(argv: list[str]) -> int:
-    from dlscale.results.logtable import main
+    from dlscale.reporting.logtable import main
 
     return main(argv)
 
 
 def compare_command(argv: list[str]) -> int:
-    from dlscale.results.compare import main
+    from dlscale.reporting.compare import main
 
     return main(argv)
 

@@ -87,7 +87,7 @@ def loop_run(data, out, loop, *extra):
 
 
 def test_the_custom_loop_trains_like_fit_and_writes_the_same_records(small_data, tmp_path):
-    from dlscale.results.runtable import cross_check
+    from dlscale.reporting.runtable import cross_check
 
     for loop in ("fit", "custom"):
         proc = loop_run(small_data, tmp_path / loop, loop)

@@ -13,9 +13,9 @@ import tabulate_run
 from conftest import ROOT
 
 from dlscale.core.contract import RunRecord, Status
-from dlscale.logs.keraslog import parse_text, read_text
-from dlscale.results import runtable
-from dlscale.results.analysis import scaling, summarize_runs, t95
+from dlscale.logparse.keraslog import parse_text, read_text
+from dlscale.reporting import runtable
+from dlscale.reporting.analysis import scaling, summarize_runs, t95
 
 STUDY = ROOT / "tests" / "data" / "reference-study"
 
@@ -221,7 +221,7 @@ def test_parse_logs_never_writes_over_the_log_or_into_a_folder(tmp_path, capsys)
 
 
 def test_serial_fraction_per_point_and_the_amdahl_fit_of_the_published_study():
-    from dlscale.results.amdahl import amdahl, fit_table
+    from dlscale.reporting.amdahl import amdahl, fit_table
 
     epochs = study_epochs()
     table = scaling(epochs, summarize_runs(epochs, 1), 1, 0.05)
@@ -244,7 +244,7 @@ def test_serial_fraction_per_point_and_the_amdahl_fit_of_the_published_study():
 
 
 def test_one_multi_gpu_point_gives_a_fit_without_an_error_and_perfect_scaling_gives_zero():
-    from dlscale.results.amdahl import fit_serial_fraction
+    from dlscale.reporting.amdahl import fit_serial_fraction
 
     f, se = fit_serial_fraction([1, 2], [1.0, 1.875])
     assert f == pytest.approx(1 / 15, abs=1e-6) and np.isnan(se)  # exact: 1/1.875 = f + (1-f)/2
@@ -269,7 +269,7 @@ def test_gpu_hours_cost_and_time_to_accuracy_from_the_published_study():
 
 
 def test_references_give_pass_fail_or_none_within_their_tolerances():
-    from dlscale.results.references import judge
+    from dlscale.reporting.references import judge
 
     epochs = study_epochs()
     table = scaling(epochs, summarize_runs(epochs, 1), 1, 0.05)
@@ -288,7 +288,7 @@ def test_references_give_pass_fail_or_none_within_their_tolerances():
 
 
 def test_the_subtitle_says_what_the_drawn_runs_used_not_what_the_config_says():
-    from dlscale.results.plots import describe_runs
+    from dlscale.reporting.plots import describe_runs
 
     runs = pd.DataFrame([
         {"run": "a", "source": "dlscale", "counted": True, "model": "ResNet50V2", "gpus": 2,
@@ -354,7 +354,7 @@ def test_no_accounting_leaves_the_columns_empty_with_a_note():
 
 def test_a_perfect_speedup_has_a_serial_fraction_of_zero():
     """The fit stopped at 4.77e-21 and printed it: to its resolution, it is 0."""
-    from dlscale.results.amdahl import fit_serial_fraction, karp_flatt
+    from dlscale.reporting.amdahl import fit_serial_fraction, karp_flatt
 
     f, se = fit_serial_fraction([1, 2, 4], [1.0, 2.0, 4.0])
     assert (f, se) == (0.0, 0.0)

@@ -1,4 +1,4 @@
-"""What more GPUs would give (dlscale.results.explain): the all-reduce's alpha-beta fit, the
+"""What more GPUs would give (dlscale.reporting.explain): the all-reduce's alpha-beta fit, the
 prediction checked on the held-out point, and breakdown.csv from breakdown.json files.
 The series are made here from the model's own formula, so every expected figure follows
 from the parameters below, not from a run."""
@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from dlscale.core.contract import BREAKDOWN
-from dlscale.results import explain
+from dlscale.reporting import explain
 
 ALPHA, BANDWIDTH, GRADIENT = 20e-6, 5e9, 100 * 2**20  # s, bytes/s (bus), bytes
 COMPUTE, BATCH = 0.2, 32  # seconds of a step no communication explains; images per GPU
@@ -111,7 +111,7 @@ def test_a_series_without_records_is_listed_with_the_reason(tmp_path):
 
 def test_compare_shows_where_the_time_goes_and_the_prediction_of_both_studies(tmp_path):
     from dlscale.core.files import write_table
-    from dlscale.results.compare import main as compare
+    from dlscale.reporting.compare import main as compare
 
     paths = []
     for name, slower in (("this", None), ("last-year", 4)):

@@ -278,8 +278,8 @@ def test_labels_are_drawn_literally_and_missing_points_are_named(tmp_path):
     import matplotlib
 
     matplotlib.use("Agg")
-    from dlscale.results import plots as plot_scaling
-    from dlscale.results.analysis import SCALING_COLUMNS
+    from dlscale.reporting import plots as plot_scaling
+    from dlscale.reporting.analysis import SCALING_COLUMNS
 
     labels = ["Bob's $5 & $6 study", "_under_score", "100% {braces}"]
     table = pd.DataFrame([{c: 1.0 for c in SCALING_COLUMNS} | {"series": label, "gpus": 1,

@@ -7,7 +7,7 @@ import pandas as pd
 from docutils.core import publish_parts
 from jinja2 import Environment
 
-from dlscale.results.firstpage import page
+from dlscale.reporting.firstpage import page
 
 
 def rendered(text: str) -> str:
@@ -50,8 +50,8 @@ def test_a_failed_point_is_one_line_with_its_status_said_once(tmp_path):
 
     from test_analysis import study_epochs
 
-    from dlscale.results.analysis import summarize_runs
-    from dlscale.results.status import point_status
+    from dlscale.reporting.analysis import summarize_runs
+    from dlscale.reporting.status import point_status
 
     reason = "the command exited with status 1\nTraceback (most recent call last):\n  boom"
     run = tmp_path / "results" / "runs" / "cmd" / "gpus4" / "rep1"

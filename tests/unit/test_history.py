@@ -1,4 +1,4 @@
-"""dlscale.results.history on real SQLite files: concurrent studies, the layout's version."""
+"""dlscale.reporting.history on real SQLite files: concurrent studies, the layout's version."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from dlscale.results import history
+from dlscale.reporting import history
 
 
 def point(series: str, gpus: int, epoch_time: float, run: str) -> dict:
@@ -161,7 +161,7 @@ def test_another_programs_sqlite_file_is_refused_and_left_as_it_was(tmp_path):
     exists', or, without that name, added dlscale's tables to it."""
     import sqlite3
 
-    from dlscale.results.history import HistoryError, connect
+    from dlscale.reporting.history import HistoryError, connect
 
     for tables in (["studies"], ["jobs", "users"]):
         path = tmp_path / f"{tables[0]}.sqlite"

@@ -13,8 +13,8 @@ from dlscale.core.vocabulary import COMPARED_COLUMNS
 from dlscale.plan.analysisplan import unreadable_file
 from dlscale.plan.study import Study
 from dlscale.plan.sweep import check_gres
-from dlscale.results.analysis import read_studies
-from dlscale.results.references import ReferenceError, load
+from dlscale.reporting.analysis import read_studies
+from dlscale.reporting.references import ReferenceError, load
 
 
 def test_a_binary_references_file_is_named(tmp_path):
@@ -66,8 +66,8 @@ def test_an_external_log_that_is_a_directory_fails_planning_naming_it(tmp_path):
 
 def test_a_compared_table_from_an_older_dlscale_is_drawn_with_its_missing_columns_empty(
         tmp_path):
-    from dlscale.results.analysis import EXTRA_COLUMNS, SCALING_COLUMNS
-    from dlscale.results.plots import plot_all
+    from dlscale.reporting.analysis import EXTRA_COLUMNS, SCALING_COLUMNS
+    from dlscale.reporting.plots import plot_all
 
     ours = pd.DataFrame([{c: 1.0 for c in SCALING_COLUMNS + EXTRA_COLUMNS}
                          | {"series": "M", "gpus": g, "nodes": 1} for g in (1, 2)])

@@ -7,7 +7,7 @@ import re
 import pytest
 from conftest import ROOT
 
-from dlscale.logs.keraslog import (
+from dlscale.logparse.keraslog import (
     LogError,
     compile_patterns,
     parse_file_runs,
@@ -203,7 +203,7 @@ def test_a_last_line_without_its_end_leaves_the_epoch_unfinished(ending):
 
 
 def test_a_pattern_matching_something_that_is_not_a_number_is_a_warning():
-    from dlscale.logs.keraslog import compile_patterns
+    from dlscale.logparse.keraslog import compile_patterns
 
     patterns = compile_patterns({"gpus": r"running on (\S+) GPUs"})
     text = ("running on four GPUs\nEpoch 1/1\n4/4 - 1s - loss: 2.0 - accuracy: 0.2\n")
@@ -428,7 +428,7 @@ def test_text_quoted_from_a_log_has_its_control_characters_escaped(tmp_path):
 def test_a_log_is_parsed_once_and_read_back_while_it_is_unchanged(tmp_path, monkeypatch):
     """Planning parses an external log and keeps what it found (dlscale.core.contract.PARSED);
     the rule that tabulates it, later runs and SLURM's job steps read that back."""
-    import dlscale.logs.keraslog as keraslog
+    import dlscale.logparse.keraslog as keraslog
 
     log = tmp_path / "job.out"
     log.write_text("Epoch 1/2\n8/8 - 2s - loss: 2.0 - accuracy: 0.2\n"
@@ -466,7 +466,7 @@ def test_the_live_reader_is_linear_in_a_line_without_newline(monkeypatch):
     only), read 64 KB at a time: the unfinished line is compacted only when it has doubled,
     so the bytes compacted are a few times the input (every chunk re-joined and compacted
     was about 128 times it), and the line is the one read at once."""
-    from dlscale.logs import keraslog
+    from dlscale.logparse import keraslog
 
     seen = []
     real = keraslog.compact
@@ -489,7 +489,7 @@ def test_a_16_mb_line_of_text_costs_the_live_reader_a_few_times_its_bytes(monkey
     """A line without newline or carriage return cannot be compacted: it was joined and
     searched again at every 64 KB chunk (quadratic: a 60 MB line read past a command's
     time limit). Now it is joined once and searched only when it has doubled."""
-    from dlscale.logs import keraslog
+    from dlscale.logparse import keraslog
 
     seen = []
     real = keraslog.compact
@@ -504,7 +504,7 @@ def test_a_16_mb_line_of_text_costs_the_live_reader_a_few_times_its_bytes(monkey
 def test_the_live_reader_gives_the_lines_of_the_whole_text_whatever_the_chunks():
     import random
 
-    from dlscale.logs.keraslog import Lines
+    from dlscale.logparse.keraslog import Lines
 
     rng = random.Random(3)
     text = "".join(rng.choice(["a", "b\r", "\n", "é", " "]) for _ in range(20_000)).encode()

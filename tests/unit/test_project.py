@@ -119,7 +119,7 @@ def test_every_column_of_scaling_csv_and_the_accounted_ones_is_defined_in_the_do
     """docs/analysis.md defines each column of scaling.csv (and runs.csv's sacct_*) in
     the first cell of a table row: a column added to the code needs its line there."""
     from dlscale.jobs.slurm import ACCOUNTED
-    from dlscale.results.analysis import EXTRA_COLUMNS, SCALING_COLUMNS
+    from dlscale.reporting.analysis import EXTRA_COLUMNS, SCALING_COLUMNS
 
     prose = (ROOT / "docs" / "analysis.md").read_text().split("## Columns and units")[0]
     rows = [line.split("|")[1] for line in prose.splitlines() if line.startswith("| `")]
@@ -130,7 +130,7 @@ def test_every_column_of_scaling_csv_and_the_accounted_ones_is_defined_in_the_do
 
 PACKAGE = ROOT / "scripts" / "dlscale"
 # the subpackages, each importing only those after it (and itself): dlscale/__init__.py
-LAYERS = ("plan", "results", "launch", "train", "logs", "data", "jobs", "core")
+LAYERS = ("plan", "reporting", "launch", "train", "logparse", "data", "jobs", "core")
 
 
 def package_modules() -> dict[str, Path]:
@@ -186,7 +186,7 @@ def test_the_package_has_no_import_cycle():
 
 
 def test_the_subpackages_import_only_those_below_them():
-    """plan -> results -> launch -> train -> logs, data, jobs -> core: no arrow up, and the
+    """plan -> reporting -> launch -> train -> logparse, data, jobs -> core: no arrow up, and the
     shared vocabulary (core) talks to nothing outside (no subprocess, no SLURM)."""
     graph = package_imports()
     assert {name.split(".")[0] for name in graph} == {*LAYERS, "console"}
@@ -256,7 +256,7 @@ def test_the_column_registry_is_what_scaling_csv_holds_and_what_the_docs_list():
     """dlscale.core.columns declares each column once (name, unit, meaning): scaling.csv is
     built in its order, and docs/analysis.md carries its table as `make docs` writes it."""
     from dlscale.core import columns
-    from dlscale.results import analysis
+    from dlscale.reporting import analysis
 
     # both paths of analysis.scaling select these, in this order
     assert analysis.SCALING_COLUMNS + analysis.EXTRA_COLUMNS == [c.name for c in columns.SCALING]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from dlscale.results import status
+from dlscale.reporting import status
 
 DLSCALE = Path(sys.executable).with_name("dlscale")
 POINTS = ["SimpleCNN/gpus1/rep1", "SimpleCNN/gpus2/rep1", "SimpleCNN/gpus4/rep1",
@@ -113,7 +113,7 @@ def test_the_summary_lists_the_flags_of_the_last_scaling_table(tmp_path):
     lists it under the summary, from the scaling table the study last wrote."""
     from test_analysis import study_epochs
 
-    from dlscale.results.analysis import scaling, summarize_runs
+    from dlscale.reporting.analysis import scaling, summarize_runs
 
     epochs = study_epochs()
     epochs.loc[(epochs["run"] == "ref4") & (epochs["epoch"] == 5), "accuracy"] = 0.30

@@ -10,7 +10,7 @@ import pytest
 import yaml
 from conftest import IN_CI, ROOT, run_snakemake, write_config
 
-from dlscale.results import explain
+from dlscale.reporting import explain
 
 pytestmark = pytest.mark.workflow
 PROFILE = ["--profile", str(ROOT / "profiles" / "local")]

@@ -115,7 +115,8 @@ ACCOUNTED = (
     Column("sacct_alloc_tres", "", "the allocation's trackable resources", True),
 )
 
-# breakdown.csv: one row per point (dlscale.results.explain), after scaling.csv's first six columns
+# breakdown.csv: one row per point (dlscale.reporting.explain), after scaling.csv's first six
+# columns
 BREAKDOWN = (
     Column("step_s", "s", "the point's step time: global_batch / images_per_s", True),
     Column("window_steps", "", "traced steps, over the repeats", True),

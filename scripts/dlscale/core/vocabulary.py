@@ -52,7 +52,7 @@ PLOTS = {
 COST = "cost"  # epoch time against GPU-hours per epoch: the fastest and the cheapest point
 OVERVIEW = "overview"  # all of the above in one figure
 PLOT_NAMES = (*PLOTS, COST, OVERVIEW)
-# why it scales (dlscale.results.explain): the step split per GPU count, the model's prediction
+# why it scales (dlscale.reporting.explain): the step split per GPU count, the model's prediction
 WHY_PLOTS = ("where_the_time_goes", "prediction")
 # what a compared study's scaling.csv must hold to be drawn beside this one
 COMPARED_COLUMNS = ("series", "nodes", "gpus", "epoch_time_s", "images_per_s", "speedup",

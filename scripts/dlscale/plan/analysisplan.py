@@ -109,7 +109,7 @@ class AnalysisPlan:
         spec = self.config["references"]
         if not spec:
             return []  # and pandas is not imported: a plain study's planning never needs it
-        from dlscale.results.references import ReferenceError, load
+        from dlscale.reporting.references import ReferenceError, load
 
         models = {p.model for p in self.points.values()}
         models |= {item["model"] for item, _ in self.external.values()}
@@ -126,7 +126,7 @@ class AnalysisPlan:
         import pandas as pd
 
         from dlscale.core.vocabulary import COMPARED_COLUMNS
-        from dlscale.results.analysis import THIS_STUDY, read_table
+        from dlscale.reporting.analysis import THIS_STUDY, read_table
 
         compared, labels = [], set()
         for index, item in enumerate(self.config["compare"]):

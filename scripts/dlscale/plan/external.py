@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dlscale.logs.keraslog import (
+from dlscale.logparse.keraslog import (
     LogError,
     compile_patterns,
     parse_file_runs,

@@ -35,7 +35,7 @@ from dlscale.core.vocabulary import scaled_lr
 from dlscale.data.datasets import DATASETS, FOLDER, find_cached
 from dlscale.jobs.outcomes import failed_record, planned_attempt, runtime_factor
 from dlscale.launch.command import check_template
-from dlscale.logs.keraslog import compile_patterns
+from dlscale.logparse.keraslog import compile_patterns
 from dlscale.plan import modelimports
 from dlscale.plan.analysisplan import AnalysisPlan, meta_flags
 from dlscale.plan.sweep import Point, command_spec, folder_listing, plan_sweep
@@ -440,7 +440,7 @@ class Study:
         """results/plan.json: the points `dlscale status` reports on."""
         from dlscale.core.contract import PLAN
         from dlscale.core.files import write_json_atomic
-        from dlscale.results.status import plan_record
+        from dlscale.reporting.status import plan_record
 
         Path(PLAN).parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(PLAN, plan_record(self.points))

@@ -2,7 +2,7 @@
 after its compiling steps, traced with the framework's own profiler; then, after the
 training, the all-reduce itself timed on the point's devices. Both land in the run
 folder's breakdown.json (`contract.BREAKDOWN`), which the analysis turns into
-breakdown.csv and prediction.csv (dlscale.results.explain).
+breakdown.csv and prediction.csv (dlscale.reporting.explain).
 
 Why the first epoch: analysis.skip_epochs leaves it out of every time the study reports,
 so the profiler's own cost (starting, stopping, the host tracer) never reaches epoch

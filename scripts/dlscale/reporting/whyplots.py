@@ -1,4 +1,4 @@
-"""The two plots of why a series scales (dlscale.results.explain): where the step time goes at
+"""The two plots of why a series scales (dlscale.reporting.explain): where the step time goes at
 each GPU count (stacked seconds per part), and the communication model's predicted
 efficiency against the measured one, its extrapolation shaded."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlscale.core.vocabulary import WHY_PLOTS
-from dlscale.results.plots import save
+from dlscale.reporting.plots import save
 
 COLOURS = {"compute": "tab:blue", "communication": "tab:red", "input": "tab:orange",
            "other": "tab:grey"}

@@ -1,5 +1,5 @@
 """The grammar of Keras' printed lines: epoch results, progress bars, stated settings,
-and the epoch table they fill (dlscale.logs.keraslog reads whole logs with it).
+and the epoch table they fill (dlscale.logparse.keraslog reads whole logs with it).
 
 Understood (tests/unit/test_keraslog.py has each, and real captured logs):
   verbose=2, Keras 2 (2021):   196/196 - 45s - loss: 1.7626 - accuracy: 0.3536

@@ -17,7 +17,7 @@ from dlscale.core.vocabulary import COST, OVERVIEW, PLOTS
 def with_errors(table):
     """Propagate the epoch-time CI to throughput and speedup (relative error); the
     columns newer than the table (a scaling.csv of an older dlscale) are left empty."""
-    from dlscale.results.analysis import EXTRA_COLUMNS
+    from dlscale.reporting.analysis import EXTRA_COLUMNS
 
     table = table.copy()
     for column in EXTRA_COLUMNS:
@@ -138,7 +138,7 @@ def draw_amdahl(ax, amdahl, gpus: list[int], colours: dict) -> list[int]:
     the series' colour and labelled as a model; the GPU ticks gain the predicted counts."""
     import numpy as np
 
-    from dlscale.results.amdahl import amdahl as model
+    from dlscale.reporting.amdahl import amdahl as model
 
     for _, row in amdahl.iterrows():
         n = np.geomspace(1, row["gpus_4x"], 50)
@@ -154,7 +154,7 @@ def draw_amdahl(ax, amdahl, gpus: list[int], colours: dict) -> list[int]:
 def draw_cost(ax, table, others=()) -> None:
     """Epoch time against GPU-hours per epoch: down is faster, left is cheaper; each point
     is labelled with its GPU count, the fastest and the cheapest are named."""
-    from dlscale.results.analysis import gpu_hours_per_epoch
+    from dlscale.reporting.analysis import gpu_hours_per_epoch
 
     for label, group in lines(table):
         group = group.sort_values("gpus").dropna(subset=["epoch_time_s"])

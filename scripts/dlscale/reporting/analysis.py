@@ -9,7 +9,7 @@ Definitions (docs/analysis.md explains them for users):
 - speedup = epoch time of the 1-GPU point of the same series / epoch time; efficiency =
   speedup / gpus; accuracy_delta = final training accuracy - that of the 1-GPU point.
   No 1-GPU point in the series: speedup, efficiency and deltas stay empty.
-- serial_fraction: Karp-Flatt's e(N) = (1/S - 1/N) / (1 - 1/N) (dlscale/results/amdahl.py).
+- serial_fraction: Karp-Flatt's e(N) = (1/S - 1/N) / (1 - 1/N) (dlscale/reporting/amdahl.py).
 - flags: results that look wrong, said and kept (never clamped or left out): a slowdown
   (speedup below 1), super-linear scaling (efficiency above 1: often runs that did not
   control the same conditions, such as a dataset cached in memory for one point only),
@@ -44,7 +44,7 @@ from dlscale.core.vocabulary import (
     SYSTEM_FIELDS,
     TELEMETRY_FIELDS,
 )
-from dlscale.results.amdahl import karp_flatt
+from dlscale.reporting.amdahl import karp_flatt
 
 # two-sided 95% Student t quantiles for 1..30 degrees of freedom; 1.96 beyond
 T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,

@@ -6,7 +6,7 @@
 One row per study, series, nodes and GPU count, with a `study` column ("this study" or
 the label) and the columns every scaling.csv has (dlscale.core.vocabulary.COMPARED_COLUMNS);
 then why each point scales, where a study has breakdown.csv and prediction.csv beside its
-scaling.csv (dlscale.results.explain): the dominant cost and the shares of compute, exposed
+scaling.csv (dlscale.reporting.explain): the dominant cost and the shares of compute, exposed
 communication and input, the predicted efficiency and the model's verdict; and a row per
 GPU count the model extrapolates to (`role` "extrapolated", its measured columns empty).
 A study without them (an older dlscale's) has those columns empty.
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from dlscale.core.vocabulary import COMPARED_COLUMNS
-from dlscale.results.analysis import parse_compare, read_studies
+from dlscale.reporting.analysis import parse_compare, read_studies
 
 WHY_COLUMNS = ("dominant", "compute_share", "communication_share", "input_share",
                "predicted_efficiency", "verdict")

@@ -3,7 +3,7 @@ whole files (`parse_file_runs`, `parse_text`), or a live output line by line
 (`LogReader`), with the parse of an external log kept for the rules that read it again.
 
 The line grammar (Keras 2 and 3, verbose 1 and 2, TF 1.x; settings stated in headers) is
-dlscale.logs.loglines'; one task's or rank's stream is dlscale.logs.logstream's. A log is a
+dlscale.logparse.loglines'; one task's or rank's stream is dlscale.logparse.logstream's. A log is a
 sequence of runs (one job's .out often holds several): a new run starts where the epoch
 count restarts or a run's settings are stated again after finished epochs.
 """
@@ -18,7 +18,7 @@ import re
 from collections import deque
 from pathlib import Path
 
-from dlscale.logs.loglines import (  # noqa: F401 (what readers of logs import from here)
+from dlscale.logparse.loglines import (  # noqa: F401 (what readers of logs import from here)
     ANSI,
     EpochTable,
     LogError,
@@ -27,9 +27,15 @@ from dlscale.logs.loglines import (  # noqa: F401 (what readers of logs import f
     job_gpus,
     settings_sequence,
 )
-from dlscale.logs.logstream import StreamParser, combine, split_stream, stream_order, tagged_pieces
-from dlscale.logs.mllog import MARK as MLLOG
-from dlscale.logs.mllog import MLLogReader
+from dlscale.logparse.logstream import (
+    StreamParser,
+    combine,
+    split_stream,
+    stream_order,
+    tagged_pieces,
+)
+from dlscale.logparse.mllog import MARK as MLLOG
+from dlscale.logparse.mllog import MLLogReader
 
 
 def lines_of(text: str):

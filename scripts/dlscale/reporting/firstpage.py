@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlscale.logs.keraslog import printable
+from dlscale.logparse.keraslog import printable
 
 # characters with a meaning in reStructuredText inline text: written escaped
 RST_SPECIAL = re.compile(r"([\\`*_|\[\]<>])")
@@ -77,7 +77,7 @@ def list_table(header: list[str], rows: list[list[str]], widths: list[int]) -> l
 
 def why_lines(breakdown: pd.DataFrame, prediction: pd.DataFrame) -> list[str]:
     """Per series: where the step goes at its largest GPU count, and the predicted
-    efficiency at the next doubling (dlscale.results.explain)."""
+    efficiency at the next doubling (dlscale.reporting.explain)."""
     out = []
     for (series, nodes), part in breakdown.groupby(["series", "nodes"], sort=False):
         row = part.sort_values("gpus").iloc[-1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from dlscale.logs.loglines import (
+from dlscale.logparse.loglines import (
     ALIASES,
     HEADER,
     HOROVOD_TOTAL,

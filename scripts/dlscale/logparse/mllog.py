@@ -21,7 +21,7 @@ import bisect
 import json
 import re
 
-from dlscale.logs.loglines import ParsedLog
+from dlscale.logparse.loglines import ParsedLog
 
 MARK = ":::MLLOG"
 MXNET_TIME = re.compile(r"\bEpoch\[(\d+)\] Time cost=([0-9.]+)")
