@@ -109,7 +109,7 @@ def test_unknown_model_and_bad_flags_exit_2(small_data, tmp_path):
 def test_killed_run_resumes_from_its_last_epoch_without_duplicates(small_data, tmp_path):
     args = [sys.executable, str(SCRIPTS / "train.py"), "--data-dir", str(small_data),
             "--out", str(tmp_path), "--model", "SimpleCNN", "--device", "cpu",
-            "--batch-per-gpu", "2", "--epochs", "6"]
+            "--batch-per-gpu", "8", "--epochs", "6"]
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     live = tmp_path / "state" / "epochs.jsonl"
     deadline = time.time() + 300
@@ -220,9 +220,9 @@ def test_a_restart_with_other_settings_starts_over_and_says_so(small_data, tmp_p
 def test_fewer_epochs_than_a_killed_run_finished_are_refused(small_data, tmp_path):
     base = [sys.executable, str(SCRIPTS / "train.py"), "--data-dir", str(small_data), "--out",
             str(tmp_path), *COMMON]
-    done = kill_after(base + ["--batch-per-gpu", "2", "--epochs", "8"],
+    done = kill_after(base + ["--epochs", "8"],
                       tmp_path / "state" / "epochs.jsonl", 3)
-    proc = subprocess.run(base + ["--batch-per-gpu", "2", "--epochs", "2"], capture_output=True,
+    proc = subprocess.run(base + ["--epochs", "2"], capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 2
     assert f"{done} epochs of this run are already finished" in proc.stderr
@@ -250,8 +250,7 @@ def test_launch_records_a_training_process_killed_by_a_signal(small_data, tmp_pa
     log = tmp_path / "job.log"
     args = [sys.executable, str(SCRIPTS / "launch.py"), "--record", str(tmp_path), "--log",
             str(log), "--", sys.executable, str(SCRIPTS / "train.py"), "--data-dir",
-            str(small_data), "--out", str(tmp_path), *COMMON, "--batch-per-gpu", "2",
-            "--epochs", "50"]
+            str(small_data), "--out", str(tmp_path), *COMMON, "--epochs", "50"]
     launcher = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     live = tmp_path / "state" / "epochs.jsonl"
     deadline = time.time() + 300

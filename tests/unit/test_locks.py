@@ -214,7 +214,7 @@ def test_a_record_linked_into_its_temporary_file_is_one_copy_on_disk(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["epochs.jsonl", "state.jsonl"]
 
 
-RACE_ROUNDS = 1000
+RACE_ROUNDS = 300  # the code before the guard overlapped from the second round
 # the rounds, in a small Python of their own: forking the test worker (TensorFlow and all
 # in its memory) twice a round cost CI 90 s
 RACE = textwrap.dedent("""
