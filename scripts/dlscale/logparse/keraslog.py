@@ -18,6 +18,8 @@ import re
 from collections import deque
 from pathlib import Path
 
+from dlscale.logparse.dllogger import MARK as DLL
+from dlscale.logparse.dllogger import DLLogReader
 from dlscale.logparse.loglines import (  # noqa: F401 (what readers of logs import from here)
     ANSI,
     EpochTable,
@@ -36,6 +38,8 @@ from dlscale.logparse.logstream import (
 )
 from dlscale.logparse.mllog import MARK as MLLOG
 from dlscale.logparse.mllog import MLLogReader
+
+STRUCTURED = (MLLOG, DLL)  # the marks of the formats read by readers of their own
 
 
 def lines_of(text: str):
@@ -152,6 +156,7 @@ class LogReader:
         # text of a tagged line whose newline has not come yet, per (rank, channel)
         self.pieces: dict[tuple[str, str], list[str]] = {}
         self.mllog: MLLogReader | None = None  # MLPerf's lines, once one came (logs.mllog)
+        self.dllog: DLLogReader | None = None  # NVIDIA DLLogger's, once one came
 
     def feed(self, line: str, ended: bool = True) -> None:
         """The next line; `ended` False for text after the last newline of a log that
@@ -171,7 +176,7 @@ class LogReader:
             stream, _channel, text = pieces[0]
             parser = self.parsers.get(stream)
             if parser is not None and ended and self.mllog is None and not text.startswith(
-                    MLLOG):
+                    STRUCTURED):
                 parser.feed(self.number, text)
             else:
                 self.dispatch(stream, text, ended)
@@ -199,6 +204,11 @@ class LogReader:
     def dispatch(self, stream: str, text: str, ended: bool) -> None:
         if (self.mllog is not None or text.startswith(MLLOG)) and ended and self.mllog_line(text):
             return
+        if ended and text.startswith(DLL):
+            reader = self.dllog or DLLogReader()
+            if reader.feed(self.number, text):
+                self.dllog = reader
+                return
         parser = self.parsers.get(stream)
         if parser is None:
             parser = self.parsers[stream] = StreamParser(self.path, self.patterns)
@@ -222,6 +232,8 @@ class LogReader:
         runs = combine(finished)
         if self.mllog is not None and (found := self.mllog.parsed(self.path, runs)):
             return found  # an MLPerf log: its runs, the framework's lines a cross-check
+        if self.dllog is not None and (found := self.dllog.parsed(self.path)):
+            return found  # a DLLogger log: its entries are the runs
         # settings that only streams without results stated (a job script's header on
         # unprefixed lines before `srun --label` tasks print the epochs) hold for every run
         stated: dict[str, int] = {}
@@ -331,8 +343,9 @@ def parse_file_runs(path: str, patterns: dict[str, re.Pattern] | None = None,
     return found
 
 
-# The shape of what parse_file_runs keeps: a change to ParsedLog or EpochTable bumps it.
-PARSED_FORMAT = 2
+# The shape of what parse_file_runs keeps: a change to ParsedLog or EpochTable, or to what
+# a file is read as (DLLogger's lines, read since format 3), bumps it.
+PARSED_FORMAT = 3
 
 
 def keep(path: Path, stamp: tuple, found) -> None:
