@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """Log parser benchmark (issue 22: a 200 MB job output in under a minute, bounded memory).
 
-  python bench/bench_parse.py [--mb 200] [--work /tmp/dlscale-bench-parse]
+  python bench/bench_parse.py [--mb 200] [--shape keras|dllogger] [--work DIR]
 
 Writes a job output of the given size as a long job would leave it: `srun --label`
 prefixes from two tasks, each printing its own Keras lines (tf-keras verbose=2 epoch
 lines with validation metrics, an `Epoch k/N` header before each), with a TensorFlow
-warning between epochs now and then. Then times, in one process, what planning and the
+warning between epochs now and then; or (--shape dllogger) one process's NVIDIA DLLogger
+lines as DeepLearningExamples print them, an entry every 10 iterations and one per epoch
+of 100 iterations. Then times, in one process, what planning and the
 parse_logs rule call: keraslog.parse_file_runs on the file, and reports the time, the
 lines per second and the process's peak resident memory.
 """
@@ -53,21 +55,52 @@ def write_log(path: Path, megabytes: float) -> tuple[int, int]:
     return epochs, lines
 
 
+def write_dllogger(path: Path, megabytes: float) -> tuple[int, int]:
+    """A DLLogger stdout log of the given size, and (epochs, lines)."""
+    target = int(megabytes * 1e6)
+    size = lines = epochs = 0
+    with open(path, "w") as out:
+        text = ("DLL 2026-11-27 10:00:00.000000 - PARAMETER batch_size : 256  world_size : 8  "
+                "amp : True  epochs : 1000000 \n")
+        out.write(text)
+        size, lines = len(text), 1
+        while size < target:
+            block = []
+            for it in range(10, 101, 10):
+                second = (epochs * 100 + it) / 1000
+                block.append(f"DLL 2026-11-27 10:{int(second) // 60 % 60:02d}:"
+                             f"{second % 60:09.6f} - ({epochs}, {it}) train.loss : "
+                             f"{2.0 / (1 + epochs % 50 + it / 100):.6f}  train.total_ips : "
+                             f"{2600 + it:.4f} images/s\n")
+            block.append(f"DLL 2026-11-27 10:{int(second) // 60 % 60:02d}:{second % 60:09.6f} - "
+                         f"({epochs},) train.loss : 1.5  train.top1 : 45.5 %  val.top1 : 50.1 %"
+                         f"  train.total_ips : 2650.0 images/s\n")
+            epochs += 1
+            text = "".join(block)
+            out.write(text)
+            size += len(text)
+            lines += len(block)
+    return epochs, lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=float, default=200.0, help="log size in MB (default 200)")
+    parser.add_argument("--shape", choices=("keras", "dllogger"), default="keras")
     parser.add_argument("--work", type=Path, default=Path("/tmp/dlscale-bench-parse"))
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     log = args.work / "job.out"
-    epochs, lines = write_log(log, args.mb)
+    dll = args.shape == "dllogger"
+    epochs, lines = (write_dllogger if dll else write_log)(log, args.mb)
+    streams = 1 if dll else 2
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     start, cpu = time.perf_counter(), time.process_time()
     runs = parse_file_runs(str(log))
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    assert len(runs) == 1 and len(runs[0].epochs) == epochs and runs[0].streams == 2, (
+    assert len(runs) == 1 and len(runs[0].epochs) == epochs and runs[0].streams == streams, (
         len(runs), len(runs[0].epochs), epochs)
     # what the rule then does: read planning's parse back (dlscale.core.contract.PARSED)
     cache = args.work / "parsed"
@@ -80,7 +113,8 @@ def main() -> int:
     kept_mb = sum(p.stat().st_size for p in cache.iterdir()) / 1e6
     print(f"machine: {platform.node()} {platform.processor() or platform.machine()}, "
           f"python {platform.python_version()}")
-    print(f"log: {log.stat().st_size / 1e6:.1f} MB, {lines} lines, 2 tasks x {epochs} epochs")
+    print(f"log ({args.shape}): {log.stat().st_size / 1e6:.1f} MB, {lines} lines, {streams} "
+          f"task(s) x {epochs} epochs")
     print(f"parse: {seconds:.1f} s, {cpu:.1f} s of CPU ({lines / seconds:,.0f} lines/s); peak RSS "
           f"{peak:.0f} MB (before parsing {before:.0f} MB)")
     print(f"read back from the parse kept at planning: {read_back:.1f} s ({kept_mb:.0f} MB kept)")

@@ -133,6 +133,8 @@ class DLLogReader:
         first = METRIC.search(rest)
         step = step_of(rest[:first.start()] if first else rest)
         data = {}
+        if isinstance(step, tuple) and len(step) > 1:
+            return at, step, data  # an iteration's values: only its time is read
         for name, value, unit in METRIC.findall(rest):
             data[name] = number(value)
             if unit:
