@@ -33,7 +33,6 @@ SUMMARY = {"", "Summary:", "()", "[]", "Summary"}
 EPOCH_FIELDS = {"loss": ("train.loss", "loss"), "accuracy": ("train.top1", "train.accuracy"),
                 "val_loss": ("val.loss",), "val_accuracy": ("val.top1", "val.accuracy"),
                 "logged_images_per_s": ("train.total_ips", "train.throughput")}
-PERCENT = ("top1", "accuracy")
 
 
 def number(text: str) -> float | int | str:
@@ -153,10 +152,10 @@ class DLLogReader:
             for index, epoch in enumerate(done, 1):
                 record = {"seconds": run.ends[epoch] - before}
                 before = run.ends[epoch]
+                own = run.values.get(epoch, {})
                 for field, names in EPOCH_FIELDS.items():
-                    value = next((run.values.get(epoch, {}).get(n) for n in names
-                                  if isinstance(run.values.get(epoch, {}).get(n), (int, float))),
-                                 None)
+                    value = next((own[n] for n in names
+                                  if isinstance(own.get(n), (int, float))), None)
                     if value is not None and field.endswith("accuracy"):
                         value = self.fraction(names, value)
                     record[field] = value
