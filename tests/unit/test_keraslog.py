@@ -268,6 +268,30 @@ def test_a_single_worker_resumed_inside_an_epoch_is_one_worker_with_a_note():
         run.warnings[0]
 
 
+def test_unprefixed_copies_of_one_training_out_of_step_are_one_run_with_one_warning():
+    """tests/data/job-streams/README.md, "Eight unprefixed copies": 8 tasks each train
+    alone and print the whole output; their lines interleave, a copy finishing its 3
+    epochs (and evaluating) while another is still in epoch 1."""
+    [run] = parse_file_runs(str(STREAMS / "srun_copies.out"))
+    assert run.streams == 8 and run.settings == {"gpus": 8, "epochs": 3} and not run.cut
+    assert [e["loss"] for e in run.rows()] == [2.4439, 2.3777, 2.3598]
+    assert [e["seconds"] for e in run.rows()] == pytest.approx([2.0, 0.072, 0.068])
+    assert run.test == {"test_loss": 2.3426, "test_accuracy": 0.1211}
+    [warning] = run.warnings
+    assert "8 copies" in warning and "not in step" in warning
+
+
+def test_copies_in_step_are_workers_and_runs_after_them_stay_runs():
+    """Workers of one data-parallel training print in step: no copies warning; the same
+    training run again after them (all workers finished) is the next run."""
+    one = ("Epoch 1/2\nEpoch 1/2\n4/4 - 2s - loss: 2.0 - accuracy: 0.2\n"
+           "4/4 - 3s - loss: 2.0 - accuracy: 0.2\nEpoch 2/2\nEpoch 2/2\n"
+           "4/4 - 1s - loss: 1.0 - accuracy: 0.3\n4/4 - 1s - loss: 1.0 - accuracy: 0.3\n")
+    runs = parse_runs(one + one, "job.out")
+    assert [[e["seconds"] for e in r.rows()] for r in runs] == [[3.0, 1.0], [3.0, 1.0]]
+    assert [r.streams for r in runs] == [2, 2] and runs[0].warnings == []
+
+
 def test_evaluate_after_the_last_epoch_is_the_test_result_not_an_epoch():
     text = ("Epoch 1/2\n1875/1875 - 4s - loss: 0.4975 - accuracy: 0.8234 - 4s/epoch - 2ms/step\n"
             "Epoch 2/2\n1875/1875 - 3s - loss: 0.3731 - accuracy: 0.8653 - 3s/epoch - 2ms/step\n"

@@ -296,12 +296,11 @@ class ParsedLog:
     facts: dict = field(default_factory=dict)  # a run's values beyond settings (mllog)
     ended: dict[int, int] = field(default_factory=dict)  # epoch: line of its last result
     last: int = 0                # the highest finished epoch
-    _open: int | None = None     # the epoch whose header came last, while unfinished
-    _copies: int = 1             # how many times the open epoch's header came
-    _pending: int = 0            # result lines still expected for the last epoch
-    _copies_seen: int = 1        # result lines seen for the last epoch
-    _late: int = 0               # result lines of the last epoch still possible after the
-                                 # next epoch's header (workers print in any order)
+    lanes: list = field(default_factory=list)  # one Lane per worker whose lines the
+                                 # stream holds (logstream.StreamParser)
+    apart: bool = False          # those workers were not in step: copies training alone
+    _seen: int = 1               # result lines seen for the last epoch of a log without
+                                 # epoch headers (each worker prints its own)
     order: list[int] = field(default_factory=list)  # the epochs, as they first finished
 
     def rows(self) -> list[dict]:
@@ -313,15 +312,17 @@ class ParsedLog:
         for epoch in sorted(table.index):
             yield table.row(table.index[epoch], epoch)
 
-    def result(self, record: dict, number: int) -> None:
-        epoch = self._open if self._open is not None else self.last + 1
+    def result(self, record: dict, number: int, epoch: int | None = None) -> None:
+        """An epoch's record (`epoch`, else the one after the last) replacing any before."""
+        if epoch is None:
+            epoch = self.last + 1
         if epoch not in self.epochs:
             self.order.append(epoch)
         record["epochs_total"] = self.epochs_total  # the record is the caller's to give
         self.epochs[epoch] = record
         self.ended[epoch] = number
         self.last = max(self.last, epoch)
-        self._pending, self._open, self._copies_seen = self._copies - 1, None, 1
+        self._seen = 1
 
 
 def same_size(kept: dict, record: dict) -> bool:

@@ -74,6 +74,7 @@ class StreamParser:
         self.runs = [ParsedLog(path)]
 
     def new_run(self, number: int) -> ParsedLog:
+        settle(self.runs[-1])
         self.runs.append(ParsedLog(self.path, line=number))
         return self.runs[-1]
 
@@ -117,7 +118,7 @@ class StreamParser:
         if found := settings_in(text, self.patterns, warn):
             self.fresh_run(number).settings.update(found)
             return
-        if (printed := TEST_PRINT.match(text)) is not None and (run.epochs or run._open):
+        if (printed := TEST_PRINT.match(text)) is not None and (run.epochs or run.lanes):
             name, value = printed.group(1).lower(), float(printed.group(2))
             run.test[f"test_{ALIASES.get(name, name)}"] = value / (100 if printed.group(3)
                                                                    else 1)
@@ -142,84 +143,202 @@ class StreamParser:
         return found.get("images_per_s")
 
     def header(self, run: ParsedLog, number: int, epoch: int, total: int) -> None:
-        if run._open == epoch and run.epochs_total == total:
-            # the same header again while the epoch runs: every worker prints its own, or
-            # a training cut inside the epoch began it again (a resume); the result lines
-            # that follow tell which (see `result`)
-            run._copies += 1
-            return
-        if run._pending and run._open is None and run.last == epoch - 1:
-            # epoch k's header came more than once and its result once so far: the other
-            # workers' lines for it may still come after this header (`result`)
-            run._late, run._pending = run._pending, 0
-        if run.epochs and (total != run.epochs_total or epoch == 1):
+        if run.epochs and total != run.epochs_total:
             run = self.new_run(number)
-        elif run.epochs and epoch <= run.last:
+        lanes = run.lanes
+        for lane in lanes:  # the worker whose next epoch this is
+            if lane.open is None and lane.last == epoch - 1:
+                return begin(run, lane, epoch, total, number)
+        if epoch == 1 and lanes:
+            finished = [lane for lane in lanes if lane.last]
+            if not finished or (len(finished) > 1 and not all(
+                    lane.open is None and lane.last == total for lane in finished)):
+                # another worker's first epoch (every worker prints its own), or a run
+                # cut inside epoch 1 begun again: `settle` tells which
+                lanes.append(Lane())
+                return begin(run, lanes[-1], epoch, total, number)
+            run = self.new_run(number)  # the epoch count restarts: the next run
+            lanes = run.lanes
+        if not lanes:
+            lanes.append(Lane())
+            return begin(run, lanes[0], epoch, total, number)
+        for lane in lanes:
+            if lane.open == epoch:  # begun again before its result: a resume inside it
+                lane.began += 1
+                return
+        lane = max(lanes, key=lambda lane: lane.last)
+        if lane.last >= epoch:
             run.warnings.append(
-                f"{self.path}:{number}: epoch {epoch} comes again after epoch {run.last}: "
+                f"{self.path}:{number}: epoch {epoch} comes again after epoch {lane.last}: "
                 "taken as a resume from an older backup, the later result replaces the "
                 "earlier")
-        if run._open is not None and run._open != epoch:
-            run.warnings.append(f"{self.path}:{number}: epoch {run._open} has no result "
+        if lane.open is not None:
+            run.warnings.append(f"{self.path}:{number}: epoch {lane.open} has no result "
                                 "line before the next epoch begins")
-        run._open, run.epochs_total, run._copies = epoch, total, 1
+        begin(run, lane, epoch, total, number)
 
-    @staticmethod
-    def result(run: ParsedLog, record: dict, number: int) -> None:
-        if run._open is not None and not run._late:  # the common case: the epoch's line
-            run.result(record, number)
+    def result(self, run: ParsedLog, record: dict, number: int) -> None:
+        lanes = run.lanes
+        if len(lanes) == 1 and lanes[0].open is not None and (
+                run.epochs or len(self.runs) == 1):  # the common case
+            close(run, lanes[0], record, number)
             return
+        began = [lane for lane in lanes if lane.open is not None]
         last = run.epochs.get(run.last)
-        if run._open is not None:
-            if (run._late and last is not None and run._open == run.last + 1
-                    and same_values(last, record) and same_size(last, record)):
-                # a slower worker's line for the epoch before, after a faster worker's
-                # next header (workers print in any order; their metrics are global)
-                run._late -= 1
-                run._copies_seen += 1
-                run.streams = max(run.streams, run._copies_seen)
-                run.epochs.set(run.last, "seconds", max(last["seconds"], record["seconds"]))
-                run.ended[run.last] = number
-                return
-            if run._late:
-                # epoch k began more than once and ended once: one worker whose run was
-                # cut inside epoch k and resumed it, not several workers
-                run.warnings.append(
-                    f"{run.path}:{number}: epoch {run.last} began {run._late + 1} "
-                    "times and ended once: taken as a run resumed inside that epoch")
-                run._late = 0
-            run.result(record, number)
+        if began:
+            if last is not None and not same_size(last, record) and any(
+                    lane.open is None and lane.last == run.epochs_total for lane in lanes):
+                # a worker that finished its epochs evaluates while others still train
+                run.test = test_of(record)
+            elif not run.epochs and (earlier := self.copies_before(run, record)):
+                earlier.test = test_of(record)  # the copies before still evaluating
+            else:
+                close(run, lane_of(run, began, record), record, number)
             return
-        if last is not None and ((run._pending and same_size(last, record))
-                                 or same_values(last, record)):
-            # another worker's line for the same epoch (after the header each printed, or
-            # with the same values: MultiWorkerMirroredStrategy reports global metrics)
-            run._pending = max(0, run._pending - 1)
-            run._copies_seen += 1
-            run.streams = max(run.streams, run._copies_seen)
-            run.epochs.set(run.last, "seconds",  # the slowest counts
-                           max(last["seconds"], record["seconds"]))
+        if last is not None and same_values(last, record):
+            # another worker's line for the same epoch without a header of its own
+            # (MultiWorkerMirroredStrategy reports global metrics): the slowest counts
+            run._seen += 1
+            run.streams = max(run.streams, run._seen)
+            run.epochs.set(run.last, "seconds", max(last["seconds"], record["seconds"]))
             run.ended[run.last] = number
         elif last is not None and (run.epochs_total is not None
-                                   or (record["steps"], record["samples"])
-                                   != (last["steps"], last["samples"])):
+                                   or not same_size(last, record)):
             # after the epochs without a header, or over another number of batches:
             # evaluate()'s line, not an epoch
-            run.test = {f"test_{k}": v for k, v in record.items() if k in ("loss", "accuracy")}
+            run.test = test_of(record)
         else:
             run.result(record, number)
+
+    def copies_before(self, run: ParsedLog, record: dict) -> ParsedLog | None:
+        """The run before `run` when it was several workers' and `record` (the first
+        result of `run`) is over another number of batches: their evaluate()."""
+        if len(self.runs) < 2 or self.runs[-1] is not run:
+            return None
+        earlier = self.runs[-2]
+        kept = earlier.epochs.get(earlier.last)
+        if len(earlier.lanes) > 1 and kept is not None and not same_size(kept, record):
+            return earlier
+        return None
 
     def cut(self, text: str) -> None:
         """The text after the last newline: a result line there was not finished."""
         last = self.runs[-1]
         if text.strip() and PROGRESS.match(SPLIT.split(text)[-1]):
-            last.cut, last.cut_epoch = True, last._open or last.last + 1
+            last.cut, last.cut_epoch = True, open_epoch(last) or last.last + 1
 
     def finish(self) -> list[ParsedLog]:
         last = self.runs[-1]
-        if last._open is not None:
-            last.cut, last.cut_epoch = True, last._open
-        return [r for r in self.runs if r.epochs or r.cut or r.images_per_s is not None]
+        settle(last)
+        if (epoch := open_epoch(last)) is not None:
+            last.cut, last.cut_epoch = True, epoch
+        runs = [r for r in self.runs if r.epochs or r.cut or r.images_per_s is not None]
+        return merge_copies(runs)
+
+
+class Lane:
+    """One worker's place in a stream that holds several workers' whole output (no
+    launcher prefix, or two workers with one label): the epoch it began and has not
+    finished, and the last it finished. The lines name no worker: each goes to the lane
+    its order and values fit (`StreamParser.header`, `lane_of`)."""
+    __slots__ = ("open", "last", "began", "since", "behind")
+
+    def __init__(self):
+        self.open: int | None = None
+        self.last = 0
+        self.began = 0       # times the open epoch's header came (more: resumed inside it)
+        self.since = 0       # the line where the open epoch began
+        self.behind = False  # another worker finished an epoch 2 or more ahead of it
+
+
+def begin(run: ParsedLog, lane: Lane, epoch: int, total: int, number: int) -> None:
+    lane.open, lane.began, lane.since = epoch, 1, number
+    run.epochs_total = total
+
+
+def close(run: ParsedLog, lane: Lane, record: dict, number: int) -> None:
+    """`lane`'s open epoch finished with `record`."""
+    epoch, lanes = lane.open, run.lanes
+    if lane.began > 1:
+        run.warnings.append(f"{run.path}:{number}: epoch {epoch} began {lane.began} times "
+                            "and ended once: taken as a run resumed inside that epoch")
+    if len(lanes) > 1 and lane.last < epoch and epoch in run.epochs:
+        # another worker finished this epoch first: its values stay, the slowest time counts
+        seconds = run.epochs.columns["seconds"][run.epochs.index[epoch]]
+        if record["seconds"] > seconds:
+            run.epochs.set(epoch, "seconds", record["seconds"])
+        run.ended[epoch] = number
+    else:
+        run.result(record, number, epoch)
+    lane.open, lane.last, lane.began = None, epoch, 0
+    if len(lanes) > 1:
+        run.apart = run.apart or lane.behind
+        for other in lanes:
+            if other.last <= epoch - 2:
+                other.behind = True
+
+
+def lane_of(run: ParsedLog, began: list[Lane], record: dict) -> Lane:
+    """The worker whose line `record` is, among those inside an epoch: one whose epoch
+    another worker finished with the same values (global metrics, or copies with one
+    seed), else one inside an epoch no one finished, else the one that began first."""
+    if len(began) == 1:
+        return began[0]
+    fresh = []
+    for lane in sorted(began, key=lambda lane: lane.since):
+        kept = run.epochs.get(lane.open)
+        if kept is None:
+            fresh.append(lane)
+        elif same_values(kept, record):
+            return lane
+    return fresh[0] if fresh else min(began, key=lambda lane: lane.since)
+
+
+def test_of(record: dict) -> dict[str, float]:
+    """evaluate()'s loss and accuracy from its result line."""
+    return {f"test_{k}": v for k, v in record.items() if k in ("loss", "accuracy")}
+
+
+def open_epoch(run: ParsedLog) -> int | None:
+    """The lowest epoch a worker of `run` began and has not finished, or None."""
+    return min((lane.open for lane in run.lanes if lane.open is not None), default=None)
+
+
+def settle(run: ParsedLog) -> None:
+    """At a run's end: a worker that never finished an epoch while others did was a run
+    cut inside epoch 1 and begun again; the others are the run's workers."""
+    finished = [lane for lane in run.lanes if lane.last]
+    if finished and len(finished) < len(run.lanes):
+        again = [lane for lane in run.lanes if not lane.last]
+        run.warnings.append(f"{run.path}:{again[0].since}: epoch 1 began {len(again) + 1} "
+                            "times and ended once: taken as a run resumed inside that epoch")
+        run.lanes = finished
+    run.streams = max(run.streams, len(run.lanes))
+
+
+def merge_copies(runs: list[ParsedLog]) -> list[ParsedLog]:
+    """Runs of one stream whose workers were not in step (each trained alone: `srun` of a
+    script that is not distributed) and the runs after them with the same epochs and
+    batches: one run, copies of one training; one warning says so."""
+    merged: list[ParsedLog] = []
+    for run in runs:
+        before = merged[-1] if merged else None
+        if (before is not None and (before.apart or run.apart) and run.epochs and before.epochs
+                and before.epochs_total == run.epochs_total
+                and same_size(before.epochs.get(before.last), run.epochs.get(run.last))):
+            absorb(before, run)
+            before.streams += run.streams
+            before.apart = True
+        else:
+            merged.append(run)
+    for run in merged:
+        if run.apart:
+            run.warnings.append(
+                f"{run.path}:{run.line}: {run.streams} copies of one training print their "
+                "lines without a prefix, not in step (one finished epochs while another "
+                "was still in an earlier one): each trained alone, not as one "
+                "data-parallel job; counted once, each epoch timed by the slowest copy")
+    return merged
 
 
 def throughput(text: str) -> tuple[float, int | None] | None:
@@ -256,26 +375,7 @@ def combine(streams: dict[str, list[ParsedLog]]) -> list[ParsedLog]:
                 run.settings = {**other.settings, **run.settings}
                 run.warnings += other.warnings
                 continue
-            mine, theirs = run.epochs, other.epochs
-            seconds = theirs.columns["seconds"]
-            for epoch, row in theirs.index.items():
-                if epoch in mine:
-                    kept = mine.columns["seconds"][mine.index[epoch]]
-                    if seconds[row] > kept:
-                        mine.set(epoch, "seconds", seconds[row])
-                else:
-                    mine[epoch] = theirs.row(row)  # (its fields: the key is the epoch)
-            for epoch, number in other.ended.items():
-                run.ended[epoch] = max(run.ended.get(epoch, 0), number)
-            run.settings = {**other.settings, **run.settings}
-            run.test = run.test or other.test
-            if run.images_per_s is None:
-                run.images_per_s = other.images_per_s
-            run.warnings += other.warnings
-            run.last = max(run.last, other.last)
-            if other.cut:
-                run.cut = True
-                run.cut_epoch = min(filter(None, [run.cut_epoch, other.cut_epoch]))
+            absorb(run, other)
         run.streams = sum(part.streams for part in parts)
         run.line = min(part.line for part in parts)
         combined.append(run)
@@ -289,3 +389,28 @@ def combine(streams: dict[str, list[ParsedLog]]) -> list[ParsedLog]:
 def stream_order(name: str) -> tuple:
     """Unprefixed first, then tasks and ranks by number."""
     return (name != "", int(name.split()[-1] or 0) if name else 0)
+
+
+def absorb(run: ParsedLog, other: ParsedLog) -> None:
+    """`other`'s epochs and facts into `run`, another worker's of the same run: each
+    epoch's time the slower one's, its values `run`'s."""
+    mine, theirs = run.epochs, other.epochs
+    seconds = theirs.columns["seconds"]
+    for epoch, row in theirs.index.items():
+        if epoch in mine:
+            kept = mine.columns["seconds"][mine.index[epoch]]
+            if seconds[row] > kept:
+                mine.set(epoch, "seconds", seconds[row])
+        else:
+            mine[epoch] = theirs.row(row)  # (its fields: the key is the epoch)
+    for epoch, number in other.ended.items():
+        run.ended[epoch] = max(run.ended.get(epoch, 0), number)
+    run.settings = {**other.settings, **run.settings}
+    run.test = run.test or other.test
+    if run.images_per_s is None:
+        run.images_per_s = other.images_per_s
+    run.warnings += other.warnings
+    run.last = max(run.last, other.last)
+    if other.cut:
+        run.cut = True
+        run.cut_epoch = min(filter(None, [run.cut_epoch, other.cut_epoch]))
