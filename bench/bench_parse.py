@@ -83,24 +83,49 @@ def write_dllogger(path: Path, megabytes: float) -> tuple[int, int]:
     return epochs, lines
 
 
+def write_runs(path: Path, megabytes: float) -> tuple[int, int]:
+    """One process's Keras output of a 20-epoch training repeated (a job script that trains
+    again and again: one run each), and (runs, lines)."""
+    target = int(megabytes * 1e6)
+    size = lines = runs = 0
+    with open(path, "w") as out:
+        while size < target:
+            runs += 1
+            block = []
+            for epoch in range(1, 21):
+                ms = 14000 + (runs * 7 + epoch * 13) % 900
+                block.append(f"Epoch {epoch}/20\n")
+                block.append(f"25/25 - {ms // 1000}s - loss: {2.0 / epoch:.4f} - accuracy: "
+                             f"{0.1 + epoch / 100:.4f} - {ms}ms/epoch - {ms // 25}ms/step\n")
+            block.append("5/5 - 1s - loss: 1.2034 - accuracy: 0.4188 - 800ms/epoch - "
+                         "160ms/step\n")  # evaluate()
+            text = "".join(block)
+            out.write(text)
+            size += len(text)
+            lines += len(block)
+    return runs, lines
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=float, default=200.0, help="log size in MB (default 200)")
-    parser.add_argument("--shape", choices=("keras", "dllogger"), default="keras")
+    parser.add_argument("--shape", choices=("keras", "dllogger", "runs"), default="keras")
     parser.add_argument("--work", type=Path, default=Path("/tmp/dlscale-bench-parse"))
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     log = args.work / "job.out"
-    dll = args.shape == "dllogger"
-    epochs, lines = (write_dllogger if dll else write_log)(log, args.mb)
-    streams = 1 if dll else 2
+    write = {"keras": write_log, "dllogger": write_dllogger, "runs": write_runs}[args.shape]
+    epochs, lines = write(log, args.mb)
+    streams = 2 if args.shape == "keras" else 1
+    count, epochs = (epochs, 20) if args.shape == "runs" else (1, epochs)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     start, cpu = time.perf_counter(), time.process_time()
     runs = parse_file_runs(str(log))
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    assert len(runs) == 1 and len(runs[0].epochs) == epochs and runs[0].streams == streams, (
+    assert len(runs) == count and all(
+        len(r.epochs) == epochs and r.streams == streams for r in runs), (
         len(runs), len(runs[0].epochs), epochs)
     # what the rule then does: read planning's parse back (dlscale.core.contract.PARSED)
     cache = args.work / "parsed"
@@ -109,12 +134,13 @@ def main() -> int:
     start = time.perf_counter()
     again = parse_file_runs(str(log), None, str(cache))
     read_back = time.perf_counter() - start
-    assert len(again[0].epochs) == epochs
+    assert args.shape != "runs" or all(r.test for r in runs)
+    assert len(again) == count and len(again[0].epochs) == epochs
     kept_mb = sum(p.stat().st_size for p in cache.iterdir()) / 1e6
     print(f"machine: {platform.node()} {platform.processor() or platform.machine()}, "
           f"python {platform.python_version()}")
-    print(f"log ({args.shape}): {log.stat().st_size / 1e6:.1f} MB, {lines} lines, {streams} "
-          f"task(s) x {epochs} epochs")
+    print(f"log ({args.shape}): {log.stat().st_size / 1e6:.1f} MB, {lines} lines, {count} "
+          f"run(s) of {streams} task(s) x {epochs} epochs")
     print(f"parse: {seconds:.1f} s, {cpu:.1f} s of CPU ({lines / seconds:,.0f} lines/s); peak RSS "
           f"{peak:.0f} MB (before parsing {before:.0f} MB)")
     print(f"read back from the parse kept at planning: {read_back:.1f} s ({kept_mb:.0f} MB kept)")
