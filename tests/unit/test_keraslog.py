@@ -459,8 +459,8 @@ def test_a_log_is_parsed_once_and_read_back_while_it_is_unchanged(tmp_path, monk
                    "Epoch 2/2\n8/8 - 1s - loss: 1.5 - accuracy: 0.3\n")
     cache = tmp_path / "parsed"
     parses = []
-    real = keraslog.parse_lines
-    monkeypatch.setattr(keraslog, "parse_lines", lambda *a, **k: parses.append(1) or real(*a, **k))
+    real = keraslog.read_file
+    monkeypatch.setattr(keraslog, "read_file", lambda *a, **k: parses.append(1) or real(*a, **k))
     first = parse_file_runs(str(log), None, str(cache))
     again = parse_file_runs(str(log), None, str(cache))
     assert len(parses) == 1

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import json
 import math
 import os
@@ -222,11 +223,12 @@ class Output:
         if run is not self.run:  # the command began another run: it is the point's
             self.run, self.shown = run, 0
             self.epochs.write_text("")
-        if len(run.order) > self.shown:
+        if len(run.epochs) > self.shown:  # the epochs as they first finished
+            new = itertools.islice(run.epochs.index, self.shown, None)
             with open(self.epochs, "a") as handle:
                 handle.write("".join(json.dumps(epoch_record(run.epochs[n], self.args)) + "\n"
-                                     for n in run.order[self.shown:]))
-            self.shown = len(run.order)
+                                     for n in new))
+            self.shown = len(run.epochs)
 
     def finish(self, whole: bool) -> None:
         """The text after the last newline: a whole line when the command exited by

@@ -162,7 +162,6 @@ class DLLogReader:
                 if record["loss"] is None:
                     record["loss_unknown"] = True
                 parsed.epochs[index] = record
-                parsed.order.append(index)
             parsed.last = len(done)
             self.settle(run, parsed)
             if parsed.epochs or parsed.images_per_s is not None:

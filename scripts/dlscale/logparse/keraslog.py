@@ -50,7 +50,7 @@ def lines_of(text: str):
     yield lines[-1], False
 
 
-# A line longer than this is compacted as it is read (lines_in): progress bars that
+# A line longer than this is compacted as it is read (read_file): progress bars that
 # rewrite themselves with \r or \b make one "line" of a whole epoch's updates, and
 # only its first segment (a launcher's prefix) and its last one are ever read.
 LONG_LINE = 1 << 16
@@ -72,15 +72,18 @@ def compact(line: bytes) -> bytes:
     return line[:head] + b"\r"
 
 
-def lines_in(path, size: int = 1 << 20):
-    """(line, ended) pairs of a file, read a chunk at a time: memory bounded by the
-    longest line after compaction (LONG_LINE), not by the file."""
-    lines = Lines()
+def read_file(path, patterns: dict[str, re.Pattern] | None = None,
+              size: int = 1 << 20) -> list[ParsedLog]:
+    """Every run in a log file (see parse_lines), read a chunk at a time: memory bounded
+    by the longest line after compaction (LONG_LINE), not by the file."""
+    reader, lines = LogReader(str(path), patterns), Lines()
+    feed = reader.feed
     with open(path, "rb") as handle:
         for chunk in iter(lambda: handle.read(size), b""):
             for line in lines.add(chunk):
-                yield line, True
-    yield lines.rest(), False
+                feed(line)
+    feed(lines.rest(), False)
+    return reader.runs()
 
 
 UTF16_MARKS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)  # a log that begins so is UTF-16
@@ -124,12 +127,20 @@ class Lines:
                 self.parts, self.size = [line], len(line)
                 self.compact_at = max(LONG_LINE, 2 * self.size)
             return []
-        head, *lines, tail = chunk.split(b"\n")
+        first, last = chunk.find(b"\n"), chunk.rfind(b"\n")
+        head, body, tail = chunk[:first], chunk[first + 1:last], chunk[last + 1:]
         if self.parts:
             self.parts.append(head)
             head = b"".join(self.parts)
         self.parts, self.size, self.compact_at = [tail], len(tail), LONG_LINE
-        return [decode(compact(raw) if len(raw) > LONG_LINE else raw) for raw in (head, *lines)]
+        lines = [decode(compact(head) if len(head) > LONG_LINE else head)]
+        if first < last:  # the lines between: decoded at once (a newline is never inside
+            found = decode(body).split("\n")  # a UTF-8 character), and split
+            if max(map(len, found)) > LONG_LINE // 4:  # maybe over LONG_LINE bytes: again
+                found = [decode(compact(raw) if len(raw) > LONG_LINE else raw)
+                         for raw in body.split(b"\n")]
+            lines += found
+        return lines
 
     def rest(self) -> str:
         """The text after the last newline."""
@@ -170,16 +181,20 @@ class LogReader:
             self.tail.append(line)  # stripped when quoted
         pieces = tagged_pieces(line) if "]<std" in line else None
         if pieces is None:
-            stream, text = split_stream(line)
+            # srun --label's "0: ", "12: " (split_stream), else no stream
+            stream, text = split_stream(line) if line.find(": ", 0, 12) > 0 else ("", line)
+            if not self.pieces:  # the common case, without a call more
+                parser = self.parsers.get(stream)
+                if parser is not None and ended and self.mllog is None and not text.startswith(
+                        STRUCTURED):
+                    parser.feed(self.number, text)
+                else:
+                    self.dispatch(stream, text, ended)
+                return
             pieces = [(stream, "", text)]
-        if len(pieces) == 1 and not self.pieces:  # the common case, without a call more
+        if len(pieces) == 1 and not self.pieces:
             stream, _channel, text = pieces[0]
-            parser = self.parsers.get(stream)
-            if parser is not None and ended and self.mllog is None and not text.startswith(
-                    STRUCTURED):
-                parser.feed(self.number, text)
-            else:
-                self.dispatch(stream, text, ended)
+            self.dispatch(stream, text, ended)
             return
         # every piece but the last waits for the rest of its line (its newline comes in
         # a later piece of the same rank and channel); the newline ends the last one
@@ -317,7 +332,7 @@ def parse_file_runs(path: str, patterns: dict[str, re.Pattern] | None = None,
     is kept there and read back while the file keeps its size and mtime and the patterns
     are the same: a long log is parsed once, not by planning and by its rule again."""
     if cache is None:
-        return parse_lines(lines_in(path), str(path), patterns)
+        return read_file(path, patterns)
     real = os.path.realpath(path)
     status = os.stat(real)
     stamp = (PARSED_FORMAT, real, status.st_size, status.st_mtime_ns,
@@ -335,7 +350,7 @@ def parse_file_runs(path: str, patterns: dict[str, re.Pattern] | None = None,
             run.path = str(path)
         return found
     try:
-        found = parse_lines(lines_in(path), str(path), patterns)
+        found = read_file(path, patterns)
     except LogError as exc:
         keep(kept, stamp, exc)
         raise
@@ -344,8 +359,9 @@ def parse_file_runs(path: str, patterns: dict[str, re.Pattern] | None = None,
 
 
 # The shape of what parse_file_runs keeps: a change to ParsedLog or EpochTable, or to what
-# a file is read as (DLLogger's lines, read since format 3), bumps it.
-PARSED_FORMAT = 3
+# a file is read as (DLLogger's lines, read since format 3), bumps it. 4: epochs' lines as
+# a column (EpochLines), ParsedLog with slots.
+PARSED_FORMAT = 4
 
 
 def keep(path: Path, stamp: tuple, found) -> None:

@@ -29,9 +29,9 @@ leaves that epoch unfinished: the run is cut and the epoch not counted.
 from __future__ import annotations
 
 import re
-from array import array
 from dataclasses import dataclass, field
-from math import nan as NAN
+
+from dlscale.logparse.epochtable import EpochLines, EpochTable
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 HEADER = re.compile(r"^\s*Epoch (\d+)/(\d+)\s*$")
@@ -42,6 +42,8 @@ ALIASES = {"acc": "accuracy", "val_acc": "val_accuracy"}
 # line has no metric of that name (Keras names a metric after how it was asked for)
 ACCURACY_LIKE = ("sparse_categorical_accuracy", "categorical_accuracy", "binary_accuracy",
                  "sparse_top_k_categorical_accuracy", "top_k_categorical_accuracy")
+VAL_ACCURACY_LIKE = tuple(f"val_{name}" for name in ACCURACY_LIKE)
+PER = {"step": "seconds_per_step", "sample": "seconds_per_sample", "epoch": "seconds_per_epoch"}
 # what a script prints after evaluate(): "Test accuracy: 0.87", "test loss = 0.41"
 TEST_PRINT = re.compile(r"^\s*test[ _](loss|accuracy|acc)\s*[:=]\s*"
                         r"(-?(?:nan|inf|\d+(?:\.\d+)?(?:e[-+]?\d+)?))\s*(%?)\s*$",
@@ -175,111 +177,7 @@ def settings_sequence(text: str, patterns: dict[str, re.Pattern] | None = None
     return [job_gpus(run) for run in (runs if runs[-1] else runs[:-1])]
 
 
-class EpochTable:
-    """A run's finished epochs by number, stored as a table: one column of doubles per
-    field, not a dict per epoch (a 200 MB log can hold millions of epochs; a dict and its
-    floats cost about 700 bytes each, a row here about 100). A field that an epoch lacks
-    or holds as None is NaN in its column and named in `special`; a NaN that was logged
-    is only NaN. Reads give each epoch as a dict of its own: a change goes through `set`."""
-
-    ABSENT, NONE = 0, 1
-
-    def __init__(self):
-        self.index: dict[int, int] = {}  # epoch -> row, in the order epochs first came
-        self.columns: dict[str, array] = {}
-        self.special: dict[tuple[str, int], int] = {}  # (field, row) -> ABSENT or NONE
-        self.kinds: dict[str, type] = {}  # int and bool columns are read back as such
-
-    def __len__(self) -> int:
-        return len(self.index)
-
-    def __bool__(self) -> bool:
-        return bool(self.index)
-
-    def __contains__(self, epoch) -> bool:
-        return epoch in self.index
-
-    def __iter__(self):
-        return iter(self.index)
-
-    def keys(self):
-        return self.index.keys()
-
-    def items(self):
-        return ((epoch, self.row(row, epoch)) for epoch, row in self.index.items())
-
-    def get(self, epoch: int, default=None) -> dict | None:
-        row = self.index.get(epoch)
-        return default if row is None else self.row(row, epoch)
-
-    def __getitem__(self, epoch: int) -> dict:
-        return self.row(self.index[epoch], epoch)
-
-    def row(self, row: int, epoch: int | None = None) -> dict:
-        """A row as the epoch's record ({"epoch": epoch, field: value...})."""
-        record = {} if epoch is None else {"epoch": epoch}
-        kinds = self.kinds
-        for name, values in self.columns.items():
-            value = values[row]
-            kind = kinds.get(name, float)  # a column only ever None so far: float's
-            if value != value:  # NaN: logged so (a float's), or a missing field
-                if kind is not float:
-                    record[name] = None  # counts, flags: never NaN when logged
-                    continue
-                special = self.special.get((name, row))
-                if special == self.ABSENT:
-                    continue
-                if special == self.NONE:
-                    record[name] = None
-                    continue
-            record[name] = value if kind is float else kind(value)
-        return record
-
-    def __setitem__(self, epoch: int, record: dict) -> None:
-        row = self.index.get(epoch)
-        columns = self.columns
-        if row is None and record.keys() == columns.keys():  # the common case: a new
-            row = self.index[epoch] = len(self.index)        # epoch with the same fields
-            kinds = self.kinds
-            for name, value in record.items():
-                if value is None:
-                    value = NAN
-                    if kinds.get(name, float) is float:
-                        self.special[name, row] = self.NONE
-                columns[name].append(value)
-            return
-        if row is None:
-            row = self.index[epoch] = len(self.index)
-            for name, values in columns.items():
-                values.append(NAN)
-                self.special[name, row] = self.ABSENT
-        else:
-            for name, values in columns.items():
-                values[row] = NAN
-                self.special[name, row] = self.ABSENT
-        for name, value in record.items():
-            self.set(epoch, name, value, row)
-
-    def set(self, epoch: int, name: str, value, row: int | None = None) -> None:
-        """One field of an epoch that is there."""
-        if row is None:
-            row = self.index[epoch]
-        values = self.columns.get(name)
-        if values is None:
-            values = self.columns[name] = array("d", [NAN]) * len(self.index)
-            self.special.update(((name, r), self.ABSENT) for r in range(len(self.index)))
-        self.special.pop((name, row), None)
-        if value is None:
-            values[row] = NAN
-            self.special[name, row] = self.NONE
-            return
-        if name not in self.kinds:
-            self.kinds[name] = bool if isinstance(value, bool) else (
-                int if isinstance(value, int) else float)
-        values[row] = value
-
-
-@dataclass
+@dataclass(slots=True)
 class ParsedLog:
     """One run of a log."""
     path: str
@@ -294,14 +192,16 @@ class ParsedLog:
     test: dict[str, float] = field(default_factory=dict)  # evaluate()'s loss and accuracy
     images_per_s: float | None = None  # a benchmark's total throughput (no epochs)
     facts: dict = field(default_factory=dict)  # a run's values beyond settings (mllog)
-    ended: dict[int, int] = field(default_factory=dict)  # epoch: line of its last result
+    ended: EpochLines = field(init=False)  # epoch: the line of its last result
     last: int = 0                # the highest finished epoch
     lanes: list = field(default_factory=list)  # one Lane per worker whose lines the
                                  # stream holds (logstream.StreamParser)
     apart: bool = False          # those workers were not in step: copies training alone
     _seen: int = 1               # result lines seen for the last epoch of a log without
                                  # epoch headers (each worker prints its own)
-    order: list[int] = field(default_factory=list)  # the epochs, as they first finished
+
+    def __post_init__(self):
+        self.ended = EpochLines(self.epochs)
 
     def rows(self) -> list[dict]:
         return list(self.iter_rows())
@@ -316,11 +216,8 @@ class ParsedLog:
         """An epoch's record (`epoch`, else the one after the last) replacing any before."""
         if epoch is None:
             epoch = self.last + 1
-        if epoch not in self.epochs:
-            self.order.append(epoch)
         record["epochs_total"] = self.epochs_total  # the record is the caller's to give
-        self.epochs[epoch] = record
-        self.ended[epoch] = number
+        self.epochs.add(epoch, record, number)
         self.last = max(self.last, epoch)
         self._seen = 1
 
@@ -344,6 +241,7 @@ TIME = re.compile(
     r"(?P<per>\d+(?:\.\d+)?)(?P<per_unit>s|ms|us|µs)/(?P<of>step|sample|epoch)"
     r"|(?P<took>\d+(?:\.\d+)?)(?P<took_unit>h|min|m|s|ms|us|µs)", re.IGNORECASE)
 NAMES: dict[str, str | None] = {}  # a metric's name as printed -> as recorded (None: not one)
+TIMED: set[str] = set()  # names among them that are times (seconds...), not metrics
 
 
 TIMES: dict[str, tuple | bool] = {}  # a time part as printed -> parse_time's answer
@@ -369,9 +267,12 @@ def parse_time(part: str) -> tuple[str, float, float] | bool:
 
 
 def metric_name(name: str) -> str | None:
-    """A metric's name as recorded (None: not a name), remembered in NAMES, where the
-    caller looks first."""
-    NAMES[name] = ALIASES.get(name, name) if NAME.fullmatch(name) is not None else None
+    """A metric's name as recorded (None: not a name), remembered in NAMES (as printed,
+    spaces around it included), where the caller looks first."""
+    bare = name.strip()
+    NAMES[name] = ALIASES.get(bare, bare) if NAME.fullmatch(bare) is not None else None
+    if NAMES[name] is not None and NAMES[name].startswith("seconds"):
+        TIMED.add(NAMES[name])
     return NAMES[name]
 
 
@@ -391,7 +292,6 @@ def parse_result_line(text: str, match: re.Match | None = None) -> dict | None:
     for token in rest.split(" - "):
         if ":" in token:
             name, _, value = token.partition(":")
-            name = name.strip()
             canonical = NAMES.get(name, "")
             if canonical == "":
                 canonical = metric_name(name)
@@ -402,9 +302,9 @@ def parse_result_line(text: str, match: re.Match | None = None) -> dict | None:
             recognised = canonical is not None and value is not None
             if recognised:
                 record[canonical] = value
-                metrics += not canonical.startswith("seconds")
+                metrics += canonical not in TIMED
             continue
-        for part in token.split():
+        for part in (token,) if " " not in token else token.split():
             time = TIMES.get(part)
             if time is None:
                 time = parse_time(part)
@@ -420,7 +320,7 @@ def parse_result_line(text: str, match: re.Match | None = None) -> dict | None:
                     record["seconds_resolution"] = resolution  # Keras rounds to it
             else:
                 record["unit"] = key
-                record[f"seconds_per_{key}"] = value
+                record[PER[key]] = value
     if not recognised:
         return None
     if metrics < 1:
@@ -430,16 +330,20 @@ def parse_result_line(text: str, match: re.Match | None = None) -> dict | None:
     if seconds_from_epoch_token is not None:  # tf-keras' ms/epoch is the precise one
         record["seconds"], record["seconds_resolution"] = seconds_from_epoch_token
     count = int(done)
-    per = record.get(f"seconds_per_{record.get('unit', 'step')}")
-    if record["seconds"] == 0 and per:  # Keras 3's "0s": the time per step x the steps
-        record["seconds"] = per * count  # (the printed 0s stays its resolution's bound)
-    for prefix in ("", "val_"):  # another accuracy's name: `accuracy` all the same
-        if f"{prefix}accuracy" not in record:
-            like = next((f"{prefix}{n}" for n in ACCURACY_LIKE if f"{prefix}{n}" in record),
-                        None)
-            if like is not None:
-                record[f"{prefix}accuracy"] = record[like]
     unit = record.pop("unit", "step")
+    if record["seconds"] == 0:  # Keras 3's "0s": the time per step x the steps (the
+        per = record.get(PER[unit])  # printed 0s stays its resolution's bound)
+        if per:
+            record["seconds"] = per * count
+    # another accuracy's name: `accuracy` all the same
+    if "accuracy" not in record:
+        like = next((n for n in ACCURACY_LIKE if n in record), None)
+        if like is not None:
+            record["accuracy"] = record[like]
+    if "val_" in rest and "val_accuracy" not in record:
+        like = next((n for n in VAL_ACCURACY_LIKE if n in record), None)
+        if like is not None:
+            record["val_accuracy"] = record[like]
     record["steps"] = count if unit == "step" else None
     record["samples"] = count if unit == "sample" else None
     return record

@@ -34,6 +34,7 @@ SPLIT = re.compile(r"[\r\x08]+")
 
 
 STREAMS: dict[str, str] = {}  # a prefix's number -> its stream's name, made once
+HEADERS: dict[str, tuple[int, int] | tuple[()]] = {}  # a line -> its (epoch, total), or ()
 
 
 def split_stream(line: str) -> tuple[str, str]:
@@ -92,9 +93,17 @@ class StreamParser:
                 return
             text = segments[-1]
         run = self.runs[-1]
-        if (header := HEADER.match(text)) is not None:
-            self.header(run, number, int(header.group(1)), int(header.group(2)))
-            return
+        if text.startswith("Epoch ") or text[:1].isspace():
+            header = HEADERS.get(text)
+            if header is None:  # (a long log repeats its runs' headers: remembered)
+                m = HEADER.match(text)
+                header = (int(m.group(1)), int(m.group(2))) if m is not None else ()
+                if len(HEADERS) > 10_000:
+                    HEADERS.clear()
+                HEADERS[text] = header
+            if header:
+                self.header(run, number, *header)
+                return
         if self.patterns and (record := self.custom(number, text)) is not None:
             if isinstance(record, float):
                 self.fresh_run(number).images_per_s = record
@@ -143,7 +152,13 @@ class StreamParser:
         return found.get("images_per_s")
 
     def header(self, run: ParsedLog, number: int, epoch: int, total: int) -> None:
-        if run.epochs and total != run.epochs_total:
+        lanes = run.lanes
+        if len(lanes) == 1 and total == run.epochs_total:  # the common case: one worker's
+            lane = lanes[0]                                 # next epoch
+            if lane.open is None and lane.last == epoch - 1:
+                lane.open, lane.began, lane.since = epoch, 1, number
+                return
+        if run.epochs.index and total != run.epochs_total:
             run = self.new_run(number)
         lanes = run.lanes
         for lane in lanes:  # the worker whose next epoch this is
@@ -179,9 +194,15 @@ class StreamParser:
 
     def result(self, run: ParsedLog, record: dict, number: int) -> None:
         lanes = run.lanes
-        if len(lanes) == 1 and lanes[0].open is not None and (
-                run.epochs or len(self.runs) == 1):  # the common case
-            close(run, lanes[0], record, number)
+        if len(lanes) == 1 and (lane := lanes[0]).open is not None and lane.began == 1 and (
+                run.epochs.index or len(self.runs) == 1):  # the common case: one worker's
+            epoch = lane.open                               # epoch ends
+            record["epochs_total"] = run.epochs_total
+            run.epochs.add(epoch, record, number)
+            if epoch > run.last:
+                run.last = epoch
+            run._seen = 1
+            lane.open, lane.last, lane.began = None, epoch, 0
             return
         began = [lane for lane in lanes if lane.open is not None]
         last = run.epochs.get(run.last)
@@ -217,7 +238,7 @@ class StreamParser:
             return None
         earlier = self.runs[-2]
         kept = earlier.epochs.get(earlier.last)
-        if len(earlier.lanes) > 1 and kept is not None and not same_size(kept, record):
+        if earlier.streams > 1 and kept is not None and not same_size(kept, record):
             return earlier
         return None
 
@@ -314,6 +335,8 @@ def settle(run: ParsedLog) -> None:
                             "times and ended once: taken as a run resumed inside that epoch")
         run.lanes = finished
     run.streams = max(run.streams, len(run.lanes))
+    run.lanes = [lane for lane in run.lanes if lane.open is not None] or ()  # (a cut)
+    run.epochs.compact()
 
 
 def merge_copies(runs: list[ParsedLog]) -> list[ParsedLog]:

@@ -152,7 +152,6 @@ class MLLogReader:
                                         "val_accuracy": accuracy.get(epoch),
                                         "logged_images_per_s": speed.get(epoch),
                                         "loss_unknown": True}  # MLPerf logs no loss
-                parsed.order.append(epoch)
             parsed.last = len(intervals)
             if note:
                 parsed.warnings.append(f"{path} (line {run.line}): {note}")
