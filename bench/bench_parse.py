@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Log parser benchmark (issue 22: a 200 MB job output in under a minute, bounded memory).
 
-  python bench/bench_parse.py [--mb 200] [--shape keras|dllogger] [--work DIR]
+  python bench/bench_parse.py [--mb 200] [--shape keras|runs|dllogger] [--work DIR]
 
 Writes a job output of the given size as a long job would leave it: `srun --label`
 prefixes from two tasks, each printing its own Keras lines (tf-keras verbose=2 epoch
 lines with validation metrics, an `Epoch k/N` header before each), with a TensorFlow
 warning between epochs now and then; or (--shape dllogger) one process's NVIDIA DLLogger
 lines as DeepLearningExamples print them, an entry every 10 iterations and one per epoch
-of 100 iterations. Then times, in one process, what planning and the
+of 100 iterations; or (--shape runs) one process's 20-epoch Keras output, each run ending
+with its evaluate() line, again and again (a job script that trains many times: a run
+each). Then times, in one process, what planning and the
 parse_logs rule call: keraslog.parse_file_runs on the file, and reports the time, the
 lines per second and the process's peak resident memory.
 """
