@@ -292,6 +292,18 @@ def test_copies_in_step_are_workers_and_runs_after_them_stay_runs():
     assert [r.streams for r in runs] == [2, 2] and runs[0].warnings == []
 
 
+def test_a_job_that_trains_nothing_is_no_training_found_with_its_last_lines():
+    """tests/data/no-training/README.md: a jax.distributed hello world on two tasks."""
+    path = DATA / "no-training" / "hello_jax.out"
+    with pytest.raises(LogError) as raised:
+        parse_file_runs(str(path))
+    message = str(raised.value)
+    assert message.startswith(f"{path}: no finished epoch found")
+    assert message.endswith("its last lines: 1: process 1 of 2: 1 local device(s), 2 in all | "
+                            "1: devices: [CpuDevice(id=0), CpuDevice(id=2048)] | "
+                            "0: devices: [CpuDevice(id=0), CpuDevice(id=2048)]")
+
+
 def test_evaluate_after_the_last_epoch_is_the_test_result_not_an_epoch():
     text = ("Epoch 1/2\n1875/1875 - 4s - loss: 0.4975 - accuracy: 0.8234 - 4s/epoch - 2ms/step\n"
             "Epoch 2/2\n1875/1875 - 3s - loss: 0.3731 - accuracy: 0.8653 - 3s/epoch - 2ms/step\n"
