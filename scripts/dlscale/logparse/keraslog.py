@@ -33,6 +33,7 @@ from dlscale.logparse.logstream import (
     StreamParser,
     combine,
     split_stream,
+    split_torchrun,
     stream_order,
     tagged_pieces,
 )
@@ -181,8 +182,10 @@ class LogReader:
             self.tail.append(line)  # stripped when quoted
         pieces = tagged_pieces(line) if "]<std" in line else None
         if pieces is None:
-            # srun --label's "0: ", "12: " (split_stream), else no stream
-            stream, text = split_stream(line) if line.find(": ", 0, 12) > 0 else ("", line)
+            # srun --label's "0: ", "12: " (split_stream), torchrun's "[default0]:", else
+            # no stream
+            stream, text = (split_stream(line) if line.find(": ", 0, 12) > 0 else
+                            split_torchrun(line) if line.startswith("[") else ("", line))
             if not self.pieces:  # the common case, without a call more
                 parser = self.parsers.get(stream)
                 if parser is not None and ended and self.mllog is None and not text.startswith(
@@ -360,8 +363,8 @@ def parse_file_runs(path: str, patterns: dict[str, re.Pattern] | None = None,
 
 # The shape of what parse_file_runs keeps: a change to ParsedLog or EpochTable, or to what
 # a file is read as (DLLogger's lines, read since format 3), bumps it. 4: epochs' lines as
-# a column (EpochLines), ParsedLog with slots.
-PARSED_FORMAT = 4
+# a column (EpochLines), ParsedLog with slots. 5: tqdm epoch bars and torchrun prefixes.
+PARSED_FORMAT = 5
 
 
 def keep(path: Path, stamp: tuple, found) -> None:

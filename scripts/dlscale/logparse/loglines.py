@@ -68,7 +68,10 @@ SETTINGS: dict[str, list[re.Pattern]] = {
              re.compile(r"Number of devices:\s*(\d+)"),
              re.compile(r"^\s*Number of [GC]PUs:\s*(\d+)\s*$"),  # Horovod's benchmark
              re.compile(r"\b[Hh]orovod size:?\s*(\d+)"),
-             re.compile(r"\bhvd\.size\(\)\s*[:=]\s*(\d+)")],
+             re.compile(r"\bhvd\.size\(\)\s*[:=]\s*(\d+)"),
+             # PyTorch Lightning's rank 0: "All distributed processes registered.
+             # Starting with 2 processes"
+             re.compile(r"processes registered\. Starting with (\d+) processes")],
     "global_batch": [re.compile(r"^\s*Batch_size:\s*(\d+)\s*$"),
                      re.compile(r"^\s*Batch size:\s*(\d+) global\s*$")],  # tf_cnn_benchmarks
     "batch_per_gpu": [re.compile(r"--batch[_-]size[= ](\d+)\b"),
@@ -124,7 +127,7 @@ def compile_patterns(patterns: dict[str, str] | None, where: str = "patterns") -
 # Every line that SETTINGS or MIRRORED can match holds one of these: most lines are
 # looked at once, not once per pattern.
 SETTINGS_HINT = re.compile(r"--|_replicas|Model|devices|orovod size|hvd\.size|Batch_size|"
-                           r"MirroredStrategy|Number of|Batch size|Devices:")
+                           r"MirroredStrategy|Number of|Batch size|Devices:|Starting with")
 
 
 def settings_in(line: str, patterns: dict | None = None, warn=None) -> dict[str, int]:

@@ -5,6 +5,18 @@ from __future__ import annotations
 
 import re
 
+from dlscale.logparse.bars import bar_state
+from dlscale.logparse.lanes import (
+    Lane,
+    absorb,
+    begin,
+    close,
+    lane_of,
+    merge_copies,
+    open_epoch,
+    settle,
+    test_of,
+)
 from dlscale.logparse.loglines import (
     ALIASES,
     HEADER,
@@ -29,6 +41,7 @@ from dlscale.logparse.loglines import (
 _TAG = (r"(?:[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})?"
         r"\[(?:(\d+),)?(\d+)\]<(stdout|stderr|stddiag)>: ?")
 MPI_TAG = re.compile("^" + _TAG)
+TORCHRUN = re.compile(r"\[(?:default|rank)(\d+)\]:")
 MPI_TAG_ANY = re.compile(_TAG)
 SPLIT = re.compile(r"[\r\x08]+")
 
@@ -52,6 +65,13 @@ def split_stream(line: str) -> tuple[str, str]:
     return "", line
 
 
+def split_torchrun(line: str) -> tuple[str, str]:
+    """(stream, text) of a line `torchrun --tee` prefixed with its worker's local rank
+    (`[default0]:`, or `[rank0]:` with --log-line-prefix-template); ("", line) else."""
+    m = TORCHRUN.match(line)
+    return ("", line) if m is None else (f"rank {m.group(1)}", line[m.end():])
+
+
 def tagged_pieces(line: str) -> list[tuple[str, str, str]] | None:
     """(stream, channel, text) of each tagged piece of a line that begins with an
     mpirun or horovodrun tag (most such lines are one piece); None for any other line."""
@@ -73,6 +93,7 @@ class StreamParser:
     def __init__(self, path: str, patterns: dict[str, re.Pattern] | None):
         self.path, self.patterns = path, patterns
         self.runs = [ParsedLog(path)]
+        self.pending: tuple | None = None  # a bar's epoch: (epoch, of, record, line)
 
     def new_run(self, number: int) -> ParsedLog:
         settle(self.runs[-1])
@@ -91,7 +112,13 @@ class StreamParser:
             segments = [seg for seg in SPLIT.split(text) if seg.strip()]
             if not segments:
                 return
+            if "%|" in text:  # tqdm's bars: each epoch's last state (logparse.bars)
+                for segment in segments:
+                    self.bar(number, segment)
             text = segments[-1]
+        elif text.startswith("Epoch ") and "%|" in text:
+            self.bar(number, text)
+            return
         run = self.runs[-1]
         if text.startswith("Epoch ") or text[:1].isspace():
             header = HEADERS.get(text)
@@ -242,6 +269,26 @@ class StreamParser:
             return earlier
         return None
 
+    def bar(self, number: int, text: str) -> None:
+        """A tqdm bar's state: its epoch's result is its last state at 100%, kept until
+        another epoch's bar begins or the stream ends (`finish`)."""
+        if not text.startswith("Epoch ") or (state := bar_state(text)) is None:
+            return
+        epoch, total, record = state
+        if self.pending is not None and self.pending[0] != epoch:
+            self.bar_result()
+        if record is not None:
+            self.pending = (epoch, total, record, number)
+
+    def bar_result(self) -> None:
+        epoch, total, record, number = self.pending
+        self.pending = None
+        run = self.runs[-1]
+        if run.epochs.index and (epoch == 1 or total != run.epochs_total):
+            run = self.new_run(number)  # the epoch count restarts: the next run
+        run.epochs_total = total
+        run.result(record, number, epoch)
+
     def cut(self, text: str) -> None:
         """The text after the last newline: a result line there was not finished."""
         last = self.runs[-1]
@@ -249,119 +296,14 @@ class StreamParser:
             last.cut, last.cut_epoch = True, open_epoch(last) or last.last + 1
 
     def finish(self) -> list[ParsedLog]:
+        if self.pending is not None:
+            self.bar_result()
         last = self.runs[-1]
         settle(last)
         if (epoch := open_epoch(last)) is not None:
             last.cut, last.cut_epoch = True, epoch
         runs = [r for r in self.runs if r.epochs or r.cut or r.images_per_s is not None]
         return merge_copies(runs)
-
-
-class Lane:
-    """One worker's place in a stream that holds several workers' whole output (no
-    launcher prefix, or two workers with one label): the epoch it began and has not
-    finished, and the last it finished. The lines name no worker: each goes to the lane
-    its order and values fit (`StreamParser.header`, `lane_of`)."""
-    __slots__ = ("open", "last", "began", "since", "behind")
-
-    def __init__(self):
-        self.open: int | None = None
-        self.last = 0
-        self.began = 0       # times the open epoch's header came (more: resumed inside it)
-        self.since = 0       # the line where the open epoch began
-        self.behind = False  # another worker finished an epoch 2 or more ahead of it
-
-
-def begin(run: ParsedLog, lane: Lane, epoch: int, total: int, number: int) -> None:
-    lane.open, lane.began, lane.since = epoch, 1, number
-    run.epochs_total = total
-
-
-def close(run: ParsedLog, lane: Lane, record: dict, number: int) -> None:
-    """`lane`'s open epoch finished with `record`."""
-    epoch, lanes = lane.open, run.lanes
-    if lane.began > 1:
-        run.warnings.append(f"{run.path}:{number}: epoch {epoch} began {lane.began} times "
-                            "and ended once: taken as a run resumed inside that epoch")
-    if len(lanes) > 1 and lane.last < epoch and epoch in run.epochs:
-        # another worker finished this epoch first: its values stay, the slowest time counts
-        seconds = run.epochs.columns["seconds"][run.epochs.index[epoch]]
-        if record["seconds"] > seconds:
-            run.epochs.set(epoch, "seconds", record["seconds"])
-        run.ended[epoch] = number
-    else:
-        run.result(record, number, epoch)
-    lane.open, lane.last, lane.began = None, epoch, 0
-    if len(lanes) > 1:
-        run.apart = run.apart or lane.behind
-        for other in lanes:
-            if other.last <= epoch - 2:
-                other.behind = True
-
-
-def lane_of(run: ParsedLog, began: list[Lane], record: dict) -> Lane:
-    """The worker whose line `record` is, among those inside an epoch: one whose epoch
-    another worker finished with the same values (global metrics, or copies with one
-    seed), else one inside an epoch no one finished, else the one that began first."""
-    if len(began) == 1:
-        return began[0]
-    fresh = []
-    for lane in sorted(began, key=lambda lane: lane.since):
-        kept = run.epochs.get(lane.open)
-        if kept is None:
-            fresh.append(lane)
-        elif same_values(kept, record):
-            return lane
-    return fresh[0] if fresh else min(began, key=lambda lane: lane.since)
-
-
-def test_of(record: dict) -> dict[str, float]:
-    """evaluate()'s loss and accuracy from its result line."""
-    return {f"test_{k}": v for k, v in record.items() if k in ("loss", "accuracy")}
-
-
-def open_epoch(run: ParsedLog) -> int | None:
-    """The lowest epoch a worker of `run` began and has not finished, or None."""
-    return min((lane.open for lane in run.lanes if lane.open is not None), default=None)
-
-
-def settle(run: ParsedLog) -> None:
-    """At a run's end: a worker that never finished an epoch while others did was a run
-    cut inside epoch 1 and begun again; the others are the run's workers."""
-    finished = [lane for lane in run.lanes if lane.last]
-    if finished and len(finished) < len(run.lanes):
-        again = [lane for lane in run.lanes if not lane.last]
-        run.warnings.append(f"{run.path}:{again[0].since}: epoch 1 began {len(again) + 1} "
-                            "times and ended once: taken as a run resumed inside that epoch")
-        run.lanes = finished
-    run.streams = max(run.streams, len(run.lanes))
-    run.lanes = [lane for lane in run.lanes if lane.open is not None] or ()  # (a cut)
-    run.epochs.compact()
-
-
-def merge_copies(runs: list[ParsedLog]) -> list[ParsedLog]:
-    """Runs of one stream whose workers were not in step (each trained alone: `srun` of a
-    script that is not distributed) and the runs after them with the same epochs and
-    batches: one run, copies of one training; one warning says so."""
-    merged: list[ParsedLog] = []
-    for run in runs:
-        before = merged[-1] if merged else None
-        if (before is not None and (before.apart or run.apart) and run.epochs and before.epochs
-                and before.epochs_total == run.epochs_total
-                and same_size(before.epochs.get(before.last), run.epochs.get(run.last))):
-            absorb(before, run)
-            before.streams += run.streams
-            before.apart = True
-        else:
-            merged.append(run)
-    for run in merged:
-        if run.apart:
-            run.warnings.append(
-                f"{run.path}:{run.line}: {run.streams} copies of one training print their "
-                "lines without a prefix, not in step (one finished epochs while another "
-                "was still in an earlier one): each trained alone, not as one "
-                "data-parallel job; counted once, each epoch timed by the slowest copy")
-    return merged
 
 
 def throughput(text: str) -> tuple[float, int | None] | None:
@@ -412,28 +354,3 @@ def combine(streams: dict[str, list[ParsedLog]]) -> list[ParsedLog]:
 def stream_order(name: str) -> tuple:
     """Unprefixed first, then tasks and ranks by number."""
     return (name != "", int(name.split()[-1] or 0) if name else 0)
-
-
-def absorb(run: ParsedLog, other: ParsedLog) -> None:
-    """`other`'s epochs and facts into `run`, another worker's of the same run: each
-    epoch's time the slower one's, its values `run`'s."""
-    mine, theirs = run.epochs, other.epochs
-    seconds = theirs.columns["seconds"]
-    for epoch, row in theirs.index.items():
-        if epoch in mine:
-            kept = mine.columns["seconds"][mine.index[epoch]]
-            if seconds[row] > kept:
-                mine.set(epoch, "seconds", seconds[row])
-        else:
-            mine[epoch] = theirs.row(row)  # (its fields: the key is the epoch)
-    for epoch, number in other.ended.items():
-        run.ended[epoch] = max(run.ended.get(epoch, 0), number)
-    run.settings = {**other.settings, **run.settings}
-    run.test = run.test or other.test
-    if run.images_per_s is None:
-        run.images_per_s = other.images_per_s
-    run.warnings += other.warnings
-    run.last = max(run.last, other.last)
-    if other.cut:
-        run.cut = True
-        run.cut_epoch = min(filter(None, [run.cut_epoch, other.cut_epoch]))

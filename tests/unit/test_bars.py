@@ -1,0 +1,60 @@
+"""tqdm's epoch bars (dlscale.logparse.bars) on real PyTorch Lightning captures
+(tests/data/pytorch/README.md) and the forms around them."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import ROOT
+
+from dlscale.logparse.bars import bar_state, metrics
+from dlscale.logparse.keraslog import parse_file_runs, parse_runs
+
+DATA = ROOT / "tests" / "data" / "pytorch"
+
+
+@pytest.mark.parametrize("name, rates", [
+    ("lightning_ddp.out", [62.09, 112.40, 105.31]),  # carriage returns, one process's
+    ("torchrun_lightning.out", [119.04, 159.81]),    # torchrun --tee: [default0]: lines
+])
+def test_a_lightning_bars_last_state_at_100_percent_is_its_epoch(name, rates):
+    [run] = parse_file_runs(str(DATA / name))
+    rows = run.rows()
+    assert [r["epoch"] for r in rows] == list(range(1, len(rates) + 1))  # from Epoch 0
+    assert [r["seconds"] for r in rows] == pytest.approx([8 / rate for rate in rates])
+    assert {(r["steps"], r["loss"], r["val_loss"], r["val_accuracy"]) for r in rows} == {
+        (8, 2.32, 2.3, 0.125)}
+    assert run.settings["gpus"] == 2  # "Starting with 2 processes"
+    assert run.streams == 1 and not run.cut and run.warnings == []
+
+
+def test_a_bar_state_before_100_percent_or_without_a_rate_is_no_result():
+    assert bar_state("Epoch 0:  50%|█████     | 4/8 [00:00<00:00, 126.09it/s, "
+                     "train_loss_step=2.340]") == (1, None, None)
+    assert bar_state("Epoch 3: 100%|██████████| 8/8 [00:00<?]")[2] is None
+    assert bar_state("Validation DataLoader 0: 100%|█| 2/2 [00:00<00:00, 544.15it/s]") is None
+
+
+def test_a_bar_named_epoch_k_of_n_counts_from_1_and_a_slow_one_is_read_in_seconds_per_step():
+    epoch, total, record = bar_state(
+        "Epoch 2/10: 100%|██████████| 391/391 [01:10<00:00,  1.80s/it, loss=0.512, acc=0.81]")
+    assert (epoch, total) == (2, 10)
+    assert record["seconds"] == pytest.approx(391 * 1.80)
+    assert (record["loss"], record["accuracy"], record["steps"]) == (0.512, 0.81, 391)
+
+
+def test_the_postfix_prefers_a_plain_name_then_the_epochs_mean_then_the_last_step():
+    assert metrics("train_loss_step=2.3, train_loss_epoch=2.1, v_num=0") == {"loss": 2.1}
+    assert metrics("loss=1.5, train_loss_epoch=2.1, val_acc=0.5") == {
+        "loss": 1.5, "val_accuracy": 0.5}
+    assert metrics("train_loss_step=nan?, note=x") == {}
+
+
+def test_bars_of_two_trainings_in_one_output_are_two_runs():
+    bar = ("Epoch {e}: 100%|██████████| 4/4 [00:01<00:00,  2.00it/s, train_loss={loss}]"
+           "\rEpoch {n}:   0%|          | 0/4 [00:00<?, ?it/s]\n")
+    text = (bar.format(e=0, n=1, loss=2.0) + bar.format(e=1, n=1, loss=1.0)
+            + bar.format(e=0, n=1, loss=2.5))
+    runs = parse_runs(text, "two.out")
+    assert [[(r["epoch"], r["loss"]) for r in run.rows()] for run in runs] == [
+        [(1, 2.0), (2, 1.0)], [(1, 2.5)]]
+    assert runs[0].rows()[0]["seconds"] == pytest.approx(2.0)
