@@ -11,7 +11,7 @@ tqdm's rate: Lightning's bar is not smoothed, so the rate is steps over the elap
 time, printed to 0.01 (the elapsed `00:00` is whole seconds). Lightning counts epochs
 from 0 (`Epoch 0`); a bar named `Epoch k/N` counts from 1 and states N. The metrics in
 its postfix: `*_epoch` before `*_step`, `train_` dropped, `acc` read as accuracy.
-Tests: tests/unit/test_bars.py, on real captures (tests/data/pytorch)."""
+Tests: tests/unit/test_pytorch_logs.py, on real captures (tests/data/pytorch)."""
 
 from __future__ import annotations
 

@@ -3,6 +3,7 @@ prefix) parsed into runs, line by line; the streams of a job combined into its r
 
 from __future__ import annotations
 
+import ast
 import re
 
 from dlscale.logparse.bars import bar_state
@@ -147,6 +148,13 @@ class StreamParser:
             run.images_per_s, gpus = total
             if gpus is not None:
                 run.settings["gpus"] = gpus
+            return
+        if text.startswith(TRAINER_TOTAL) and (summary := trainer_total(text)) is not None:
+            run = self.fresh_run(number)
+            run.images_per_s, facts, epochs = summary
+            run.facts.update(facts)
+            if epochs is not None:
+                run.settings["epochs"] = epochs
             return
         warn = None if not self.patterns else (
             lambda message, at=number:
@@ -313,6 +321,27 @@ def throughput(text: str) -> tuple[float, int | None] | None:
     if (m := TF_CNN_TOTAL.match(text)) is not None:
         return float(m.group(1)), None
     return None
+
+
+TRAINER_TOTAL = ("{'train_runtime'", '{"train_runtime"')
+
+
+def trainer_total(text: str) -> tuple[float, dict, int | None] | None:
+    """A Hugging Face Trainer's closing line, the only time it prints: `{'train_runtime':
+    '0.4332', 'train_samples_per_second': '1182', 'train_steps_per_second': '73.87',
+    'train_loss': '2.302', 'epoch': '2'}` (numbers as text since transformers 5, as
+    numbers before). (samples/s, facts, whole epochs or None), or None."""
+    try:
+        found = ast.literal_eval(text.strip())
+        values = {key: float(value) for key, value in found.items()}
+        rate, seconds = values["train_samples_per_second"], values["train_runtime"]
+    except (ValueError, SyntaxError, TypeError, KeyError, AttributeError, MemoryError):
+        return None
+    facts = {"train_seconds": seconds, "log_format": "hf-trainer"}
+    if "train_loss" in values:
+        facts["train_loss"] = values["train_loss"]
+    epoch = values.get("epoch")
+    return rate, facts, int(epoch) if epoch is not None and epoch == int(epoch) else None
 
 
 def combine(streams: dict[str, list[ParsedLog]]) -> list[ParsedLog]:

@@ -1,5 +1,5 @@
-"""tqdm's epoch bars (dlscale.logparse.bars) on real PyTorch Lightning captures
-(tests/data/pytorch/README.md) and the forms around them."""
+"""The PyTorch world's logs on real captures: tqdm's epoch bars (dlscale.logparse.bars)
+as Lightning draws them (tests/data/pytorch), and a Trainer's closing total (hf-trainer)."""
 
 from __future__ import annotations
 
@@ -58,3 +58,18 @@ def test_bars_of_two_trainings_in_one_output_are_two_runs():
     assert [[(r["epoch"], r["loss"]) for r in run.rows()] for run in runs] == [
         [(1, 2.0), (2, 1.0)], [(1, 2.5)]]
     assert runs[0].rows()[0]["seconds"] == pytest.approx(2.0)
+
+
+def test_a_trainer_that_prints_only_its_total_is_one_run_of_that_throughput():
+    """tests/data/hf-trainer/README.md: Hugging Face's Trainer prints no epoch's time,
+    only its closing train_runtime and train_samples_per_second."""
+    [run] = parse_file_runs(str(ROOT / "tests" / "data" / "hf-trainer" / "trainer.out"))
+    assert run.images_per_s == 1182.0 and not run.epochs
+    assert run.facts == {"train_seconds": 0.4332, "train_loss": 2.302,
+                         "log_format": "hf-trainer"}
+    assert run.settings == {"epochs": 2}
+    # transformers 4 printed the numbers as numbers
+    [run] = parse_runs("{'train_runtime': 12.5, 'train_samples_per_second': 80.0, "
+                       "'epoch': 3.0}\n", "old.out")
+    assert (run.images_per_s, run.facts["train_seconds"], run.settings) == (
+        80.0, 12.5, {"epochs": 3})
