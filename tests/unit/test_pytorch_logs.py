@@ -73,3 +73,17 @@ def test_a_trainer_that_prints_only_its_total_is_one_run_of_that_throughput():
                        "'epoch': 3.0}\n", "old.out")
     assert (run.images_per_s, run.facts["train_seconds"], run.settings) == (
         80.0, 12.5, {"epochs": 3})
+
+
+def test_a_line_another_process_prints_into_a_bar_leaves_its_epochs_as_they_were():
+    """Another process's line (unprefixed, as srun without --label leaves it) lands in the
+    middle of rank 0's bar, which has no newline until the epoch ends."""
+    raw = (DATA / "lightning_ddp.out").read_bytes()
+    final = raw.index(b"62.09it/s")  # inside epoch 0's last state
+    spliced = raw.index(b"| 4/8 ")   # inside a state at 50 %
+    end = raw.index(b"]", final) + 1
+    text = (raw[:spliced] + b"SLURM_PROCID=1 ready\n" + raw[spliced:end]
+            + b"SLURM_PROCID=1 epoch 0 done\n" + raw[end:]).decode()
+    [run] = parse_runs(text, "spliced.out")
+    [before] = parse_file_runs(str(DATA / "lightning_ddp.out"))
+    assert run.rows() == before.rows() and run.warnings == []
