@@ -1,4 +1,4 @@
-"""The PyTorch world's logs on real captures: tqdm's epoch bars (dlscale.logparse.bars)
+"""The PyTorch world's logs on real captures: tqdm's epoch bars (dlscale.logparse.loglines)
 as Lightning draws them (tests/data/pytorch), and a Trainer's closing total (hf-trainer)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from conftest import ROOT
 
-from dlscale.logparse.bars import bar_state, metrics
 from dlscale.logparse.keraslog import parse_file_runs, parse_runs
+from dlscale.logparse.loglines import bar_state, metrics
 
 DATA = ROOT / "tests" / "data" / "pytorch"
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import re
 
-from dlscale.logparse.bars import bar_state
 from dlscale.logparse.lanes import (
     Lane,
     absorb,
@@ -27,6 +26,7 @@ from dlscale.logparse.loglines import (
     TEST_PRINT,
     TF_CNN_TOTAL,
     ParsedLog,
+    bar_state,
     parse_result_line,
     same_size,
     same_values,
