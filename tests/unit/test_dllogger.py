@@ -86,3 +86,21 @@ def test_dlscale_parse_log_reads_a_dllogger_capture(tmp_path):
     table = pd.read_csv(out)
     assert list(table["epoch"]) == [1, 2] and set(table["log_format"]) == {"dllogger"}
     assert list(table["gpus"]) == [1, 1] and list(table["global_batch"]) == [32, 32]
+
+
+@pytest.mark.parametrize("name", ["dllogger_keras_stdout.txt", "example_resnet_log.json"])
+def test_the_live_view_shows_each_epoch_once_a_later_one_began(name):
+    """A command's output is read as it comes (dlscale.launch.command): its DLLogger
+    epochs show while it runs, in one run object, and end as the whole file reads."""
+    from dlscale.logparse.keraslog import LogReader
+
+    reader, seen = LogReader(name), []
+    for line in (DLL / name).read_text().splitlines():
+        reader.feed(line)
+        run = reader.current()
+        if run is not None and (not seen or len(run.epochs) != seen[-1][1]):
+            seen.append((id(run), len(run.epochs)))
+    [final] = parse_file_runs(str(DLL / name))
+    assert len({ident for ident, _ in seen}) == 1  # one object, grown
+    assert [count for _, count in seen] == list(range(1, len(final.epochs) + 1))
+    assert reader.current().rows() == final.rows()

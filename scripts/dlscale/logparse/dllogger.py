@@ -78,6 +78,7 @@ class DLLogReader:
     def __init__(self):
         self.runs: list[Run] = []
         self.units: dict[str, str] = {}
+        self.live: tuple[Run, ParsedLog] | None = None  # the live view's run (current)
 
     def feed(self, number_: int, text: str) -> bool:
         """Take `text` if it is a DLLogger line; whether it was."""
@@ -148,25 +149,46 @@ class DLLogReader:
             # epoch a later one (or the summary) follows
             done = sorted(run.values) if run.values else sorted(run.ends)[
                 :None if run.summary else -1]
-            before = run.start
-            for index, epoch in enumerate(done, 1):
-                record = {"seconds": run.ends[epoch] - before}
-                before = run.ends[epoch]
-                own = run.values.get(epoch, {})
-                for field, names in EPOCH_FIELDS.items():
-                    value = next((own[n] for n in names
-                                  if isinstance(own.get(n), (int, float))), None)
-                    if value is not None and field.endswith("accuracy"):
-                        value = self.fraction(names, value)
-                    record[field] = value
-                if record["loss"] is None:
-                    record["loss_unknown"] = True
-                parsed.epochs[index] = record
+            for index in range(1, len(done) + 1):
+                parsed.epochs[index] = self.record(run, done, index)
             parsed.last = len(done)
             self.settle(run, parsed)
             if parsed.epochs or parsed.images_per_s is not None:
                 found.append(parsed)
         return found
+
+    def current(self, path: str) -> ParsedLog | None:
+        """The run being read as it stands, each epoch once a later one began or the
+        summary came: for a live view, the same object while the run goes on."""
+        if not self.runs:
+            return None
+        run = self.runs[-1]
+        if self.live is None or self.live[0] is not run:
+            self.live = (run, ParsedLog(path, line=run.line))
+        parsed = self.live[1]
+        latest = max(run.ends, default=0)
+        done = [e for e in sorted(run.values) if run.summary or e < latest]
+        for index in range(len(parsed.epochs) + 1, len(done) + 1):
+            parsed.epochs[index] = self.record(run, done, index)
+            parsed.last = index
+        return parsed
+
+    def record(self, run: Run, done: list[int], index: int) -> dict:
+        """Epoch `index` (of `done`, the epochs as logged): its time since the one before
+        ended (the first: since the run's first line) and its values."""
+        epoch = done[index - 1]
+        before = run.ends[done[index - 2]] if index > 1 else run.start
+        record = {"seconds": run.ends[epoch] - before}
+        own = run.values.get(epoch, {})
+        for field, names in EPOCH_FIELDS.items():
+            value = next((own[n] for n in names if isinstance(own.get(n), (int, float))),
+                         None)
+            if value is not None and field.endswith("accuracy"):
+                value = self.fraction(names, value)
+            record[field] = value
+        if record["loss"] is None:
+            record["loss_unknown"] = True
+        return record
 
     def fraction(self, names: tuple, value: float) -> float:
         unit = next((self.units[n] for n in names if n in self.units), None)

@@ -273,6 +273,8 @@ def metric_name(name: str) -> str | None:
     """A metric's name as recorded (None: not a name), remembered in NAMES (as printed,
     spaces around it included), where the caller looks first."""
     bare = name.strip()
+    if len(NAMES) > 100_000:  # (a log of ever new names: bounded, as TIMES is)
+        NAMES.clear()
     NAMES[name] = ALIASES.get(bare, bare) if NAME.fullmatch(bare) is not None else None
     if NAMES[name] is not None and NAMES[name].startswith("seconds"):
         TIMED.add(NAMES[name])

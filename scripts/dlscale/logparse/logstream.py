@@ -128,7 +128,8 @@ class StreamParser:
                 header = (int(m.group(1)), int(m.group(2))) if m is not None else ()
                 if len(HEADERS) > 10_000:
                     HEADERS.clear()
-                HEADERS[text] = header
+                if len(text) < 64:  # (a long line is no header: not kept)
+                    HEADERS[text] = header
             if header:
                 self.header(run, number, *header)
                 return
