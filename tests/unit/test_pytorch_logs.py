@@ -15,6 +15,7 @@ DATA = ROOT / "tests" / "data" / "pytorch"
 @pytest.mark.parametrize("name, rates", [
     ("lightning_ddp.out", [62.09, 112.40, 105.31]),  # carriage returns, one process's
     ("torchrun_lightning.out", [119.04, 159.81]),    # torchrun --tee: [default0]: lines
+    ("torchrun_rank_prefix.out", [162.90, 140.88]),  # [rank0]: lines
 ])
 def test_a_lightning_bars_last_state_at_100_percent_is_its_epoch(name, rates):
     [run] = parse_file_runs(str(DATA / name))
@@ -87,3 +88,13 @@ def test_a_line_another_process_prints_into_a_bar_leaves_its_epochs_as_they_were
     [run] = parse_runs(text, "spliced.out")
     [before] = parse_file_runs(str(DATA / "lightning_ddp.out"))
     assert run.rows() == before.rows() and run.warnings == []
+
+
+def test_lightnings_rich_bar_in_a_file_holds_no_epoch_but_the_last_and_is_refused():
+    """tests/data/pytorch/README.md: where rich is installed and the output is a file,
+    Lightning prints only the last epoch's bar, wrapped: not read, said in one line."""
+    from dlscale.logparse.keraslog import LogError
+
+    with pytest.raises(LogError, match="torchrun_rich.out: no finished epoch found .*"
+                                       "max_epochs=2. reached"):
+        parse_file_runs(str(DATA / "torchrun_rich.out"))
