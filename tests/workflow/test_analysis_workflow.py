@@ -73,9 +73,10 @@ external_runs:
 
 def test_job_outputs_of_every_launcher_and_a_crashed_job_end_in_tables_plots_report(
         tmp_path):
-    """tests/data/job-streams (srun -l, plain srun, mpirun --tag-output: 2 workers each),
-    tests/data/benchmark-outputs (Horovod's synthetic benchmark on 1 and 2 ranks, the
-    tf_cnn_benchmarks figure in Horovod's docs) and a job that died before its first
+    """tests/data/job-streams (srun -l, plain srun, mpirun --tag-output: 2 workers each;
+    8 unprefixed copies), tests/data/benchmark-outputs (Horovod's synthetic benchmark on 1
+    and 2 ranks, the tf_cnn_benchmarks figure in Horovod's docs), PyTorch Lightning under
+    torchrun, a Hugging Face Trainer's closing total and a job that died before its first
     epoch, through external_runs."""
     streams = ROOT / "tests" / "data" / "job-streams"
     bench = ROOT / "tests" / "data" / "benchmark-outputs"
@@ -83,13 +84,19 @@ def test_job_outputs_of_every_launcher_and_a_crashed_job_end_in_tables_plots_rep
     crashed.write_bytes(b"Number of devices: 4\nEpoch 1/2\n"
                         b"slurmstepd: error: Detected 1 oom_kill event in StepId=7.0.\n"
                         b"srun: error: n1: task 0: Out Of Memory\n")
+    data = ROOT / "tests" / "data"
     entries = [f"{{log: {streams}/srun_plain.out, model: MW, label: MW, gpus: 1}}",
                f"{{log: {streams}/srun_label.out, model: MW, label: MW}}",
                f"{{log: {streams}/mpirun_tag.out, model: MW2}}",
-               f"{{log: {crashed}, model: MW, label: MW}}"]
+               f"{{log: {crashed}, model: MW, label: MW}}",
+               # 8 unprefixed copies; PyTorch Lightning's bars under torchrun
+               f"{{log: {streams}/srun_copies.out, model: Copies}}",
+               f"{{log: {data}/pytorch/torchrun_lightning.out, model: Lit}}"]
     benchmarks = [f"{{log: {bench}/horovod_synthetic_1rank.out, model: MobileNetV2}}",
                   f"{{log: {bench}/horovod_synthetic_2ranks.out, model: MobileNetV2}}",
-                  f"{{log: {bench}/horovod_docs_benchmarks.rst, model: ResNet101, gpus: 16}}"]
+                  f"{{log: {bench}/horovod_docs_benchmarks.rst, model: ResNet101, gpus: 16}}",
+                  f"{{log: {data}/hf-trainer/trainer.out, model: Bert, gpus: 1, "
+                  "global_batch: 16}"]
     config = write_config(tmp_path / "c.yaml", "sweep: {models: []}\n"
                           "analysis: {skip_epochs: 0}\nexternal_runs:\n" + "".join(
                               f"  - {e[:-1]}, global_batch: 64, train_images: 512}}\n"
@@ -97,8 +104,9 @@ def test_job_outputs_of_every_launcher_and_a_crashed_job_end_in_tables_plots_rep
     # exit 0: a crashed external job is data (listed as failed), not a failed point of ours
     proc = run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
     assert "crashed.out: no finished epoch found" in proc.stdout
+    assert "srun_copies.out:1: 8 copies of one training print their lines" in proc.stdout
     runs = pd.read_csv(tmp_path / "results/tables/runs.csv").set_index("run")
-    assert runs["streams"].dropna().tolist() == [2, 2, 2, 1, 1, 1]
+    assert runs["streams"].dropna().tolist() == [2, 2, 2, 8, 1, 1, 1, 1, 1]
     crashed_run = runs.loc["external/MW/crashed"]
     assert crashed_run["status"] == "failed" and not crashed_run["counted"]
     assert crashed_run["gpus"] == 4  # stated by the log before it ended
@@ -118,6 +126,13 @@ def test_job_outputs_of_every_launcher_and_a_crashed_job_end_in_tables_plots_rep
     assert list(hvd["speedup"]) == pytest.approx([1.0, 13.6 / 11.0], rel=1e-4)
     assert list(hvd["efficiency"]) == pytest.approx([1.0, 13.6 / 22.0], rel=1e-4)
     assert table.loc[("ResNet101 (external)", 16), "images_per_s"] == 1656.82
+    # the copies: one run of 3 epochs timed by the slowest copy; Lightning's 2 epochs; the
+    # Trainer's closing throughput
+    assert table.loc[("Copies (external)", 8), "epoch_time_s"] == pytest.approx(
+        (2.0 + 0.072 + 0.068) / 3)
+    assert table.loc[("Lit (external)", 2), "epoch_time_s"] == pytest.approx(
+        (8 / 119.04 + 8 / 159.81) / 2)
+    assert table.loc[("Bert (external)", 1), "images_per_s"] == 1182.0
     assert pd.isna(table.loc[("ResNet101 (external)", 16), "speedup"])
     assert (tmp_path / "results/plots/overview.png").stat().st_size > 10_000
     run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", "--report",
