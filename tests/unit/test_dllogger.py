@@ -104,3 +104,13 @@ def test_the_live_view_shows_each_epoch_once_a_later_one_began(name):
     assert len({ident for ident, _ in seen}) == 1  # one object, grown
     assert [count for _, count in seen] == list(range(1, len(final.epochs) + 1))
     assert reader.current().rows() == final.rows()
+
+
+def test_a_dllogger_line_without_epochs_leaves_the_live_view_to_the_keras_lines():
+    from dlscale.logparse.keraslog import LogReader
+
+    reader = LogReader("mixed.out")
+    for line in ("DLL 2026-11-27 10:00:00.000000 - PARAMETER batch_size : 32 ",
+                 "Epoch 1/2", "4/4 - 1s - loss: 2.0 - accuracy: 0.2"):
+        reader.feed(line)
+    assert [r["loss"] for r in reader.current().rows()] == [2.0]

@@ -239,8 +239,9 @@ class LogReader:
         """The run being read in the first task that has finished epochs (rank 0's, or
         the log's without prefixes), or DLLogger's, as it stands: for a live view,
         nothing changed."""
-        if self.dllog is not None and (run := self.dllog.current(self.path)) is not None:
-            return run if run.epochs else None
+        if self.dllog is not None and (run := self.dllog.current(self.path)) is not None \
+                and run.epochs:
+            return run
         for name in sorted(self.parsers, key=stream_order):
             run = self.parsers[name].runs[-1]
             if run.epochs:
