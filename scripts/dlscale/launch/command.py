@@ -154,7 +154,7 @@ def read_output(reader, args) -> tuple[list[dict], dict, str | None, dict[int, i
              "test_loss": run.test.get("test_loss"), "epochs_stated": run.epochs_total,
              "notes": run.warnings + ([f"the output holds {len(runs)} runs: the last is kept"]
                                       if len(runs) > 1 else [])}
-    return epochs, facts, None, run.ended
+    return epochs, facts, None, run.epochs.ended()
 
 
 def add_telemetry(epochs: list[dict], ended: dict[int, int], arrived, sampler) -> None:

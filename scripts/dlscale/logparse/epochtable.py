@@ -24,7 +24,7 @@ class EpochTable:
         # are None then, unless absent)
         self.kinds: dict[str, type | None] = {}
         self.unset = 0  # how many columns have no value so far
-        self.lines = array("q")  # each row's log line (EpochLines), 0 where not known
+        self.lines = array("q")  # each row's log line (`ended`), 0 where not known
 
     def __len__(self) -> int:
         return len(self.index)
@@ -141,6 +141,21 @@ class EpochTable:
         self.special.pop((name, row), None)
         values[row] = value
 
+    def keep_slower(self, epoch: int, seconds: float, line: int) -> None:
+        """Another worker's line for an epoch that is there: its time where slower, its
+        line where later (the slowest worker's time counts; the epoch ends at its last
+        line)."""
+        row = self.index[epoch]
+        if seconds > self.columns["seconds"][row]:
+            self.set(epoch, "seconds", seconds, row)
+        if line > self.lines[row]:
+            self.lines[row] = line
+
+    def ended(self) -> dict[int, int]:
+        """epoch -> the log line where its result (its last worker's) came, where known."""
+        lines = self.lines
+        return {epoch: lines[row] for epoch, row in self.index.items() if lines[row]}
+
     def first_value(self, name: str, value) -> None:
         """A column's first value: its kind, and its rows so far None where not absent."""
         self.unset -= 1
@@ -159,33 +174,3 @@ class EpochTable:
 def kind_of(value) -> type | None:
     return None if value is None else bool if isinstance(value, bool) else (
         int if isinstance(value, int) else float)
-
-
-class EpochLines:
-    """epoch -> the log line of its last result: a view of an EpochTable's `lines`, a
-    column beside its rows (a dict of ints costs about 60 bytes an epoch, this 8)."""
-
-    def __init__(self, table: EpochTable):
-        self.table = table
-
-    def __setitem__(self, epoch: int, line: int) -> None:
-        self.table.lines[self.table.index[epoch]] = line
-
-    def get(self, epoch: int, default=None):
-        row = self.table.index.get(epoch)
-        return default if row is None else (self.table.lines[row] or default)
-
-    def __getitem__(self, epoch: int) -> int:
-        if (line := self.get(epoch)) is None:
-            raise KeyError(epoch)
-        return line
-
-    def __contains__(self, epoch) -> bool:
-        return self.get(epoch) is not None
-
-    def items(self):
-        lines = self.table.lines
-        return ((epoch, lines[row]) for epoch, row in self.table.index.items() if lines[row])
-
-    def __eq__(self, other) -> bool:
-        return dict(self.items()) == (dict(other.items()) if hasattr(other, "items") else other)

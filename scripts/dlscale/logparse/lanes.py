@@ -36,10 +36,7 @@ def close(run: ParsedLog, lane: Lane, record: dict, number: int) -> None:
                             "and ended once: taken as a run resumed inside that epoch")
     if len(lanes) > 1 and lane.last < epoch and epoch in run.epochs:
         # another worker finished this epoch first: its values stay, the slowest time counts
-        seconds = run.epochs.columns["seconds"][run.epochs.index[epoch]]
-        if record["seconds"] > seconds:
-            run.epochs.set(epoch, "seconds", record["seconds"])
-        run.ended[epoch] = number
+        run.epochs.keep_slower(epoch, record["seconds"], number)
     else:
         run.result(record, number, epoch)
     lane.open, lane.last, lane.began = None, epoch, 0
@@ -122,13 +119,9 @@ def absorb(run: ParsedLog, other: ParsedLog) -> None:
     seconds = theirs.columns["seconds"]
     for epoch, row in theirs.index.items():
         if epoch in mine:
-            kept = mine.columns["seconds"][mine.index[epoch]]
-            if seconds[row] > kept:
-                mine.set(epoch, "seconds", seconds[row])
-        else:
-            mine[epoch] = theirs.row(row)  # (its fields: the key is the epoch)
-    for epoch, number in other.ended.items():
-        run.ended[epoch] = max(run.ended.get(epoch, 0), number)
+            mine.keep_slower(epoch, seconds[row], theirs.lines[row])
+        else:  # (its fields: the key is the epoch)
+            mine.add(epoch, theirs.row(row), theirs.lines[row])
     run.settings = {**other.settings, **run.settings}
     run.test = run.test or other.test
     if run.images_per_s is None:

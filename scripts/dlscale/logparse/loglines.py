@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from dlscale.logparse.epochtable import EpochLines, EpochTable
+from dlscale.logparse.epochtable import EpochTable
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 HEADER = re.compile(r"^\s*Epoch (\d+)/(\d+)\s*$")
@@ -195,16 +195,12 @@ class ParsedLog:
     test: dict[str, float] = field(default_factory=dict)  # evaluate()'s loss and accuracy
     images_per_s: float | None = None  # a benchmark's total throughput (no epochs)
     facts: dict = field(default_factory=dict)  # a run's values beyond settings (mllog)
-    ended: EpochLines = field(init=False)  # epoch: the line of its last result
     last: int = 0                # the highest finished epoch
     lanes: list = field(default_factory=list)  # one Lane per worker whose lines the
                                  # stream holds (logstream.StreamParser)
     apart: bool = False          # those workers were not in step: copies training alone
     _seen: int = 1               # result lines seen for the last epoch of a log without
                                  # epoch headers (each worker prints its own)
-
-    def __post_init__(self):
-        self.ended = EpochLines(self.epochs)
 
     def rows(self) -> list[dict]:
         return list(self.iter_rows())
