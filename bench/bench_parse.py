@@ -30,82 +30,80 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from dlscale.logparse.keraslog import parse_file_runs  # noqa: E402
 
 
-def write_log(path: Path, megabytes: float) -> tuple[int, int]:
-    """The file, and (epochs per task, lines)."""
+def fill(path: Path, megabytes: float, block, head: str = "") -> tuple[int, int]:
+    """Write `head`, then block(1), block(2)... (each a list of lines) until the file holds
+    the given size; (blocks, lines) written."""
     target = int(megabytes * 1e6)
-    size = lines = epochs = 0
-    total = 10**7  # Keras' N in Epoch k/N: larger than any epoch count written here
+    size, lines, count = len(head), head.count("\n"), 0
     with open(path, "w") as out:
+        out.write(head)
         while size < target:
-            epochs += 1
-            block = []
-            for task in (0, 1):
-                block.append(f"{task}: Epoch {epochs}/{total}\n")
-            for task in (0, 1):
-                ms = 14000 + (epochs * 7 + task * 13) % 900
-                block.append(f"{task}: 25/25 - {ms // 1000}s - loss: {2.0 / (1 + epochs % 50):.4f}"
-                             f" - accuracy: {0.1 + (epochs % 80) / 100:.4f} - val_loss: 2.1034"
-                             f" - val_accuracy: 0.2188 - {ms}ms/epoch - {ms // 25}ms/step\n")
-            if epochs % 100 == 0:
-                block.append("0: 2026-11-23 16:00:00.000000: W tensorflow/core/data/root_dataset"
-                             ".cc:362] Optimization loop failed: CANCELLED: Operation was "
-                             "cancelled\n")
-            text = "".join(block)
+            count += 1
+            part = block(count)
+            text = "".join(part)
             out.write(text)
             size += len(text)
-            lines += len(block)
-    return epochs, lines
+            lines += len(part)
+    return count, lines
+
+
+def write_log(path: Path, megabytes: float) -> tuple[int, int]:
+    """The file, and (epochs per task, lines)."""
+    total = 10**7  # Keras' N in Epoch k/N: larger than any epoch count written here
+
+    def epoch(n: int) -> list[str]:
+        block = [f"{task}: Epoch {n}/{total}\n" for task in (0, 1)]
+        for task in (0, 1):
+            ms = 14000 + (n * 7 + task * 13) % 900
+            block.append(f"{task}: 25/25 - {ms // 1000}s - loss: {2.0 / (1 + n % 50):.4f}"
+                         f" - accuracy: {0.1 + (n % 80) / 100:.4f} - val_loss: 2.1034"
+                         f" - val_accuracy: 0.2188 - {ms}ms/epoch - {ms // 25}ms/step\n")
+        if n % 100 == 0:
+            block.append("0: 2026-11-23 16:00:00.000000: W tensorflow/core/data/root_dataset"
+                         ".cc:362] Optimization loop failed: CANCELLED: Operation was "
+                         "cancelled\n")
+        return block
+
+    return fill(path, megabytes, epoch)
 
 
 def write_dllogger(path: Path, megabytes: float) -> tuple[int, int]:
     """A DLLogger stdout log of the given size, and (epochs, lines)."""
-    target = int(megabytes * 1e6)
-    size = lines = epochs = 0
-    with open(path, "w") as out:
-        text = ("DLL 2026-11-27 10:00:00.000000 - PARAMETER batch_size : 256  world_size : 8  "
-                "amp : True  epochs : 1000000 \n")
-        out.write(text)
-        size, lines = len(text), 1
-        while size < target:
-            block = []
-            for it in range(10, 101, 10):
-                second = (epochs * 100 + it) / 1000
-                block.append(f"DLL 2026-11-27 10:{int(second) // 60 % 60:02d}:"
-                             f"{second % 60:09.6f} - ({epochs}, {it}) train.loss : "
-                             f"{2.0 / (1 + epochs % 50 + it / 100):.6f}  train.total_ips : "
-                             f"{2600 + it:.4f} images/s\n")
-            block.append(f"DLL 2026-11-27 10:{int(second) // 60 % 60:02d}:{second % 60:09.6f} - "
-                         f"({epochs},) train.loss : 1.5  train.top1 : 45.5 %  val.top1 : 50.1 %"
-                         f"  train.total_ips : 2650.0 images/s\n")
-            epochs += 1
-            text = "".join(block)
-            out.write(text)
-            size += len(text)
-            lines += len(block)
-    return epochs, lines
+
+    def epoch(n: int) -> list[str]:
+        epochs, block = n - 1, []  # DeepLearningExamples count epochs from 0
+        for it in range(10, 101, 10):
+            second = (epochs * 100 + it) / 1000
+            block.append(f"DLL 2026-11-27 10:{int(second) // 60 % 60:02d}:"
+                         f"{second % 60:09.6f} - ({epochs}, {it}) train.loss : "
+                         f"{2.0 / (1 + epochs % 50 + it / 100):.6f}  train.total_ips : "
+                         f"{2600 + it:.4f} images/s\n")
+        block.append(f"DLL 2026-11-27 10:{int(second) // 60 % 60:02d}:{second % 60:09.6f} - "
+                     f"({epochs},) train.loss : 1.5  train.top1 : 45.5 %  val.top1 : 50.1 %"
+                     f"  train.total_ips : 2650.0 images/s\n")
+        return block
+
+    return fill(path, megabytes, epoch, head=(
+        "DLL 2026-11-27 10:00:00.000000 - PARAMETER batch_size : 256  world_size : 8  "
+        "amp : True  epochs : 1000000 \n"))
 
 
 def write_runs(path: Path, megabytes: float) -> tuple[int, int]:
     """One process's Keras output of a 20-epoch training repeated (a job script that trains
     again and again: one run each), and (runs, lines)."""
-    target = int(megabytes * 1e6)
-    size = lines = runs = 0
-    with open(path, "w") as out:
-        while size < target:
-            runs += 1
-            block = []
-            for epoch in range(1, 21):
-                ms = 14000 + (runs * 7 + epoch * 13) % 900
-                block.append(f"Epoch {epoch}/20\n")
-                block.append(f"25/25 - {ms // 1000}s - loss: {2.0 / epoch:.4f} - accuracy: "
-                             f"{0.1 + epoch / 100:.4f} - {ms}ms/epoch - {ms // 25}ms/step\n")
-            block.append("5/5 - 1s - loss: 1.2034 - accuracy: 0.4188 - 800ms/epoch - "
-                         "160ms/step\n")  # evaluate()
-            text = "".join(block)
-            out.write(text)
-            size += len(text)
-            lines += len(block)
-    return runs, lines
+
+    def run(n: int) -> list[str]:
+        block = []
+        for epoch in range(1, 21):
+            ms = 14000 + (n * 7 + epoch * 13) % 900
+            block.append(f"Epoch {epoch}/20\n")
+            block.append(f"25/25 - {ms // 1000}s - loss: {2.0 / epoch:.4f} - accuracy: "
+                         f"{0.1 + epoch / 100:.4f} - {ms}ms/epoch - {ms // 25}ms/step\n")
+        block.append("5/5 - 1s - loss: 1.2034 - accuracy: 0.4188 - 800ms/epoch - "
+                     "160ms/step\n")  # evaluate()
+        return block
+
+    return fill(path, megabytes, run)
 
 
 def main() -> int:
