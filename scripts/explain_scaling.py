@@ -19,7 +19,8 @@ from pathlib import Path
 import pandas as pd
 
 from dlscale.core.files import write_table
-from dlscale.reporting.explain import external_models, model_gradient_bytes, tables
+from dlscale.reporting.explain import external_models, tables
+from dlscale.reporting.gradients import model_gradient_bytes
 
 
 def main() -> int:

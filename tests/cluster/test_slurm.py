@@ -19,6 +19,7 @@ from conftest import (
     HOROVOD_READY,
     IN_CI,
     ROOT,
+    TABLES,
     dlscale_status,
     run_snakemake,
     site_modules,
@@ -177,7 +178,7 @@ def test_every_strategy_on_one_and_two_nodes_through_slurm(tmp_path, archive):
                                 "strategy: [mirrored, multiworker, horovod]}",
                           horovod="{mpi_launcher: 'mpirun --allow-run-as-root'}",
                           analysis="{accuracy_tolerance: 1.0}")
-    proc = run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
+    proc = run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", TABLES)
     assert "2 GPU(s) on 2 node(s) with mirrored left out" in proc.stdout
     assert "rule prepare_dataset" in proc.stdout
     runs = tmp_path / "results/runs/SimpleCNN"
@@ -206,7 +207,7 @@ def test_every_strategy_on_one_and_two_nodes_through_slurm(tmp_path, archive):
                           training="{keras: 3, backend: jax, epochs: 2, batch_per_gpu: 16, "
                                    "device: cpu}",
                           analysis="{accuracy_tolerance: 1.0}")
-    proc = run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
+    proc = run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", TABLES)
     assert "rule prepare_dataset" not in proc.stdout
     run = json.loads((runs / "gpus2/rep1/run.json").read_text())
     assert (run["status"], run["strategy"], run["backend"], run["workers"]) == (
@@ -374,7 +375,7 @@ def test_a_requeued_job_and_a_failed_node_each_resume_the_point_in_one_study(tmp
     id, resumes from the last saved epoch (the second time on the other node), and
     Snakemake counts it done; the study ends whole in the one Snakemake run."""
     config = f"--configfile={ROOT / 'tests' / 'configs' / 'slurm-requeue.yaml'}"
-    study = start_snakemake(tmp_path, *PROFILE, config)
+    study = start_snakemake(tmp_path, *PROFILE, config, TABLES)
     point, deadline = "SimpleCNN/gpus1/rep1", time.time() + 600
     held(tmp_path, point, 2, deadline)
     [(job,)] = [row for row in queue("%i") if row]
@@ -420,7 +421,7 @@ def test_a_requeued_job_and_a_failed_node_each_resume_the_point_in_one_study(tmp
     assert (folder / "train.log").read_text().count("resuming from the backup") == 2
     runs = pd.read_csv(tmp_path / "results/tables/runs.csv")
     assert runs["counted"].all()
-    dry = run_snakemake(tmp_path, *PROFILE, config, "-n")
+    dry = run_snakemake(tmp_path, *PROFILE, config, TABLES, "-n")
     assert "Nothing to be done" in dry.stdout  # the requeues do not plan the point again
     escaped = end_what_outlived(job)  # nothing of the job may run on after the test
     if proctrack() == "proctrack/cgroup":  # which loses no process (docs/slurm.md)
@@ -491,7 +492,8 @@ def test_a_restarted_snakemake_never_holds_two_allocations_for_one_point(tmp_pat
     config = sweep_config(tmp_path / "c.yaml", archive,
                           sweep="{models: [SimpleCNN], gpus: [1]}",
                           training="{epochs: 3, batch_per_gpu: 4, device: cpu}")
-    first = start_snakemake(tmp_path, *PROFILE, f"--configfile={config}", output=False)
+    first = start_snakemake(tmp_path, *PROFILE, f"--configfile={config}", TABLES,
+                            output=False)
     point = tmp_path / "results/runs/SimpleCNN/gpus1/rep1"
     deadline = time.time() + 600
     while not ((point / "state/epochs.jsonl").exists()
@@ -504,7 +506,7 @@ def test_a_restarted_snakemake_never_holds_two_allocations_for_one_point(tmp_pat
     first.wait(60)
     [job] = [j for j, state in queue("%i", "%T") if state == "RUNNING"]
     run_snakemake(tmp_path, "--unlock", *PROFILE, f"--configfile={config}")
-    second = start_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
+    second = start_snakemake(tmp_path, *PROFILE, f"--configfile={config}", TABLES)
     seen, held = [], True  # this user's jobs, as often as squeue answers
     while second.poll() is None:
         rows = queue("%i", "%T", "%r")

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 
 import pandas as pd
 import pytest
+from conftest import NO_TENSORFLOW, SCRIPTS
 
 from dlscale.core.contract import BREAKDOWN
-from dlscale.reporting import explain
+from dlscale.reporting import explain, gradients
 
 ALPHA, BANDWIDTH, GRADIENT = 20e-6, 5e9, 100 * 2**20  # s, bytes/s (bus), bytes
 COMPUTE, BATCH = 0.2, 32  # seconds of a step no communication explains; images per GPU
@@ -157,3 +160,31 @@ def test_an_external_series_is_fitted_on_its_step_times_with_a_known_gradient():
     # no gradient size: a note on every row, nothing predicted
     rows = explain.series_prediction("Net", points, empty, {}, known_size=None)
     assert all(r["note"].startswith("no breakdown.json and no known model") for r in rows)
+
+
+def test_an_external_logs_keras_application_is_sized_without_tensorflow():
+    """The published study's models (and every keras.applications one) come from
+    gradients.csv: explain_scaling.py starts no TensorFlow for them, and runs where there
+    is none. Before, each such study built the model (TensorFlow's start, 5 s and more)."""
+    code = NO_TENSORFLOW + f"""
+sys.path.insert(0, {str(SCRIPTS)!r})
+from dlscale.reporting.gradients import model_gradient_bytes
+print(model_gradient_bytes("ResNet50V2"), model_gradient_bytes("ResNet152V2"))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    kept = gradients.known()
+    assert proc.stdout.split() == [str(kept["ResNet50V2"]), str(kept["ResNet152V2"])]
+
+
+def test_the_kept_gradient_sizes_are_what_keras_builds():
+    """gradients.csv names every keras.applications model of the installed Keras and holds
+    what building it gives: checked here on three (a residual network, an inverted-residual
+    one, and VGG16, whose flattened head depends on the image size)."""
+    pytest.importorskip("tf_keras")
+    kept = gradients.known()
+    assert set(gradients.applications()) <= set(kept)
+    for name in ("ResNet50V2", "MobileNetV2", "VGG16"):
+        assert kept[name] == gradients.built(name), name
+    assert gradients.model_gradient_bytes("SimpleCNN") == gradients.built("SimpleCNN") > 0
+    assert gradients.model_gradient_bytes("NoSuchNet") is None

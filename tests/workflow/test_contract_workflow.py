@@ -16,6 +16,7 @@ import pytest
 import yaml
 from conftest import (
     ROOT,
+    TABLES,
     dlscale_status,
     needs_fashion,
     run_snakemake,
@@ -123,7 +124,7 @@ def one_point_training(workdir, epochs: int, finished: int):
     config = yaml.safe_load(KILL.read_text())
     config["sweep"]["models"], config["training"]["epochs"] = ["SimpleCNN"], epochs
     path = write_config(workdir / "c.yaml", yaml.safe_dump(config))
-    args = (*PROFILE, f"--configfile={path}")
+    args = (*PROFILE, f"--configfile={path}", TABLES)
     first = start_snakemake(workdir, *args, output=False)
     live = workdir / f"results/runs/{DONE}/state/epochs.jsonl"
     training = training_process(workdir, DONE)
@@ -211,12 +212,13 @@ def test_a_finished_points_record_is_kept_until_a_new_one_replaces_it(tmp_path):
     config = yaml.safe_load(KILL.read_text())
     config["sweep"]["models"], config["training"]["epochs"] = ["SimpleCNN"], 2
     original = write_config(tmp_path / "c.yaml", yaml.safe_dump(config))
-    run_snakemake(tmp_path, *PROFILE, f"--configfile={original}")
+    run_snakemake(tmp_path, *PROFILE, f"--configfile={original}", TABLES)
     folder = tmp_path / f"results/runs/{DONE}"
     first = (folder / "run.json").read_text()
     config["training"]["batch_per_gpu"] = 8
     other = write_config(tmp_path / "other.yaml", yaml.safe_dump(config))
-    restart = start_snakemake(tmp_path, *PROFILE, f"--configfile={other}", output=False)
+    restart = start_snakemake(tmp_path, *PROFILE, f"--configfile={other}", TABLES,
+                              output=False)
     training_process(tmp_path, DONE)
     tree = psutil.Process(restart.pid)
     for proc in [tree, *tree.children(recursive=True)]:  # kill -9 of the whole session
@@ -225,6 +227,7 @@ def test_a_finished_points_record_is_kept_until_a_new_one_replaces_it(tmp_path):
     assert not (folder / "run.json").exists()  # the outputs went with the restart
     assert (folder / "completed/run.json").read_text() == first  # the record did not
     run_snakemake(tmp_path, "--unlock", *PROFILE, f"--configfile={original}")
+    # the whole study (rule all names each record): a missing record is trained again
     again = run_snakemake(tmp_path, *PROFILE, f"--configfile={original}")
     assert f"point {DONE}: results/runs/{DONE}/run.json is missing, so it is trained again; " \
            f"the last completed record is kept in results/runs/{DONE}/completed/" in again.stdout

@@ -7,7 +7,7 @@ import shutil
 
 import pandas as pd
 import pytest
-from conftest import ROOT, run_snakemake, write_config
+from conftest import ROOT, TABLES, run_snakemake, write_config
 
 pytestmark = pytest.mark.workflow
 PROFILE = ["--profile", str(ROOT / "profiles" / "local")]
@@ -81,7 +81,7 @@ def test_your_own_images_are_prepared_once_and_scaled(tmp_path):
     import image_folder
 
     source = image_folder.write_folder(tmp_path / "my images")  # PNG, JPEG, BMP; sizes vary
-    run_snakemake(tmp_path, *PROFILE, folder_config(tmp_path / "c.yaml", source))
+    run_snakemake(tmp_path, *PROFILE, folder_config(tmp_path / "c.yaml", source), TABLES)
     manifest = json.loads((tmp_path / "results/data/folder-32px/manifest.json").read_text())
     assert manifest["classes"] == ["cat", "dog", "frog"] and manifest["image_shape"] == [
         32, 32, 3]
@@ -195,7 +195,7 @@ analysis: {{accuracy_tolerance: 1.0}}
     dry = run_snakemake(tmp_path, *PROFILE, config, "-n")
     assert planned_jobs(dry)["train"] == 2
     assert not (tmp_path / "mynets" / "RAN").exists()  # planning ran none of the package
-    run_snakemake(tmp_path, *PROFILE, config)
+    run_snakemake(tmp_path, *PROFILE, config, TABLES)
     runs = pd.read_csv(tmp_path / "results/tables/runs.csv")
     assert sorted(zip(runs["series"], runs["status"])) == [
         ("Flat", "completed"), ("Pkg", "completed")]

@@ -33,10 +33,9 @@ import pandas as pd
 
 from dlscale.core import columns
 from dlscale.core.contract import BREAKDOWN
+from dlscale.reporting.gradients import ASSUMED_CLASSES, ASSUMED_SIZE
 
 EXPLAINED_ERROR = 0.25  # |predicted - measured| / measured step time on the held-out point
-# an external log's model, as the classic study builds it: 10 classes (CIFAR-10), 128 px
-ASSUMED_CLASSES, ASSUMED_SIZE = 10, 128
 PARTS = {"compute": "compute_s", "communication": "comm_exposed_s", "input": "input_s",
          "other": "other_s"}
 KEYS = ["series", "model", "strategy", "precision", "nodes", "gpus"]
@@ -225,29 +224,11 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
     return rows
 
 
-
-
 def external_models(scaling: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
     """The models of the series whose runs are all external logs."""
     theirs = runs.groupby("series")["source"].agg(lambda s: set(s) == {"external"})
     return sorted({m for s, m in zip(scaling["series"], scaling["model"], strict=True)
                    if theirs.get(s, False)})
-
-
-def model_gradient_bytes(name: str) -> int | None:
-    """The float32 gradient of a built-in or keras.applications model with
-    ASSUMED_CLASSES classes at ASSUMED_SIZE px (the size matters only where a model
-    flattens its features: VGG), or None for a name dlscale cannot build."""
-    from dlscale.core.errors import RunError
-    from dlscale.train import keraschoice, training
-    from dlscale.train.profwindow import gradient_bytes
-
-    keraschoice.use_keras(2)
-    try:
-        model = training.build_model(name, (32, 32, 3), ASSUMED_CLASSES, ASSUMED_SIZE)
-    except (RunError, ValueError):
-        return None
-    return gradient_bytes(model)  # as a point's window counts it
 
 
 def tables(scaling: pd.DataFrame, runs: pd.DataFrame, runs_dir: Path,
