@@ -20,6 +20,7 @@ help:
 	@echo "make demo   - set up and run the whole pipeline locally on config/demo.yaml"
 	@echo "make test   - set up and run all tests (builds .venv-horovod, starts a throw-away SLURM test cluster)"
 	@echo "make test-loaded - make test while every core is kept busy by a busy loop (no test may depend on speed)"
+	@echo "make test-fast - the unit tests alone (no cluster, no training run): the edit-test loop"
 	@echo "make setup-jax - the JAX stack alone in .venv-jax (Keras 3 on JAX, no TensorFlow)"
 	@echo "make horovod - build the Horovod environment (.venv-horovod; ~3 min the first time)"
 	@echo "make dag    - draw results/dag.svg and results/rulegraph.svg from a dry run"
@@ -114,7 +115,7 @@ test-loaded: setup sysdeps
 	trap 'kill $$loops' EXIT; echo "busy loops: $$loops"; $(MAKE) test
 
 test-fast: setup
-	$(VENV)/bin/python -m pytest -m "not cluster and not slow" $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -n 2 tests/unit $(PYTEST_ARGS)
 
 cluster-start:
 	scripts/testcluster.sh start

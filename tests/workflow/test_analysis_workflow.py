@@ -76,8 +76,8 @@ def test_job_outputs_of_every_launcher_and_a_crashed_job_end_in_tables_plots_rep
     """tests/data/job-streams (srun -l, plain srun, mpirun --tag-output: 2 workers each;
     8 unprefixed copies), tests/data/benchmark-outputs (Horovod's synthetic benchmark on 1
     and 2 ranks, the tf_cnn_benchmarks figure in Horovod's docs), PyTorch Lightning under
-    torchrun, a Hugging Face Trainer's closing total and a job that died before its first
-    epoch, through external_runs."""
+    torchrun, a Hugging Face Trainer's closing total, NVIDIA DLLogger and a job
+    that died before its first epoch, through external_runs."""
     streams = ROOT / "tests" / "data" / "job-streams"
     bench = ROOT / "tests" / "data" / "benchmark-outputs"
     crashed = tmp_path / "crashed.out"
@@ -96,7 +96,11 @@ def test_job_outputs_of_every_launcher_and_a_crashed_job_end_in_tables_plots_rep
                   f"{{log: {bench}/horovod_synthetic_2ranks.out, model: MobileNetV2}}",
                   f"{{log: {bench}/horovod_docs_benchmarks.rst, model: ResNet101, gpus: 16}}",
                   f"{{log: {data}/hf-trainer/trainer.out, model: Bert, gpus: 1, "
-                  "global_batch: 16}"]
+                  "global_batch: 16}",
+                  # NVIDIA DLLogger: a Keras run's stdout (its PARAMETER lines give the
+                  # batch and the world size; its README the 1,024 images of an epoch)
+                  f"{{log: {data}/dllogger/dllogger_keras_stdout.txt, model: DLKeras, "
+                  "train_images: 1024}"]
     config = write_config(tmp_path / "c.yaml", "sweep: {models: []}\n"
                           "analysis: {skip_epochs: 0}\nexternal_runs:\n" + "".join(
                               f"  - {e[:-1]}, global_batch: 64, train_images: 512}}\n"
@@ -106,7 +110,7 @@ def test_job_outputs_of_every_launcher_and_a_crashed_job_end_in_tables_plots_rep
     assert "crashed.out: no finished epoch found" in proc.stdout
     assert "srun_copies.out:1: 8 copies of one training print their lines" in proc.stdout
     runs = pd.read_csv(tmp_path / "results/tables/runs.csv").set_index("run")
-    assert runs["streams"].dropna().tolist() == [2, 2, 2, 8, 1, 1, 1, 1, 1]
+    assert runs["streams"].dropna().tolist() == [2, 2, 2, 8, 1, 1, 1, 1, 1, 1]
     crashed_run = runs.loc["external/MW/crashed"]
     assert crashed_run["status"] == "failed" and not crashed_run["counted"]
     assert crashed_run["gpus"] == 4  # stated by the log before it ended
@@ -133,6 +137,15 @@ def test_job_outputs_of_every_launcher_and_a_crashed_job_end_in_tables_plots_rep
     assert table.loc[("Lit (external)", 2), "epoch_time_s"] == pytest.approx(
         (8 / 119.04 + 8 / 159.81) / 2)
     assert table.loc[("Bert (external)", 1), "images_per_s"] == 1182.0
+    # DLLogger (tests/data/dllogger/README.md): each epoch's time between its entries
+    assert table.loc[("DLKeras (external)", 1), "epoch_time_s"] == pytest.approx(
+        (1.288 + 0.357) / 2, abs=1e-3)
+    assert table.loc[("DLKeras (external)", 1), "global_batch"] == 32
+    assert table.loc[("DLKeras (external)", 1), "images_per_s"] == pytest.approx(
+        1024 / ((1.288 + 0.357) / 2), rel=1e-3)
+    assert runs.loc["external/DLKeras/dllogger_keras_stdout", "status"] == "completed"
+    read = pd.read_csv(tmp_path / "results/external/DLKeras/dllogger_keras_stdout/epochs.csv")
+    assert set(read["log_format"]) == {"dllogger"} and list(read["epoch"]) == [1, 2]
     assert pd.isna(table.loc[("ResNet101 (external)", 16), "speedup"])
     assert (tmp_path / "results/plots/overview.png").stat().st_size > 10_000
     run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", "--report",

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import tempfile
 from pathlib import Path
 
@@ -314,8 +315,8 @@ class DataParallel(Backend):
     def setup(self) -> None:
         import jax
 
-        if keraschoice.tensorflow_installed():  # Keras 3 loads it to seed it: never
-            import tensorflow as tf  # on the GPUs, which JAX owns
+        if "tensorflow" in sys.modules:  # imported by something of yours (dlscale's
+            import tensorflow as tf  # seeding keeps it out): never on the GPUs, JAX's
 
             tf.config.set_visible_devices([], "GPU")
         keras = keraschoice.keras()

@@ -183,7 +183,7 @@ def build(r: Run, deadline, sampler=None, on_first=None, window=None):
 
     settings, backend, plan = r.settings, r.backend, r.plan
     keras = keraschoice.keras()
-    keras.utils.set_random_seed(settings.seed)
+    keraschoice.seed(settings.seed)
     keras.mixed_precision.set_global_policy(r.precision)
     schedule = T.warmup_schedule(settings.base_lr, plan.lr, plan.warmup_steps)
     recorder = T.epoch_recorder(r.state / EPOCHS, plan.steps, plan.global_batch,

@@ -37,11 +37,21 @@ JAX_KEPT_OUT = ("JAX is kept out of this process: its Keras trains on TensorFlow
                 "(training.backend: jax trains on JAX)")
 
 
-class _KeepJaxOut(importlib.abc.MetaPathFinder):
+class _KeepOut(importlib.abc.MetaPathFinder):
+    """`import` of these packages fails with the reason, as if they were not installed."""
+
+    def __init__(self, packages: tuple[str, ...], reason: str):
+        self.packages, self.reason = packages, reason
+
     def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] in ("jax", "jaxlib"):
-            raise ModuleNotFoundError(JAX_KEPT_OUT, name=name)
+        if name.partition(".")[0] in self.packages:
+            raise ModuleNotFoundError(self.reason, name=name)
         return None
+
+
+class _KeepJaxOut(_KeepOut):
+    def __init__(self):
+        super().__init__(("jax", "jaxlib"), JAX_KEPT_OUT)
 
 
 def keep_jax_out() -> None:
@@ -55,6 +65,26 @@ def keep_jax_out() -> None:
             or any(isinstance(finder, _KeepJaxOut) for finder in sys.meta_path)):
         return
     sys.meta_path.insert(0, _KeepJaxOut())
+
+
+def seed(value: int) -> None:
+    """keras.utils.set_random_seed: Python's, NumPy's and Keras's own seeds, and
+    TensorFlow's wherever TensorFlow is installed (Keras imports it for that, for tf.data
+    pipelines). A process that trains on JAX reads its input without TensorFlow
+    (dlscale.data.shardreader), so there TensorFlow is kept out of the call: importing
+    it only to seed it cost each JAX point TensorFlow's start (docs/benchmarks.md, "Tests
+    and CI"). Keras then takes TensorFlow as absent in that process; where something
+    imported it before (your model's module), it is seeded as Keras does."""
+    chosen = keras()
+    if not trains_on_jax() or "tensorflow" in sys.modules:
+        chosen.utils.set_random_seed(value)
+        return
+    finder = _KeepOut(("tensorflow",), "TensorFlow is not needed to seed a JAX process")
+    sys.meta_path.insert(0, finder)
+    try:
+        chosen.utils.set_random_seed(value)
+    finally:
+        sys.meta_path.remove(finder)
 
 
 def keras_version() -> int:
