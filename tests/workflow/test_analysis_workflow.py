@@ -8,12 +8,14 @@ import shutil
 import pandas as pd
 import pytest
 import yaml
-from conftest import IN_CI, ROOT, run_snakemake, write_config
+from conftest import IN_CI, ROOT, TABLES, run_snakemake, write_config
 
 from dlscale.reporting import explain
 
 pytestmark = pytest.mark.workflow
 PROFILE = ["--profile", str(ROOT / "profiles" / "local")]
+# what a compared study is read from (dlscale.reporting.compare): its plots are not
+COMPARED = [TABLES, "results/tables/breakdown.csv", "results/tables/prediction.csv"]
 STUDY = ROOT / "tests" / "data" / "reference-study"
 PLOTS = ["epoch_time", "throughput", "speedup", "efficiency", "accuracy", "overview"]
 
@@ -328,7 +330,7 @@ def test_the_course_figures_pass_as_references_and_a_regression_fails_the_verdic
 def test_another_study_is_drawn_beside_this_one_and_listed_in_the_report(tmp_path):
     first = tmp_path / "last-year"
     first.mkdir()
-    run_snakemake(first, *PROFILE, f"--configfile={course_config(first / 'c.yaml')}")
+    run_snakemake(first, *PROFILE, f"--configfile={course_config(first / 'c.yaml')}", *COMPARED)
     config = course_config(tmp_path / "c.yaml", extra=(
         f"compare: [{{scaling: {first}/results/tables/scaling.csv, label: \"2025's V100s\"}}]"))
     run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
@@ -366,7 +368,7 @@ def script_elements(path) -> int:
 def test_labels_and_notes_from_shared_files_never_reach_the_reports_html(tmp_path):
     first = tmp_path / "first"
     first.mkdir()
-    run_snakemake(first, *PROFILE, f"--configfile={course_config(first / 'c.yaml')}")
+    run_snakemake(first, *PROFILE, f"--configfile={course_config(first / 'c.yaml')}", *COMPARED)
 
     def report_of(name: str, text: str):
         folder = tmp_path / name
