@@ -106,7 +106,7 @@ demo: setup sysdeps
 # the other two
 test: sysdeps
 	$(MAKE) -j2 setup horovod
-	$(VENV)/bin/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -n 3 --dist loadfile $(PYTEST_ARGS)
 
 # The same tests on a machine whose cores are all busy with other work: one busy loop per
 # core runs beside them until they end. Timing-dependent tests fail here.

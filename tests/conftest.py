@@ -36,34 +36,6 @@ needs_fashion = pytest.mark.skipif(
 # study, which the tests of those check.
 TABLES = "results/tables/scaling.csv"
 
-# The files that take longest, longest first (measured: `--durations=0` of the whole suite,
-# docs/benchmarks.md "Tests and CI"). `make test` hands whole files to three workers in
-# collection order (`--dist loadfile --no-loadscope-reorder`); xdist's own order (most
-# tests first) started the one-test demo last, alone on the machine for its last minutes.
-# The order changes no result: only which worker takes a file, and when.
-LONGEST_FIRST = (
-    "cluster/test_slurm.py", "training/test_train.py", "workflow/test_analysis_workflow.py",
-    "training/test_keras3.py", "workflow/test_own_model.py", "workflow/test_contract_workflow.py",
-    "workflow/test_demo.py", "workflow/test_history_workflow.py",
-    "workflow/test_train_workflow.py", "workflow/test_failures_workflow.py",
-    "workflow/test_why_workflow.py", "workflow/test_keras3_workflow.py",
-    "training/test_features.py", "workflow/test_resize.py", "workflow/test_command_endings.py")
-
-
-def pytest_collection_modifyitems(config, items):
-    """Collect the longest files first (LONGEST_FIRST), the others after in their order."""
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    gone = [name for name in rank if not (ROOT / "tests" / name).is_file()]
-    if gone:  # a renamed file would silently lose its place
-        raise pytest.UsageError(f"LONGEST_FIRST names no test file: {', '.join(gone)}")
-
-    def key(item):
-        path = Path(str(item.fspath)).relative_to(ROOT / "tests").as_posix()
-        return rank.get(path, len(rank))
-
-    items.sort(key=key)  # stable: a file's tests keep their order
-
-
 @pytest.fixture(scope="session")
 def cifar_python(tmp_path_factory) -> Path:
     """A small archive in the official python layout (pickled batches)."""
