@@ -3,10 +3,11 @@
 A log that dlscale did not make names its model but holds no breakdown.json, so the
 prediction takes the gradient's size from the model itself: its trainable weights in
 float32, as the classic study builds it (ASSUMED_CLASSES classes, ASSUMED_SIZE px,
-weights=None). Building a keras.applications model costs TensorFlow's start and the
-build, 5 to 20 s, in an analysis step that otherwise needs neither; so the sizes of every
-keras.applications model are kept in gradients.csv beside this module, written from the
-installed Keras:
+weights=None). Building one costs TensorFlow's start and the build (on this project's
+VM about 4 s and, over the 71 models, 4.5 s each on average) in an analysis step that
+otherwise needs neither, and fails where TensorFlow is not installed; so the sizes of
+every keras.applications model are kept in gradients.csv beside this module, written from
+the installed Keras:
 
   python -m dlscale.reporting.gradients --write   # after a Keras upgrade
 
