@@ -36,6 +36,7 @@ needs_fashion = pytest.mark.skipif(
 # study, which the tests of those check.
 TABLES = "results/tables/scaling.csv"
 
+
 @pytest.fixture(scope="session")
 def cifar_python(tmp_path_factory) -> Path:
     """A small archive in the official python layout (pickled batches)."""

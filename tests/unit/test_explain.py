@@ -165,7 +165,8 @@ def test_an_external_series_is_fitted_on_its_step_times_with_a_known_gradient():
 def test_an_external_logs_keras_application_is_sized_without_tensorflow():
     """The published study's models (and every keras.applications one) come from
     gradients.csv: explain_scaling.py starts no TensorFlow for them, and runs where there
-    is none. Before, each such study built the model (TensorFlow's start, 5 s and more)."""
+    is none. Before, each such study built the model (TensorFlow's start and the build), and
+    failed where TensorFlow is not installed."""
     code = NO_TENSORFLOW + f"""
 sys.path.insert(0, {str(SCRIPTS)!r})
 from dlscale.reporting.gradients import model_gradient_bytes
