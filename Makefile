@@ -28,21 +28,33 @@ help:
 	@echo "make lint   - snakemake --lint, snakefmt --check and ruff check"
 	@echo "make docs   - regenerate docs/configuration.md from config/schema.yaml"
 
+# Each environment, once built, is kept under a key of what it holds (its name, the
+# interpreter's version, the requirement files) and copied back by the next checkout that
+# asks for the same (scripts/venvs.sh): a fresh clone's setup in seconds, not a minute.
+# A changed requirement file builds the environment again from nothing.
+venv_key = $(1)-$(shell { $(PYTHON) -c 'import sys; print(sys.version, sys.base_prefix)'; \
+	cat $(2); } | sha256sum | cut -c1-16)
+restore_or_build = scripts/venvs.sh restore $(1) $(2) || { \
+	rm -rf $(1) && $(PYTHON) -m venv $(1) && $(3) && \
+	{ scripts/venvs.sh keep $(1) $(2) || echo "note: $(1) was not kept"; }; }
+
+MAIN_KEY = $(call venv_key,tensorflow,requirements.txt requirements-xprof.txt)
 $(VENV)/.installed: requirements.txt requirements-xprof.txt pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(VENV)/bin/pip install -q --upgrade pip
-	$(VENV)/bin/pip install -q -r requirements.txt
-	$(VENV)/bin/pip install -q --no-deps -r requirements-xprof.txt
+	$(call restore_or_build,$(VENV),$(MAIN_KEY),\
+	  $(VENV)/bin/pip install -q --upgrade pip && \
+	  $(VENV)/bin/pip install -q -r requirements.txt && \
+	  $(VENV)/bin/pip install -q --no-deps -r requirements-xprof.txt)
 	$(VENV)/bin/pip install -q --no-deps -e .
 	touch $@
 
 # The JAX stack alone (Keras 3 on JAX, no TensorFlow): README, "Run it on your cluster"
 JAX_VENV ?= .venv-jax
+JAX_KEY = $(call venv_key,jax,requirements-jax.txt)
 setup-jax: $(JAX_VENV)/.installed
 $(JAX_VENV)/.installed: requirements-jax.txt pyproject.toml
-	$(PYTHON) -m venv $(JAX_VENV)
-	$(JAX_VENV)/bin/pip install -q --upgrade pip
-	$(JAX_VENV)/bin/pip install -q -r requirements-jax.txt
+	$(call restore_or_build,$(JAX_VENV),$(JAX_KEY),\
+	  $(JAX_VENV)/bin/pip install -q --upgrade pip && \
+	  $(JAX_VENV)/bin/pip install -q -r requirements-jax.txt)
 	$(JAX_VENV)/bin/pip install -q --no-deps -e .
 	touch $@
 
@@ -62,20 +74,21 @@ HOROVOD_VERSION := 0.28.1
 HOROVOD_MPI ?= $(if $(shell command -v mpicc),1,0)
 HOROVOD_BUILD := $(if $(filter 1,$(HOROVOD_MPI)),mpi-gloo,gloo)
 HOROVOD_WHEELS ?= $(HOME)/.cache/dlscale/horovod-$(HOROVOD_VERSION)-tf2.15.1-$(HOROVOD_BUILD)
+HOROVOD_KEY = $(call venv_key,horovod-$(HOROVOD_VERSION)-$(HOROVOD_BUILD),requirements-horovod.txt)
 $(HOROVOD_VENV)/.installed-$(HOROVOD_BUILD): requirements-horovod.txt pyproject.toml
-	$(PYTHON) -m venv $(HOROVOD_VENV)
-	$(HOROVOD_VENV)/bin/pip install -q --upgrade pip wheel
-	$(HOROVOD_VENV)/bin/pip install -q -r requirements-horovod.txt
-	if ! ls "$(HOROVOD_WHEELS)"/horovod-*.whl >/dev/null 2>&1; then \
-	  rm -rf "$(HOROVOD_WHEELS).tmp" && HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
-	  HOROVOD_WITH_GLOO=1 $(if $(filter 1,$(HOROVOD_MPI)),HOROVOD_WITH_MPI=1,HOROVOD_WITHOUT_MPI=1) \
-	  CXXFLAGS="-idirafter /usr/include" \
-	  $(HOROVOD_VENV)/bin/pip wheel -q --no-deps --no-cache-dir --no-build-isolation \
-	    -w "$(HOROVOD_WHEELS).tmp" horovod==$(HOROVOD_VERSION) && \
-	  mv "$(HOROVOD_WHEELS).tmp" "$(HOROVOD_WHEELS)"; \
-	fi
-	$(HOROVOD_VENV)/bin/pip install -q --no-deps --force-reinstall "$(HOROVOD_WHEELS)"/horovod-*.whl
-	$(HOROVOD_VENV)/bin/pip install -q -r requirements-horovod.txt horovod==$(HOROVOD_VERSION)
+	$(call restore_or_build,$(HOROVOD_VENV),$(HOROVOD_KEY),\
+	  $(HOROVOD_VENV)/bin/pip install -q --upgrade pip wheel && \
+	  $(HOROVOD_VENV)/bin/pip install -q -r requirements-horovod.txt && \
+	  if ! ls "$(HOROVOD_WHEELS)"/horovod-*.whl >/dev/null 2>&1; then \
+	    rm -rf "$(HOROVOD_WHEELS).tmp" && HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
+	    HOROVOD_WITH_GLOO=1 $(if $(filter 1,$(HOROVOD_MPI)),HOROVOD_WITH_MPI=1,HOROVOD_WITHOUT_MPI=1) \
+	    CXXFLAGS="-idirafter /usr/include" \
+	    $(HOROVOD_VENV)/bin/pip wheel -q --no-deps --no-cache-dir --no-build-isolation \
+	      -w "$(HOROVOD_WHEELS).tmp" horovod==$(HOROVOD_VERSION) && \
+	    mv "$(HOROVOD_WHEELS).tmp" "$(HOROVOD_WHEELS)"; \
+	  fi && \
+	  $(HOROVOD_VENV)/bin/pip install -q --no-deps --force-reinstall "$(HOROVOD_WHEELS)"/horovod-*.whl && \
+	  $(HOROVOD_VENV)/bin/pip install -q -r requirements-horovod.txt horovod==$(HOROVOD_VERSION))
 	$(HOROVOD_VENV)/bin/pip install -q --no-deps -e .
 	$(HOROVOD_VENV)/bin/python -c "import horovod.tensorflow as hvd; print('horovod $(HOROVOD_VERSION): gloo', hvd.gloo_built(), 'mpi', hvd.mpi_built())"
 	rm -f $(HOROVOD_VENV)/.installed-*

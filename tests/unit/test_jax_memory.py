@@ -3,13 +3,14 @@ ResourceExhaustedError (issue 44): the error is JAX's own, provoked on the CPU."
 
 from __future__ import annotations
 
-import jax.numpy as jnp
 import pytest
 
 from dlscale.train.keras3 import out_of_memory
 
 
 def test_jaxs_own_out_of_memory_error_is_recognised_and_others_are_not():
+    import jax.numpy as jnp  # here, not at collection: every pytest worker collects it
+
     with pytest.raises(Exception) as raised:  # 16 TiB: more than any host has
         jnp.ones((1 << 42,), dtype="float32").block_until_ready()
     assert "RESOURCE_EXHAUSTED" in str(raised.value)

@@ -13,11 +13,16 @@ from dlscale.data import preparation
 from dlscale.data.datasets import DatasetError
 from dlscale.data.tfrecords import ExampleEncoder, make_dataset, shard_bounds, tfrecord_frames
 
-tf = pytest.importorskip("tensorflow")
+
+@pytest.fixture(scope="module")
+def tf():
+    """TensorFlow, imported by the tests that compare with it, not at collection (every
+    pytest worker collects every file)."""
+    return pytest.importorskip("tensorflow")
 
 
 @pytest.mark.parametrize("label", [0, 9, 1000])
-def test_hand_encoded_example_is_what_tensorflow_writes(label):
+def test_hand_encoded_example_is_what_tensorflow_writes(tf, label):
     image = np.random.default_rng(label).integers(0, 256, 12 * 12 * 3, dtype=np.uint8).tobytes()
     ours = ExampleEncoder(len(image)).encode(image, label)
     theirs = tf.train.Example(features=tf.train.Features(feature={
@@ -27,7 +32,7 @@ def test_hand_encoded_example_is_what_tensorflow_writes(label):
     assert ours == theirs
 
 
-def test_own_framing_is_what_tensorflows_writer_writes(tmp_path):
+def test_own_framing_is_what_tensorflows_writer_writes(tf, tmp_path):
     """Records framed by dlscale (length, CRC-32C, bytes, CRC-32C), of several lengths
     (labels whose varints differ) and of none, are TFRecordWriter's bytes, and tf.data
     reads them back."""
@@ -45,7 +50,7 @@ def test_own_framing_is_what_tensorflows_writer_writes(tmp_path):
 
 
 @pytest.mark.parametrize("size", [128, 33, 20])
-def test_long_records_checksums_are_tensorflows(tmp_path, size):
+def test_long_records_checksums_are_tensorflows(tf, tmp_path, size):
     """Records longer than two checksum segments (tfrecords.SEGMENT) are checked in
     segments combined, four bytes a column: 128 and 33 px images (lengths that four does
     not divide, then one it does, with the label's varint), framed as TensorFlow frames

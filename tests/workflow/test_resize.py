@@ -16,7 +16,6 @@ from conftest import FASHION, needs_fashion, run_script
 from dlscale.data import preparation
 from dlscale.data.tfrecords import make_dataset
 
-tf = pytest.importorskip("tensorflow")
 pytestmark = pytest.mark.workflow
 
 
@@ -45,6 +44,8 @@ def test_both_paths_give_the_same_model_input(cifar_python, tmp_path):
     assert (labels_p == labels_d).all()
     assert prepared.shape == on_device.shape == (40, 64, 64, 3)
     # the study's own preprocessing: tf.image.resize in float, then / 255, not rounded
+    import tensorflow as tf
+
     study = tf.image.resize(raw, (64, 64), method="bilinear").numpy() / 255.0
     assert np.abs(on_device - study).max() < 1e-5
     # the prepare path rounds each value to the nearest of 256 levels: half a level apart
