@@ -26,7 +26,6 @@ try:
     # in a SLURM job, Snakemake parses this file again to run the job's one rule
     STUDY = Study(config, workflow.basedir, job_step=not workflow.is_main_process)
     STUDY.announce()
-    note_forced(workflow)  # -R/-F: launch.py then trains even an unattended record
 except PlanError as exc:
     raise WorkflowError(str(exc))
 POINTS, DATA_DIR, ANALYSIS = STUDY.points, STUDY.data_dir, STUDY.analysis
@@ -128,3 +127,6 @@ onstart:
     # what `dlscale status` reports on: the points this run planned
     if workflow.is_main_process:
         STUDY.write_plan()
+    # -R/-F/-f: launch.py then trains even an unattended record. Here, not at parsing:
+    # Snakemake 9 reads its run's flags (workflow.dag_settings) after the Snakefile.
+    note_forced(workflow)

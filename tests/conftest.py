@@ -37,6 +37,20 @@ needs_fashion = pytest.mark.skipif(
 TABLES = "results/tables/scaling.csv"
 
 
+@pytest.fixture(autouse=True)
+def process_as_found():
+    """Each test leaves the pytest process as it found it: its environment, which every
+    Snakemake and training a later test starts inherits (a DLSCALE_FORCED left set made
+    the next local study train a kept point again), and its import finders (a test that
+    chose Keras 2 in this process kept JAX out of the tests after it: keraschoice)."""
+    environment, finders = dict(os.environ), list(sys.meta_path)
+    yield
+    if dict(os.environ) != environment:
+        os.environ.clear()
+        os.environ.update(environment)
+    sys.meta_path[:] = finders
+
+
 @pytest.fixture(scope="session")
 def cifar_python(tmp_path_factory) -> Path:
     """A small archive in the official python layout (pickled batches)."""

@@ -233,14 +233,14 @@ def test_a_sweep_with_a_timeout_and_a_failure_reports_both_and_reruns_only_them(
     assert first.returncode != 0  # check_points: two points did not complete
     assert (tmp_path / "results/tables/runs.csv").exists(), output[-8000:]
     runs = pd.read_csv(tmp_path / "results/tables/runs.csv").set_index("run")
-    assert runs["status"].to_dict() == {"MobileNet/gpus1/rep1": "completed",
+    assert runs["status"].to_dict() == {"MLP/gpus1/rep1": "completed",
                                         "MobileNetV3Small/gpus1/rep1": "failed",
                                         "SimpleCNN/gpus1/rep1": "timeout"}
     failed = pd.read_csv(tmp_path / "results/tables/failed.csv").set_index("run")
     assert "loss became NaN" in failed.loc["MobileNetV3Small/gpus1/rep1", "problem"]
     assert "20 s before the job's time limit (inside epoch 1)" in failed.loc[
         "SimpleCNN/gpus1/rep1", "problem"]
-    assert list(pd.read_csv(tmp_path / "results/tables/scaling.csv")["series"]) == ["MobileNet"]
+    assert list(pd.read_csv(tmp_path / "results/tables/scaling.csv")["series"]) == ["MLP"]
     assert (tmp_path / "results/plots/overview.png").stat().st_size > 10_000
     timed = json.loads((tmp_path / "results/runs/SimpleCNN/gpus1/rep1/run.json").read_text())
     assert "SLURM_JOB_ID" in timed["env"] and timed["epochs_completed"] == 0
@@ -251,7 +251,7 @@ def test_a_sweep_with_a_timeout_and_a_failure_reports_both_and_reruns_only_them(
     # until both are submitted (the timed-out one with twice the time), then interrupted,
     # which cancels the jobs (the full rerun would only repeat the first run's outcomes;
     # a failed point's second attempt is followed to its end by the local failures test)
-    done = tmp_path / "results/runs/MobileNet/gpus1/rep1/run.json"
+    done = tmp_path / "results/runs/MLP/gpus1/rep1/run.json"
     kept = done.stat().st_mtime_ns
     nan_attempts = tmp_path / "results/runs/MobileNetV3Small/gpus1/rep1/attempts.jsonl"
     second = start_snakemake(tmp_path, *PROFILE, config)

@@ -25,6 +25,8 @@ from conftest import (
     write_config,
 )
 
+from dlscale.core.contract import KEPT, UNATTENDED
+
 pytestmark = pytest.mark.workflow
 PROFILE = ["--profile", str(ROOT / "profiles" / "local")]
 KILL = ROOT / "tests" / "configs" / "kill.yaml"
@@ -202,6 +204,19 @@ def test_a_point_that_completed_while_snakemake_was_away_is_not_trained_again(tm
     assert (tmp_path / f"results/runs/{DONE}/train.log").read_text().count("Epoch 1/2") == 1
     runs = pd.read_csv(tmp_path / "results/tables/runs.csv").set_index("run")
     assert runs.loc[DONE, "status"] == "completed" and runs.loc[DONE, "counted"]
+
+    # the same unattended record again (the mark as launch.py leaves it), and the user
+    # forces the point: `snakemake -R train` trains it again (docs/failures.md). Before,
+    # Snakemake had not read its flags when dlscale asked (at parsing), so no launcher
+    # heard of the force and the record was kept
+    mark = tmp_path / f"results/runs/{DONE}/{KEPT}/{UNATTENDED}"
+    mark.write_text(json.dumps({"snakemake_pid": first.pid, "noted": time.time()}))
+    forced = run_snakemake(tmp_path, *args, "-R", "train")
+    assert "completed while Snakemake was away" not in (
+        tmp_path / f"logs/train/{DONE}.log").read_text(), forced.stdout[-3000:]
+    attempts = [json.loads(x) for x in
+                (tmp_path / f"results/runs/{DONE}/attempts.jsonl").read_text().splitlines()]
+    assert [a["status"] for a in attempts] == ["completed", "completed"]
 
 
 @needs_fashion

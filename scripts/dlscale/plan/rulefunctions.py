@@ -63,7 +63,8 @@ def note_forced(workflow) -> None:
     exported to SLURM's), whether the user forced its rerun (snakemake -F, -f, or -R
     naming the train rule or files of run folders): then a record completed while
     Snakemake was away is trained again, not kept. Not a rule param: a param that
-    changes makes Snakemake rerun every point the next time."""
+    changes makes Snakemake rerun every point the next time. Called at `onstart`, before
+    any job: while the Snakefile is parsed, Snakemake 9 has not set dag_settings yet."""
     import os
 
     dag_settings = workflow.dag_settings
