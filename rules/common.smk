@@ -127,6 +127,4 @@ onstart:
     # what `dlscale status` reports on: the points this run planned
     if workflow.is_main_process:
         STUDY.write_plan()
-    # -R/-F/-f: launch.py then trains even an unattended record. Here, not at parsing:
-    # Snakemake 9 reads its run's flags (workflow.dag_settings) after the Snakefile.
-    note_forced(workflow)
+    note_forced(workflow)  # -R/-F/-f, which Snakemake 9 reads after parsing
