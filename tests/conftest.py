@@ -37,6 +37,38 @@ needs_fashion = pytest.mark.skipif(
 TABLES = "results/tables/scaling.csv"
 
 
+# The files that take longest, longest first: `make test` hands whole files to three
+# workers in collection order (`--dist loadfile --no-loadscope-reorder`). xdist's own
+# order (files with most tests first) started the one-test demo last: once the set-up and
+# the rest had shrunk, it ran its last 2 to 3 minutes with the cores half idle
+# (docs/benchmarks.md, "Where CI's time goes, twelfth session"). The order changes no
+# result, only which worker takes a file, and when; the unit files, many and short, last.
+LONGEST_FIRST = (
+    "cluster/test_slurm.py", "workflow/test_demo.py", "training/test_train.py",
+    "workflow/test_analysis_workflow.py", "training/test_keras3.py",
+    "workflow/test_own_model.py", "workflow/test_contract_workflow.py",
+    "workflow/test_resize.py", "workflow/test_history_workflow.py",
+    "workflow/test_train_workflow.py", "workflow/test_failures_workflow.py",
+    "workflow/test_why_workflow.py", "workflow/test_keras3_workflow.py",
+    "training/test_features.py", "workflow/test_command_endings.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Collect the longest files first (LONGEST_FIRST), the others after in their order."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    gone = [name for name in rank if not (ROOT / "tests" / name).is_file()]
+    if gone:  # a renamed file would silently lose its place
+        raise pytest.UsageError(f"LONGEST_FIRST names no test file: {', '.join(gone)}")
+
+    def key(item):
+        path = Path(str(item.fspath)).resolve()
+        tests = (ROOT / "tests").resolve()
+        name = path.relative_to(tests).as_posix() if path.is_relative_to(tests) else ""
+        return rank.get(name, len(rank))
+
+    items.sort(key=key)  # stable: a file's tests keep their order
+
+
 @pytest.fixture(autouse=True)
 def process_as_found():
     """Each test leaves the pytest process as it found it: its environment, which every
