@@ -5,7 +5,7 @@
 # path in bin/ (the scripts' first lines, activate) and pyvenv.cfg; a copy gets its new
 # path there. The copy's files are hard links to the kept ones, as uv links its cache
 # into environments: pip replaces files, never writes into them, so no environment
-# changes another (a hand edit of an installed file would: edit a copy of it). The
+# changes another (an editor writing into an installed file would change them all). The
 # checkout's own package (`pip install -e .`) is never kept: each checkout installs it
 # into its copy, so two checkouts never share one.
 #
@@ -66,7 +66,6 @@ restore)
         exit 1
     fi
     rm -f "$venv/$mark"
-    touch "$kept"
     echo "venvs: $venv is a copy of $kept"
     ;;
 keep)
