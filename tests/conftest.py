@@ -60,9 +60,10 @@ def pytest_collection_modifyitems(config, items):
     if gone:  # a renamed file would silently lose its place
         raise pytest.UsageError(f"LONGEST_FIRST names no test file: {', '.join(gone)}")
 
+    tests = (ROOT / "tests").resolve()
+
     def key(item):
         path = Path(str(item.fspath)).resolve()
-        tests = (ROOT / "tests").resolve()
         name = path.relative_to(tests).as_posix() if path.is_relative_to(tests) else ""
         return rank.get(name, len(rank))
 

@@ -11,6 +11,7 @@ import sys
 from conftest import ROOT
 
 VENVS = ROOT / "scripts" / "venvs.sh"
+SITE = f"lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages"
 
 
 def venvs(cache, *args) -> subprocess.CompletedProcess:
@@ -26,8 +27,7 @@ def make_venv(path):
     tool = path / "bin" / "tool"
     tool.write_text(f"#!{path}/bin/python\nimport sys\nprint(sys.prefix)\n")
     tool.chmod(0o755)
-    (path / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" /
-     "site-packages" / "m.py").write_text("installed = True\n")
+    (path / SITE / "m.py").write_text("installed = True\n")
     return path
 
 
@@ -48,7 +48,7 @@ def test_a_kept_venv_is_copied_to_a_new_checkout_and_runs_there(tmp_path):
     assert str(built) not in (copy / "bin" / "activate").read_text()
     # the copy links the kept files (as uv links its cache); its own path went into new
     # files, never into the kept ones
-    module = f"lib/python{sys.version_info.major}.{sys.version_info.minor}/site-packages/m.py"
+    module = f"{SITE}/m.py"
     assert os.stat(copy / module).st_ino == os.stat(cache / "tensorflow-1" / module).st_ino
     assert str(built) in (cache / "tensorflow-1" / "bin" / "activate").read_text()
     assert os.stat(copy / "pyvenv.cfg").st_ino != os.stat(
