@@ -26,13 +26,16 @@ moved aside and train.log says so); more epochs than before continue, fewer are 
 from __future__ import annotations
 
 from dlscale.core.cli import exit_without_teardown
-from dlscale.train import driver
-from dlscale.train.settings import parse
+from dlscale.train.allocator import restart_tuned
 
 
 def main(argv=None) -> int:
+    from dlscale.train import driver
+    from dlscale.train.settings import parse
+
     return driver.main(parse(argv, __doc__))
 
 
 if __name__ == "__main__":
+    restart_tuned()  # glibc's malloc tuned for training (dlscale.train.allocator)
     exit_without_teardown(main)

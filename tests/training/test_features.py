@@ -135,9 +135,13 @@ def test_a_cpu_run_records_its_system_its_telemetry_and_its_synthetic_speed(smal
     proc = run_script("train.py", "--data-dir", str(small_data), "--out", str(tmp_path),
                       "--model", "SimpleCNN", "--device", "cpu", "--gpus", "2",
                       "--batch-per-gpu", "8", "--epochs", "3", "--telemetry-interval", "0.2",
-                      "--synthetic-check-steps", "5")
+                      "--synthetic-check-steps", "5",
+                      env={"GLIBC_TUNABLES": "glibc.malloc.top_pad=1048576"})
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = run_json(tmp_path)
+    # train.py ran with glibc's malloc tuned (dlscale.train.allocator); a value you set wins
+    assert run["env"]["GLIBC_TUNABLES"] == (
+        "glibc.malloc.top_pad=1048576:glibc.malloc.mmap_threshold=33554432")
     system = run["system"]
     assert system["cpu_threads"] == os.cpu_count() and system["memory_gb"] > 0
     assert system["cpu_model"] and system["tensorflow"] == run["versions"]["tensorflow"]

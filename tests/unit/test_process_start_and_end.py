@@ -1,19 +1,47 @@
 """What each TensorFlow process of dlscale pays at its start and end (train.py,
 prepare_data.py, find_batch_size.py): JAX is not imported where no Keras trains on it,
-and the process ends without Python's teardown, its status, atexit handlers and output
-kept. Real interpreters, real TensorFlow and JAX."""
+train.py starts with glibc's malloc tuned, and the process ends without Python's
+teardown, its status, atexit handlers and output kept. Real interpreters, real
+TensorFlow and JAX."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 from conftest import SCRIPTS
 
+from dlscale.train.allocator import tuned
 
-def python(code: str) -> subprocess.CompletedProcess:
+
+def python(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300, env={"PYTHONPATH": str(SCRIPTS), "PATH": "/usr/bin"})
+                          timeout=300, env={"PYTHONPATH": str(SCRIPTS), "PATH": "/usr/bin",
+                                            **(env or {})})
+
+
+def test_a_training_process_starts_again_in_place_with_mallocs_tunables():
+    """glibc reads GLIBC_TUNABLES as a process starts: restart_tuned starts it again with
+    os.execv (the same PID, the same flags), once; a value you set is kept."""
+    start = """
+import json, os, sys
+print(json.dumps([os.getpid(), os.environ.get("GLIBC_TUNABLES"), sys.argv[1:]]), flush=True)
+from dlscale.train.allocator import restart_tuned
+restart_tuned()
+print(json.dumps([os.getpid(), os.environ.get("GLIBC_TUNABLES"), sys.argv[1:]]))
+"""
+    ours = "glibc.malloc.top_pad=67108864:glibc.malloc.mmap_threshold=33554432"
+    proc = subprocess.run([sys.executable, "-c", start, "a flag", "--x"], capture_output=True,
+                          text=True, timeout=60, env={"PYTHONPATH": str(SCRIPTS)})
+    first, second, after = (json.loads(line) for line in proc.stdout.splitlines())
+    assert proc.returncode == 0 and first == [first[0], None, ["a flag", "--x"]]
+    assert second == after == [first[0], ours, ["a flag", "--x"]]  # started again once
+    mine = "glibc.malloc.top_pad=1048576:glibc.rtld.optional_static_tls=4096"
+    proc = python(start, {"GLIBC_TUNABLES": mine})
+    assert json.loads(proc.stdout.splitlines()[-1])[1] == (
+        mine + ":glibc.malloc.mmap_threshold=33554432")
+    assert tuned({"GLIBC_TUNABLES": ours}) is None  # nothing to add: no second start
 
 
 def test_tensorflow_starts_without_jax_unless_keras_trains_on_jax():

@@ -355,9 +355,11 @@ def make_dataset(data_dir: str | Path, split: str, batch_size: int, *, training:
                            num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
         return ds.shard(num_shards, shard_index) if by_record else ds
 
+    plain = tf.autograph.experimental.do_not_convert
     spec = {"image": tf.io.FixedLenFeature([], tf.string),
             "label": tf.io.FixedLenFeature([], tf.int64)}
 
+    @plain
     def parse(serialized):
         parsed = tf.io.parse_example(serialized, spec)
         images = tf.io.decode_raw(parsed["image"], tf.uint8)
@@ -372,6 +374,7 @@ def make_dataset(data_dir: str | Path, split: str, batch_size: int, *, training:
         if repeat:
             ds = ds.repeat()
 
+        @plain
         def batches(epoch, images, labels):
             order = tf.range(tf.shape(labels)[0], dtype=tf.int64)
             if training:  # a new permutation of all the records in every pass
@@ -379,16 +382,16 @@ def make_dataset(data_dir: str | Path, split: str, batch_size: int, *, training:
             picks = tf.data.Dataset.from_tensor_slices(order)
             picks = picks.batch(batch_size, drop_remainder=training)
             picks = picks.skip(tf.where(epoch == first, tf.constant(skip, tf.int64), 0))
-            return picks.map(lambda i: (tf.gather(images, i), tf.gather(labels, i)))
+            return picks.map(plain(lambda i: (tf.gather(images, i), tf.gather(labels, i))))
 
-        ds = ds.enumerate(start=first).flat_map(lambda epoch, pair: batches(epoch, *pair))
+        ds = ds.enumerate(start=first).flat_map(plain(lambda epoch, pair: batches(epoch, *pair)))
     else:
         first, skip = divmod(skip_batches * batch_size, max(records, 1))
         if repeat:  # pass after pass, each in an order of its own
-            ds = tf.data.Dataset.range(first, 2**62).flat_map(
+            ds = tf.data.Dataset.range(first, 2**62).flat_map(plain(
                 lambda epoch: records_of(epoch, training).shuffle(
                     shuffle_buffer, seed=pass_seed(epoch, 1)) if training
-                else records_of(epoch, False))
+                else records_of(epoch, False)))
             ds = ds.skip(skip)
         else:
             ds = records_of(tf.constant(0, tf.int64), training)

@@ -347,7 +347,7 @@ def environment_facts() -> dict:
     keys = ["SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_JOB_NODELIST", "SLURM_NNODES",
             "SLURM_NTASKS", "SLURM_CPUS_PER_TASK", "SLURM_PROCID", "SLURM_LOCALID",
             "SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "SLURM_JOB_PARTITION", "CUDA_VISIBLE_DEVICES",
-            "OMP_NUM_THREADS"]
+            "OMP_NUM_THREADS", "GLIBC_TUNABLES"]
     keys += ["LOADEDMODULES"] + sorted(k for k in os.environ if k.startswith("DLSCALE_"))
     return {"host": socket.gethostname(),
             "env": {k: os.environ[k] for k in keys if k in os.environ}}
