@@ -1,6 +1,7 @@
 """What each TensorFlow process of dlscale pays at its start and end (train.py,
 prepare_data.py, find_batch_size.py): JAX is not imported where no Keras trains on it,
-train.py starts with glibc's malloc tuned, and the process ends without Python's
+nor what Keras imports only for other inputs and drawing, train.py starts with glibc's
+malloc tuned, and the process ends without Python's
 teardown, its status, atexit handlers and output kept. Real interpreters, real
 TensorFlow and JAX."""
 
@@ -44,15 +45,20 @@ print(json.dumps([os.getpid(), os.environ.get("GLIBC_TUNABLES"), sys.argv[1:]]))
     assert tuned({"GLIBC_TUNABLES": ours}) is None  # nothing to add: no second start
 
 
-def test_tensorflow_starts_without_jax_unless_keras_trains_on_jax():
+def test_a_training_starts_its_framework_without_what_it_never_uses():
     """TensorFlow's import imports JAX where it is installed (tf.lite): not in a process
-    whose Keras is 2, or 3 on TensorFlow; there `import jax` says why it fails."""
+    whose Keras is 2, or 3 on TensorFlow; there `import jax` says why it fails. Keras and
+    TensorFlow also import pandas, SciPy and Matplotlib, only to take DataFrames and
+    sparse matrices or to draw: not while a training imports them (SciPy stays on JAX,
+    which needs it); afterwards they import as usual, for your model's module."""
     check = """
 import sys
 from dlscale.train import keraschoice
 keraschoice.use_keras({keras}, "{backend}")
-import tensorflow
-print("jax" in sys.modules)
+keraschoice.import_framework()
+print(sorted(m for m in ("jax", "tensorflow", "pandas", "scipy", "matplotlib")
+             if m in sys.modules))
+import pandas, matplotlib
 try:
     import jax
 except ImportError as exc:
@@ -62,11 +68,11 @@ except ImportError as exc:
     proc = python(check.format(keras=2, backend="tensorflow"))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.splitlines() == [
-        "False", "JAX is kept out of this process: its Keras trains on TensorFlow "
-        "(training.backend: jax trains on JAX)"]
+        "['tensorflow']", "JAX is kept out of this process: its Keras trains on "
+        "TensorFlow (training.backend: jax trains on JAX)"]
     proc = python(check.format(keras=3, backend="jax"))
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.splitlines() == ["True"]
+    assert proc.stdout.splitlines() == ["['jax', 'scipy']"]
 
 
 def test_a_command_line_ends_with_its_status_atexit_and_output_but_no_teardown():

@@ -37,7 +37,6 @@ from dlscale.core.files import tee_stdout, unshare
 from dlscale.jobs import phases
 from dlscale.train import keraschoice, profwindow
 from dlscale.train.cluster import worker_identity
-from dlscale.train.keraschoice import quiet_tensorflow
 from dlscale.train.resume import completed_epochs, prepare_state
 from dlscale.train.runinputs import Run, backup_dir, input_facts, inputs, synthetic_speed
 from dlscale.train.settings import Settings, resume_key
@@ -58,14 +57,11 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     if problem := framework_problem(settings.keras, settings.backend, strategy,
                                     settings.nodes, settings.loop, settings.profile_steps):
         raise RunError(problem, 2)
-    quiet_tensorflow()
-    if not keraschoice.trains_on_jax():  # JAX reads and trains without it
-        import tensorflow  # noqa: F401  (imported here, so that its cost is its phase's)
-
+    keraschoice.import_framework()  # here, so that its cost is its phase's (no
+    # TensorFlow where Keras trains on JAX: dlscale's own reader reads the shards)
     from dlscale.data.tfrecords import load_manifest
     from dlscale.train.backends import make_backend
 
-    keraschoice.keras()
     # Keras 3 warns that fit does not shuffle a tf.data input: dlscale's shuffles itself
     warnings.filterwarnings("ignore", "`shuffle=True` was passed", UserWarning)
     phases.mark("imports")

@@ -1,7 +1,8 @@
 """Which Keras a process trains with, chosen before anything imports it: Keras 2 (tf-keras)
 or Keras 3 on TensorFlow or JAX (docs/keras.md). `use_keras` sets the environment that
 TensorFlow, Keras and JAX read at import; `keras()` is the chosen Keras module; JAX is
-kept out of a process that trains on TensorFlow (it would only slow its start).
+kept out of a process that trains on TensorFlow (it would only slow its start), and
+`import_framework` imports the framework without what a training never uses.
 `default_strategy` and `framework_problem` say which strategy a point of a Keras and
 backend trains with, and which it cannot: decided here once, for planning and train.py."""
 
@@ -65,6 +66,35 @@ def keep_jax_out() -> None:
             or any(isinstance(finder, _KeepJaxOut) for finder in sys.meta_path)):
         return
     sys.meta_path.insert(0, _KeepJaxOut())
+
+
+# What Keras and TensorFlow import only to take other kinds of input (a pandas DataFrame, a
+# SciPy sparse matrix) or to draw (keras.visualization: Matplotlib), each behind its own
+# `try: import ... except ImportError`. A dlscale training feeds its own datasets and
+# draws nothing, so these are kept out while the framework is imported: a shorter start
+# (docs/benchmarks.md, "Tests and CI"). JAX needs SciPy: not kept out there.
+OPTIONAL_AT_IMPORT = ("pandas", "scipy", "matplotlib")
+
+
+def import_framework():
+    """Import this process's TensorFlow (unless its Keras trains on JAX) and Keras, with
+    OPTIONAL_AT_IMPORT kept out for that time only, and return the Keras module. Keras
+    then takes them as absent, as where they are not installed; after the call they
+    import as usual (your model's module may use them). A package imported before is
+    left alone (its submodules must stay importable)."""
+    quiet_tensorflow()
+    jax = trains_on_jax()
+    kept = tuple(p for p in OPTIONAL_AT_IMPORT
+                 if p not in sys.modules and not (jax and p == "scipy"))
+    finder = _KeepOut(kept, "kept out while Keras and TensorFlow are imported: a dlscale "
+                      "training neither feeds it to Keras nor draws")
+    sys.meta_path.insert(0, finder)
+    try:
+        if not jax:
+            import tensorflow  # noqa: F401
+        return keras()
+    finally:
+        sys.meta_path.remove(finder)
 
 
 def seed(value: int) -> None:
