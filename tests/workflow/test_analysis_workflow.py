@@ -220,7 +220,7 @@ external_runs:
   - {{log: {STUDY}/ResNet50_all.out, model: ResNet50V2, train_images: 50000,
      gpus: [1, 2, 4], global_batch: [256, 512, 1024], label: V100 study}}
 """)
-    proc = run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
+    proc = run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", TABLES)
     log = (tmp_path / "logs/parse_external_log/ResNet50V2/ResNet50_all.log").read_text()
     assert "ResNet50_all.out: 3 run(s)" in log
     runs = pd.read_csv(tmp_path / "results/tables/runs.csv")
@@ -244,7 +244,7 @@ external_runs:
      model: ResNet50, train_images: 512}}
 analysis: {{accuracy_tolerance: 1.0}}
 """)
-    run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
+    run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", TABLES)
     table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
     assert list(table["gpus"]) == [1, 2, 4] and list(table["global_batch"]) == [64, 128, 256]
 
@@ -401,7 +401,7 @@ def test_a_study_over_an_mlperf_series_scales_as_its_files_throughputs(tmp_path)
     runs = "\n".join(f"  - {{log: {mlperf / n}, model: ResNet50, train_images: 1281167, "
                      "label: Dell DSS8440}" for n in names)
     config = write_config(tmp_path / "c.yaml", f"sweep: {{models: []}}\nexternal_runs:\n{runs}\n")
-    run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
+    run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", TABLES)
     table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
     assert list(table["gpus"]) == [8, 16, 24]
     speed = []
