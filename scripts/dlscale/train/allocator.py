@@ -1,11 +1,11 @@
 """glibc's malloc tuned for a training process. TensorFlow's CPU kernels and tf.data take
 and give back buffers of up to megabytes at every step; with glibc's defaults each heap
-is trimmed as soon as its top is free and grown again at the next step, and every new page
-is faulted in and zeroed: a quarter of a small point's CPU was the kernel's
-(docs/benchmarks.md, "Tests and CI"). Keeping 64 MiB at the top of each heap and serving
-requests up to 32 MiB from the heap (not from mmap) cut that to a tenth, for about 50 MB
-more resident memory. The values are set in GLIBC_TUNABLES, which glibc reads once, as a
-process starts: train.py starts itself again, in place, with them."""
+is trimmed as soon as its top is free and grown again at the next step, every page
+faulted in and zeroed again. 64 MiB kept at the top of each heap, and requests up to
+32 MiB served from the heap rather than mmap, take most of that kernel time away for a
+little more resident memory (docs/benchmarks.md, "Tests and CI"). glibc reads
+GLIBC_TUNABLES once, as a process starts: train.py starts itself again, in place, with
+them."""
 
 from __future__ import annotations
 
