@@ -1,9 +1,8 @@
 """What each TensorFlow process of dlscale pays at its start and end (train.py,
 prepare_data.py, find_batch_size.py): JAX is not imported where no Keras trains on it,
 nor what Keras imports only for other inputs and drawing, train.py starts with glibc's
-malloc tuned, and the process ends without Python's
-teardown, its status, atexit handlers and output kept. Real interpreters, real
-TensorFlow and JAX."""
+malloc tuned, and the process ends without Python's teardown, its status, atexit
+handlers and output kept. Real interpreters, real TensorFlow and JAX."""
 
 from __future__ import annotations
 
@@ -16,8 +15,8 @@ from conftest import SCRIPTS
 from dlscale.train.allocator import tuned
 
 
-def python(code: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+def python(code: str, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True,
                           timeout=300, env={"PYTHONPATH": str(SCRIPTS), "PATH": "/usr/bin",
                                             **(env or {})})
 
@@ -33,13 +32,12 @@ restart_tuned()
 print(json.dumps([os.getpid(), os.environ.get("GLIBC_TUNABLES"), sys.argv[1:]]))
 """
     ours = "glibc.malloc.top_pad=67108864:glibc.malloc.mmap_threshold=33554432"
-    proc = subprocess.run([sys.executable, "-c", start, "a flag", "--x"], capture_output=True,
-                          text=True, timeout=60, env={"PYTHONPATH": str(SCRIPTS)})
+    proc = python(start, "a flag", "--x")
     first, second, after = (json.loads(line) for line in proc.stdout.splitlines())
     assert proc.returncode == 0 and first == [first[0], None, ["a flag", "--x"]]
     assert second == after == [first[0], ours, ["a flag", "--x"]]  # started again once
     mine = "glibc.malloc.top_pad=1048576:glibc.rtld.optional_static_tls=4096"
-    proc = python(start, {"GLIBC_TUNABLES": mine})
+    proc = python(start, env={"GLIBC_TUNABLES": mine})
     assert json.loads(proc.stdout.splitlines()[-1])[1] == (
         mine + ":glibc.malloc.mmap_threshold=33554432")
     assert tuned({"GLIBC_TUNABLES": ours}) is None  # nothing to add: no second start
