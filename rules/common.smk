@@ -14,7 +14,7 @@ from dlscale.core import contract as C  # noqa: E402
 from dlscale.core import schema, vocabulary  # noqa: E402
 from dlscale.data.datasets import DATASETS  # noqa: E402
 from dlscale.plan import sweep  # noqa: E402
-from dlscale.plan.pluginfix import mend_cancelled_states  # noqa: E402
+from dlscale.plan import pluginfix  # noqa: E402
 from dlscale.plan.rulefunctions import note_forced, planned  # noqa: E402
 from dlscale.plan.rulefunctions import resources_signature_once  # noqa: E402
 from dlscale.plan.rulefunctions import signature_once  # noqa: E402
@@ -51,8 +51,8 @@ def script(name):
 
 
 resources_signature_once()
-if workflow.is_main_process:  # the one that polls SLURM: "CANCELLED by <uid>" is failed
-    mend_cancelled_states()
+if workflow.is_main_process:  # the one that polls SLURM and cancels on Ctrl-C
+    pluginfix.mend()
 
 
 def by_wildcards(method, *names):

@@ -119,16 +119,17 @@ def snakemake_command(workdir: Path, *args: str, snakefile: Path = ROOT / "Snake
 
 def snakemake_env(env: dict | None = None) -> dict:
     """This environment, with the test's python first on PATH (the rules run `python`)."""
-    return dict(os.environ, PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}",
-                **(env or {}))
+    return {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+            **(env or {})}
 
 
-def start_snakemake(workdir: Path, *args: str, output: bool = True) -> subprocess.Popen:
+def start_snakemake(workdir: Path, *args: str, output: bool = True,
+                    env: dict | None = None) -> subprocess.Popen:
     """The workflow started in the background (a test acts on it while it runs); its
     output as text on .stdout, or discarded."""
     sink = subprocess.PIPE if output else subprocess.DEVNULL
     return subprocess.Popen(snakemake_command(workdir, *args), stdout=sink,
-                            stderr=subprocess.STDOUT, text=True, env=snakemake_env())
+                            stderr=subprocess.STDOUT, text=True, env=snakemake_env(env))
 
 
 def training_processes(workdir: Path, point: str) -> list:

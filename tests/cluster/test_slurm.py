@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from conftest import (
     dlscale_status,
     run_snakemake,
     site_modules,
+    snakemake_env,
     start_snakemake,
     training_processes,
     write_config,
@@ -248,22 +250,32 @@ def test_a_sweep_with_a_timeout_and_a_failure_reports_both_and_reruns_only_them(
     assert "failed.csv" in (tmp_path / "report.html").read_text(errors="replace")
 
     # the same command again: it plans the two failed points and nothing else; watched
-    # until both are submitted (the timed-out one with twice the time), then interrupted,
-    # which cancels the jobs (the full rerun would only repeat the first run's outcomes;
-    # a failed point's second attempt is followed to its end by the local failures test)
+    # until both are submitted (the timed-out one with twice the time), then interrupted
+    # while Snakemake asks SLURM for their states, which cancels the jobs (the full rerun
+    # would only repeat the first run's outcomes; a failed point's second attempt is
+    # followed to its end by the local failures test)
     done = tmp_path / "results/runs/MLP/gpus1/rep1/run.json"
     kept = done.stat().st_mtime_ns
     nan_attempts = tmp_path / "results/runs/MobileNetV3Small/gpus1/rep1/attempts.jsonl"
-    second = start_snakemake(tmp_path, *PROFILE, config)
-    limits, deadline = {}, time.time() + 600
+    querying, slow = slow_status_queries(tmp_path / "slow-sacct")
+    second = start_snakemake(tmp_path, *PROFILE, config, env=slow)
+    limits, jobs, deadline = {}, {}, time.time() + 600
     while time.time() < deadline and second.poll() is None:
-        for _job, limit, comment in queue("%i", "%l", "%k"):
-            limits[comment] = limit
+        for job, limit, comment in queue("%i", "%l", "%k"):
+            limits[comment], jobs[comment] = limit, job
         if len([k for k in limits if k.startswith("rule_train_")]) >= 2:
             break
         time.sleep(0.2)
+    querying.unlink(missing_ok=True)  # the next status query asks about both jobs
+    while time.time() < deadline and second.poll() is None and not querying.exists():
+        time.sleep(0.05)
     second.send_signal(signal.SIGINT)  # Snakemake cancels its SLURM jobs on the way out
     output, _ = second.communicate(timeout=300)
+    assert querying.exists(), output[-8000:]
+    # both jobs cancelled, though the interrupt came while their states were asked for
+    # (the plugin had them out of its active list: dlscale.plan.pluginfix)
+    train_jobs = [job for comment, job in jobs.items() if comment.startswith("rule_train_")]
+    assert accounted_states(train_jobs) == ["CANCELLED", "CANCELLED"], output[-8000:]
     stats = output.split("Job stats:")[1].split("total")[0]
     assert [line.split() for line in stats.splitlines() if line.startswith("train")] == [
         ["train", "2"]]
@@ -276,6 +288,35 @@ def test_a_sweep_with_a_timeout_and_a_failure_reports_both_and_reruns_only_them(
     attempts = [json.loads(line) for line in nan_attempts.read_text().splitlines()]
     assert [(a["attempt"], a["status"]) for a in attempts[:1]] == [(1, "failed")]
     assert queue("%i") == []
+
+
+def slow_status_queries(folder: Path) -> tuple[Path, dict]:
+    """A `sacct` first on PATH that answers the plugin's status queries (the real sacct)
+    after 8 s, as a busy cluster's accounting does, and touches a file while it waits:
+    (that file, the environment that puts it first)."""
+    folder.mkdir()
+    querying = folder / "querying"
+    sacct = folder / "sacct"
+    sacct.write_text(f"""#!/bin/bash
+case " $* " in *JobIdRaw*) touch {shlex.quote(str(querying))}; sleep 8;; esac
+exec {shlex.quote(shutil.which("sacct"))} "$@"
+""")
+    sacct.chmod(0o755)
+    return querying, {"PATH": f"{folder}:{snakemake_env()['PATH']}"}
+
+
+def accounted_states(jobs: list[str], wait_s: float = 60) -> list[str]:
+    """SLURM's accounting of the jobs' states, each its first word, in the jobs' order,
+    once none is pending or running (or after `wait_s`)."""
+    deadline = time.time() + wait_s
+    while True:
+        proc = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j",
+                               ",".join(jobs)], capture_output=True, text=True, check=True)
+        states = dict(line.split("|", 1) for line in proc.stdout.splitlines() if "|" in line)
+        found = [(states.get(job) or "?").split()[0] for job in jobs]
+        if time.time() > deadline or not {"?", "PENDING", "RUNNING"} & set(found):
+            return found
+        time.sleep(1)
 
 
 def held(tmp_path, point: str, epochs: int, deadline: float) -> None:

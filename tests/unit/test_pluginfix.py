@@ -1,13 +1,21 @@
-"""dlscale.plan.pluginfix: the SLURM plugin reads a cancelled job's sacct state as cancelled."""
+"""dlscale.plan.pluginfix: the SLURM plugin reads a cancelled job's sacct state as cancelled,
+and an interrupt during a status query cancels the jobs under query."""
 
 import asyncio
+import inspect
 import logging
 import shlex
+import threading
 from pathlib import Path
 
 import snakemake_executor_plugin_slurm as plugin
+from snakemake_interface_executor_plugins.executors.remote import RemoteExecutor
 
-from dlscale.plan.pluginfix import first_word_states, mend_cancelled_states
+from dlscale.plan.pluginfix import (
+    first_word_states,
+    mend_cancel_during_status_check,
+    mend_cancelled_states,
+)
 
 SACCT = Path(__file__).parents[1] / "data" / "sacct" / "job9.txt"  # real: CANCELLED by 0
 
@@ -73,3 +81,45 @@ def test_snakemake_reads_a_resource_evaluators_parameters_where_they_are_kept():
     kept = get_function_params(evaluate)
     assert kept is getattr(Resource.evaluate, PARAMS_ATTR)
     assert list(kept) == list(inspect.signature(evaluate).parameters)
+
+
+def test_an_interrupt_during_a_status_query_cancels_the_jobs_under_query(monkeypatch):
+    """The executor's status loop (RemoteExecutor._wait_for_jobs) empties its active list
+    while the plugin's `check_active_jobs` asks SLURM; an interrupt then reaches `cancel`.
+    Here the query is interrupted halfway, and SLURM's answer and scancel are recorded
+    instead of sent (the SLURM test of an interrupted rerun sends them)."""
+    jobs, cancelled = ["job 5", "job 6"], []
+
+    async def query_interrupted(self, active_jobs):
+        self.cancel()  # Ctrl-C while the query runs
+        for job_info in active_jobs:
+            yield job_info
+
+    monkeypatch.setattr(plugin.Executor, "check_active_jobs", query_interrupted)
+    monkeypatch.setattr(plugin.Executor, "cancel", RemoteExecutor.cancel)
+    monkeypatch.setattr(plugin.Executor, "cancel_jobs", lambda self, a: cancelled.extend(a))
+    monkeypatch.setattr(plugin.Executor, "shutdown", lambda self: None)
+    executor = object.__new__(plugin.Executor)
+    executor.lock, executor.active_jobs = threading.Lock(), []  # as the loop left them
+
+    async def status_loop_once():
+        return [job async for job in executor.check_active_jobs(list(jobs))]
+
+    assert asyncio.run(status_loop_once()) == jobs and cancelled == []  # the plugin's own
+    assert mend_cancel_during_status_check() and mend_cancel_during_status_check()
+    assert asyncio.run(status_loop_once()) == jobs and cancelled == jobs
+    executor.active_jobs, cancelled[:] = ["job 7"], []  # between queries: the held ones
+    executor.cancel()
+    assert cancelled == ["job 7", "job 5", "job 6"]
+
+
+def test_the_executor_still_empties_its_active_list_while_it_queries():
+    """What the mend relies on, read from the installed code: the status loop takes the
+    active jobs out of the list and hands them to check_active_jobs; `cancel` cancels the
+    list; the plugin's executor inherits `cancel`. A release that changes any of it fails
+    here (and may have fixed the bug: then the mend can go)."""
+    loop = inspect.getsource(RemoteExecutor._wait_for_jobs)
+    assert "self.active_jobs.clear()" in loop and "self.check_active_jobs(active_jobs)" in loop
+    assert "self.cancel_jobs(active_jobs)" in inspect.getsource(RemoteExecutor.cancel)
+    assert "def cancel(" not in inspect.getsource(plugin.Executor)
+    assert inspect.isasyncgenfunction(inspect.unwrap(plugin.Executor.check_active_jobs))
