@@ -48,12 +48,14 @@ def test_a_training_starts_its_framework_without_what_it_never_uses():
     whose Keras is 2, or 3 on TensorFlow; there `import jax` says why it fails. Keras and
     TensorFlow also import pandas, SciPy and Matplotlib, only to take DataFrames and
     sparse matrices or to draw: not while a training imports them (SciPy stays on JAX,
-    which needs it); afterwards they import as usual, for your model's module."""
+    which needs it); afterwards they import as usual, for your model's module. What the
+    import made is frozen out of the garbage collector's walks, which go on afterwards."""
     check = """
-import sys
+import gc, sys
 from dlscale.train import keraschoice
 keraschoice.use_keras({keras}, "{backend}")
 keraschoice.import_framework()
+assert gc.isenabled() and gc.get_freeze_count() > 100_000, gc.get_freeze_count()
 print(sorted(m for m in ("jax", "tensorflow", "pandas", "scipy", "matplotlib")
              if m in sys.modules))
 import pandas, matplotlib

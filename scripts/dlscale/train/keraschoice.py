@@ -8,6 +8,7 @@ backend trains with, and which it cannot: decided here once, for planning and tr
 
 from __future__ import annotations
 
+import gc
 import importlib.abc
 import importlib.util
 import os
@@ -81,13 +82,20 @@ def import_framework():
     OPTIONAL_AT_IMPORT kept out for that time only, and return the Keras module. Keras
     then takes them as absent, as where they are not installed; after the call they
     import as usual (your model's module may use them). A package imported before is
-    left alone (its submodules must stay importable)."""
+    left alone (its submodules must stay importable).
+
+    Python's cyclic garbage collector is paused for the import, which makes about a
+    million objects and almost no garbage, and what the import made is then frozen
+    (`gc.freeze`): it lives to the end of the process, and later collections, many while
+    TensorFlow traces the model, no longer walk it (docs/benchmarks.md)."""
     quiet_tensorflow()
     jax = trains_on_jax()
     kept = tuple(p for p in OPTIONAL_AT_IMPORT
                  if p not in sys.modules and not (jax and p == "scipy"))
     finder = _KeepOut(kept, "kept out while Keras and TensorFlow are imported: a dlscale "
                       "training neither feeds it to Keras nor draws")
+    collecting = gc.isenabled()
+    gc.disable()
     sys.meta_path.insert(0, finder)
     try:
         if not jax:
@@ -95,6 +103,9 @@ def import_framework():
         return keras()
     finally:
         sys.meta_path.remove(finder)
+        gc.freeze()
+        if collecting:
+            gc.enable()
 
 
 def seed(value: int) -> None:
