@@ -123,12 +123,21 @@ def snakemake_env(env: dict | None = None) -> dict:
             **(env or {})}
 
 
+# Runs the command in argv[1:] with SIGINT at its default, as a terminal starts it: a
+# shell that starts a command in the background (a CI runner may start the tests so)
+# ignores SIGINT for it and all it starts, and a Python started with SIGINT ignored never
+# raises KeyboardInterrupt, so Snakemake would not see a test's Ctrl-C
+SIGINT_AT_DEFAULT = ("import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+                     "os.execv(sys.argv[1], sys.argv[1:])")
+
+
 def start_snakemake(workdir: Path, *args: str, output: bool = True,
                     env: dict | None = None) -> subprocess.Popen:
-    """The workflow started in the background (a test acts on it while it runs); its
-    output as text on .stdout, or discarded."""
+    """The workflow started in the background (a test acts on it while it runs, Ctrl-C's
+    SIGINT included); its output as text on .stdout, or discarded."""
     sink = subprocess.PIPE if output else subprocess.DEVNULL
-    return subprocess.Popen(snakemake_command(workdir, *args), stdout=sink,
+    return subprocess.Popen([sys.executable, "-c", SIGINT_AT_DEFAULT,
+                             *snakemake_command(workdir, *args)], stdout=sink,
                             stderr=subprocess.STDOUT, text=True, env=snakemake_env(env))
 
 

@@ -9,7 +9,7 @@ running: the study never ends (seen on the test cluster, docs/slurm.md).
 Snakemake-Profiles/slurm had the same bug and took the state's first word (its pull
 request 22, 2019); `first_word_states` does that to the plugin's query result.
 
-Ctrl-C (or a SIGINT or SIGTERM to Snakemake) cancels the jobs the executor holds as
+Ctrl-C (a SIGINT to Snakemake) cancels the jobs the executor holds as
 active (`RemoteExecutor.cancel`, snakemake-interface-executor-plugins 9.4.0). Its status
 loop takes every active job out of that list while it asks SLURM about them, and puts
 back those still running when the answer comes: an interrupt that lands while the status
