@@ -46,13 +46,19 @@ def first_word_states(states: dict | None) -> dict | None:
     return {job: (state.split() or [state])[0] for job, state in states.items()}
 
 
-def mend_cancelled_states() -> bool:
-    """Wrap the plugin's status query (`query_job_status`, as its executor module calls
-    it) so that `CANCELLED by <uid>` reads CANCELLED; whether it is wrapped now."""
+def installed_plugin():
+    """The SLURM executor plugin's module, or None where it is not installed."""
     try:
         import snakemake_executor_plugin_slurm as plugin
     except ImportError:
-        return False
+        return None
+    return plugin
+
+
+def mend_cancelled_states() -> bool:
+    """Wrap the plugin's status query (`query_job_status`, as its executor module calls
+    it) so that `CANCELLED by <uid>` reads CANCELLED; whether it is wrapped now."""
+    plugin = installed_plugin()
     query = getattr(plugin, "query_job_status", None)
     if query is None:
         return False
@@ -72,13 +78,11 @@ def mend_cancelled_states() -> bool:
 def mend_cancel_during_status_check() -> bool:
     """Make the plugin's executor cancel, on an interrupt, the jobs its status loop has
     out of the active list while it queries SLURM; whether it is mended now."""
-    try:
-        from snakemake_executor_plugin_slurm import Executor
-    except ImportError:
-        return False
-    check, cancel = getattr(Executor, "check_active_jobs", None), Executor.cancel
+    Executor = getattr(installed_plugin(), "Executor", None)  # noqa: N806 (the class)
+    check = getattr(Executor, "check_active_jobs", None)
     if check is None:
         return False
+    cancel = Executor.cancel
     if getattr(cancel, WRAPPED, False):
         return True
 
