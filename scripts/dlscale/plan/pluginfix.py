@@ -1,4 +1,5 @@
-"""Two bugs of the Snakemake SLURM executor plugin, worked around until releases fix them.
+"""Two bugs of Snakemake's SLURM execution (the SLURM executor plugin, and the executor
+interface it builds on), worked around until releases fix them.
 
 snakemake-executor-plugin-slurm (2.8.0, the newest release on 2026-11-26) polls job
 states with `sacct -X --parsable2 --format=JobIdRaw,State ...` where the site keeps job
@@ -9,8 +10,8 @@ running: the study never ends (seen on the test cluster, docs/slurm.md).
 Snakemake-Profiles/slurm had the same bug and took the state's first word (its pull
 request 22, 2019); `first_word_states` does that to the plugin's query result.
 
-Ctrl-C (a SIGINT to Snakemake) cancels the jobs the executor holds as
-active (`RemoteExecutor.cancel`, snakemake-interface-executor-plugins 9.4.0). Its status
+Ctrl-C (a SIGINT to Snakemake) cancels the jobs the executor holds as active
+(`RemoteExecutor.cancel`, snakemake-interface-executor-plugins 9.4.0). Its status
 loop takes every active job out of that list while it asks SLURM about them, and puts
 back those still running when the answer comes: an interrupt that lands while the status
 query runs cancels nothing, and the jobs run on, no longer watched (seen on the test
@@ -29,7 +30,7 @@ from __future__ import annotations
 
 import functools
 
-WRAPPED = "_dlscale_first_word_states"
+WRAPPED = "_dlscale_first_word_states"  # marks a function dlscale has wrapped
 CHECKING = "_dlscale_jobs_under_check"  # the executor's jobs of the status query in flight
 
 
