@@ -132,13 +132,15 @@ SIGINT_AT_DEFAULT = ("import os, signal, sys; signal.signal(signal.SIGINT, signa
 
 
 def start_snakemake(workdir: Path, *args: str, output: bool = True,
-                    env: dict | None = None) -> subprocess.Popen:
+                    env: dict | None = None, new_session: bool = False) -> subprocess.Popen:
     """The workflow started in the background (a test acts on it while it runs, Ctrl-C's
-    SIGINT included); its output as text on .stdout, or discarded."""
+    SIGINT included); its output as text on .stdout, or discarded. `new_session`: in a
+    process group of its own, as a terminal's foreground job (the group Ctrl-C reaches)."""
     sink = subprocess.PIPE if output else subprocess.DEVNULL
     return subprocess.Popen([sys.executable, "-c", SIGINT_AT_DEFAULT,
                              *snakemake_command(workdir, *args)], stdout=sink,
-                            stderr=subprocess.STDOUT, text=True, env=snakemake_env(env))
+                            stderr=subprocess.STDOUT, text=True, env=snakemake_env(env),
+                            start_new_session=new_session)
 
 
 def training_processes(workdir: Path, point: str) -> list:

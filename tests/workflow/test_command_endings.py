@@ -8,13 +8,12 @@ import json
 import os
 import re
 import signal
-import subprocess
 import time
 
 import pandas as pd
 import psutil
 import pytest
-from conftest import ROOT, dlscale_status, run_snakemake, snakemake_command, snakemake_env
+from conftest import ROOT, dlscale_status, run_snakemake, start_snakemake
 
 pytestmark = pytest.mark.workflow
 PROFILE = ["--profile", str(ROOT / "profiles" / "local")]
@@ -46,9 +45,7 @@ def wait_for(condition, what: str, timeout: float = 300) -> None:
 
 
 def test_every_ending_of_a_command_is_its_own_row_and_nothing_outlives_its_point(tmp_path):
-    study = subprocess.Popen(snakemake_command(tmp_path, *PROFILE, ENDINGS), text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             env=snakemake_env())
+    study = start_snakemake(tmp_path, *PROFILE, ENDINGS)
     # a running command is followed epoch by epoch, as dlscale's own training is
     live = tmp_path / "results/runs/forever/gpus1/rep1/state/epochs.jsonl"
     wait_for(lambda: live.exists() and live.read_text().count("\n") == 1, "forever's epoch 1")
@@ -136,9 +133,7 @@ sweep:
 training: {epochs: 2, batch_per_gpu: 4, device: cpu}
 resources: {cpus_per_gpu: 1, mem_mb_per_gpu: 500, runtime_min: 10}
 """)
-    study = subprocess.Popen(snakemake_command(tmp_path, *PROFILE, f"--configfile={config}"),
-                             text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                             env=snakemake_env(), start_new_session=True)
+    study = start_snakemake(tmp_path, *PROFILE, f"--configfile={config}", new_session=True)
     live = tmp_path / "results/runs/stubborn/gpus1/rep1/state/epochs.jsonl"
     try:
         wait_for(lambda: live.exists() and live.read_text().count("\n") == 1,
