@@ -58,8 +58,9 @@ def parse(argv=None) -> argparse.Namespace:
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS,
                    help="the models to train, the last one searched (default: all)")
     p.add_argument("--keep-trace", action="store_true",
-                   help="keep the last point's trace beside --out (trace-MODEL-PRECISION"
-                        ".xplane.pb), to be stored as a test's input")
+                   help="keep each point's trace beside --out (trace-MODEL-PRECISION"
+                        ".xplane.pb) and dlscale's own point's (point/trace), to be stored "
+                        "as a test's input")
     p.add_argument("--search-only", type=int, metavar="BATCH",
                    help="only the batch search (ResNet50V2, mixed_bfloat16), from BATCH: to "
                         "carry on where a check's budget stopped it")
@@ -233,7 +234,8 @@ def dlscale_point(args, model: str, precision: str, batch: int) -> dict:
                "--out", str(out), "--model", model, "--device", "cpu" if args.cpu else "gpu",
                "--gpus", "1", "--keras", "3", "--backend", "jax", "--epochs", "3",
                "--batch-per-gpu", str(batch), "--precision", precision, "--image-size",
-               str(size), "--breakdown-steps", "5", "--telemetry-interval", "0.2"]
+               str(size), "--breakdown-steps", "5", "--telemetry-interval", "0.2"
+               ] + (["--keep-trace"] if args.keep_trace else [])
     started = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
     run = json.loads((out / "run.json").read_text()) if (out / "run.json").exists() else {}

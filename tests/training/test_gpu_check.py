@@ -51,6 +51,7 @@ def test_the_gpu_check_rehearses_on_cpu_without_tensorflow(tmp_path):
         "completed", 0, "files")
     assert point["versions"]["jax"] and point["images_per_s"] > 0
     assert len(point["epoch_s"]) == 3 and point["window"]["steps"] == 1
+    assert list((tmp_path / "point" / "trace").glob("plugins/profile/*/*.xplane.pb"))
     assert set(report["bf16_speedup"]) == {"SimpleCNN"}
     search = report["batch_search"]
     assert (search["largest_batch"], search["stopped_by"]) == (16, "max_batch")

@@ -84,8 +84,9 @@ class Backend:
         keras = keraschoice.keras()
         # the recorder first, so an epoch is recorded before its backup is saved; the backup
         # outlives fit (RunRecord.write drops it once run.json is written), so a job killed
-        # during the evaluation or the record resumes with every epoch done. None has step
-        # hooks: Keras then calls no callback between steps
+        # during the evaluation or the record resumes with every epoch done. None needs a
+        # step's logs: tf-keras then calls no callback between steps, Keras 3 dispatches
+        # steps without waiting for them (its backup says it is async_safe)
         if keraschoice.keras_version() == 3:
             from dlscale.train.keras3 import backup_callback
 

@@ -36,6 +36,12 @@ def backup_callback(backup_dir: str, write: bool = True):
     keras = keraschoice.keras()
 
     class Backup(keras.callbacks.BackupAndRestore):
+        # saved at epochs only, its step-end hook returns at once: safe for Keras to call
+        # in a thread of its own. Otherwise Keras 3 takes any callback with a step-end hook
+        # for one that needs each step's logs and waits for the device after every step
+        # (ResNet50V2 on an H200: 22.8 ms a step against 15 ms; docs/benchmarks.md, "GPUs")
+        async_safe = True
+
         def _save_model(self):
             if not write:
                 with tempfile.TemporaryDirectory(prefix="dlscale-backup-") as scratch:

@@ -96,12 +96,15 @@ def make_callback(logdir: Path, first: int, count: int, marks: bool, horovod=Non
 
         def _wait(self):
             """JAX: wait for the last step's state (Keras keeps it for callbacks that
-            must wait: `_jax_state`); elsewhere the step-end hook reads the loss."""
+            must wait: `_jax_state`); elsewhere the step-end hook reads the loss. Keras
+            holds the state in its tracking containers (TrackedDict of TrackedLists),
+            which JAX does not know as pytrees: given whole, `block_until_ready` takes
+            the dict for one leaf and returns at once, so the arrays are passed."""
             state = getattr(self.model, "_jax_state", None)
             if on_jax and state:
                 import jax
 
-                jax.block_until_ready(state)
+                jax.block_until_ready([a for arrays in state.values() for a in arrays])
 
         def _end_step(self, logs=None):
             if logs and "loss" in logs:
