@@ -228,3 +228,37 @@ def test_xprof_numbers_a_gpu_traces_steps_from_zero_and_they_pair_in_order():
     totals, notes = xprofcheck.compare(ours, theirs[:3])
     assert totals["steps"] == 1 and notes[0] == ("xprof found 3 steps, dlscale 5: compared "
                                                  "by step number")
+
+
+H200 = "keras3-jax-simplecnn-h200.xplane.pb"
+
+
+def test_a_real_gpu_trace_splits_each_step_into_its_kernels_as_xprof_does(tmp_path):
+    """The window of the GPU check on an H200 (tests/data/traces/README.md): each marked step
+    holds its own kernels whole (the window waits for the step's result before it ends the
+    marker), every kernel is compute whatever its C++ name, the batch's copy to the device is
+    input, and the compute of each step is xprof's device compute of the same step."""
+    import shutil
+
+    from dlscale.train import xprofcheck
+
+    trace = tmp_path / "vm.xplane.pb"
+    shutil.copy(TRACES / H200, trace)
+    events = read_trace(trace, on_jax=True)
+    rows = stepsplit.split(events)
+    assert [r["step"] for r in rows] == [2, 3, 4, 5, 6]
+    kernels = [e for e in events if stepsplit.GPU_STREAM.search(e.line)
+               and stepsplit.kind(e) == "compute"]
+    assert any("::" in k.name for k in kernels)  # cuDNN's and CUTLASS' kernels count too
+    for number, (start, end) in stepsplit.steps_of(events).items():
+        mine = [k for k in kernels if start <= k.start < end]
+        assert mine and all(k.end <= end for k in mine), number  # no kernel spills over
+    copies = [e for e in events if e.name == "MemcpyH2D" and stepsplit.GPU_STREAM.search(e.line)]
+    assert copies and all(stepsplit.kind(e) == "copy" for e in copies)
+    for r in rows:
+        assert sum(r[k] for k in stepsplit.PARTS) == pytest.approx(r["wall_s"], abs=1e-8)
+        assert r["compute_s"] > 0.7 * r["wall_s"] and r["input_s"] > 0
+    theirs = xprofcheck.steps(trace)  # numbered 0 to 4: paired in order
+    assert len(theirs) == len(rows)
+    for ours, xprof in zip(rows, theirs, strict=True):
+        assert ours["compute_s"] == pytest.approx(xprof["device_compute_s"], rel=0.01)
