@@ -189,3 +189,22 @@ def test_the_kept_gradient_sizes_are_what_keras_builds():
         assert kept[name] == gradients.built(name), name
     assert gradients.model_gradient_bytes("SimpleCNN") == gradients.built("SimpleCNN") > 0
     assert gradients.model_gradient_bytes("NoSuchNet") is None
+
+
+def test_traced_steps_slower_than_the_epochs_steps_are_a_note(tmp_path):
+    """The window waits for each traced step's result, so the host's preparation of the next
+    batch, which the epochs overlap with the device's work, counts as input or other in the
+    traced steps: where they are much slower than the epochs' steps, the row says so."""
+    scaling, runs = study(tmp_path)
+    slow = tmp_path / "Net/gpus2/rep1" / BREAKDOWN
+    record = json.loads(slow.read_text())
+    step = record["summary"]["step_s"]
+    record["summary"]["step_s"] = 2 * step
+    slow.write_text(json.dumps(record))
+    rows = explain.point_rows(scaling, runs, explain.read_breakdowns(runs, tmp_path))
+    notes = dict(zip(rows["gpus"], rows["notes"], strict=True))
+    assert notes[1] == notes[4] == ""
+    assert notes[2] == (f"the traced steps took {2 * step * 1e3:.1f} ms, the epochs' "
+                        f"{step * 1e3:.1f} ms: the window runs each step to its end before "
+                        "the next, so what the epochs overlap with the device's work (the "
+                        "next batch's preparation) is input or other there")

@@ -135,7 +135,8 @@ BREAKDOWN = (
     Column("method", "", "how the parts were told apart", True),
     Column("xprof_check", "", "agrees or differs: xprof's own breakdown of the same steps; "
            "empty without xprof", True),
-    Column("notes", "", "what the window could not take, and why", True),
+    Column("notes", "", "what the window could not take, and why; traced steps much "
+           "slower than the epochs'", True),
 )
 # prediction.csv: one row per series and GPU count, measured and the next two doublings
 PREDICTION = (

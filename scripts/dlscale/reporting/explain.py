@@ -36,6 +36,10 @@ from dlscale.core.contract import BREAKDOWN
 from dlscale.reporting.gradients import ASSUMED_CLASSES, ASSUMED_SIZE
 
 EXPLAINED_ERROR = 0.25  # |predicted - measured| / measured step time on the held-out point
+# a traced step this much slower than the epochs' step gets a note: the window runs each
+# step to its end, so what the epochs overlap shows there (on an H200, ResNet50V2's
+# traced steps took 34 ms against 15 ms: docs/benchmarks.md, "GPUs")
+WINDOW_SLOWER = 1.2
 PARTS = {"compute": "compute_s", "communication": "comm_exposed_s", "input": "input_s",
          "other": "other_s"}
 KEYS = ["series", "model", "strategy", "precision", "nodes", "gpus"]
@@ -114,6 +118,12 @@ def point_rows(scaling: pd.DataFrame, runs: pd.DataFrame,
         row["window_steps"] = sum(s["steps"] for s in summaries)
         row["window_step_s"] = (sorted(s["step_s"] for s in summaries)[len(summaries) // 2]
                                 if summaries else math.nan)
+        if summaries and row["window_step_s"] > WINDOW_SLOWER * row["step_s"]:
+            notes.append(f"the traced steps took {row['window_step_s'] * 1e3:.1f} ms, the "
+                         f"epochs' {row['step_s'] * 1e3:.1f} ms: the window runs each step "
+                         "to its end before the next, so what the epochs overlap with the "
+                         "device's work (the next batch's preparation) is input or other "
+                         "there")
         for part, key in PARTS.items():
             row[f"{part}_share"] = sum(s[key] for s in summaries) / wall if wall else math.nan
         row["comm_total_share"] = (sum(s["comm_total_s"] for s in summaries) / wall
