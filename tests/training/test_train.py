@@ -141,7 +141,11 @@ def test_synthetic_input_and_mixed_auto_on_cpu(small_data, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = json.loads((tmp_path / "run.json").read_text())
     assert run["synthetic_input"] is True and run["test_accuracy"] is None
-    assert (run["precision"], run["precision_asked"]) == ("mixed_bfloat16", "mixed_auto")
+    # this machine's CPU decides: bfloat16 with its instructions, float32 without
+    from dlscale.train.training import cpu_flags, resolve_precision
+
+    assert (run["precision"], run["precision_asked"]) == (
+        resolve_precision("mixed_auto", "cpu", cpu_flags()), "mixed_auto")
 
 
 def test_batch_from_the_finders_json(small_data, tmp_path):

@@ -180,3 +180,20 @@ def test_on_jax_a_points_callbacks_leave_steps_dispatched_without_waiting(tmp_pa
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert {"Backup", "Window", "DeadlineStop"} <= set(seen["callbacks"])  # what a point has
     assert seen["async_train"], seen["callbacks"]
+
+
+def test_mixed_auto_on_a_cpu_is_bfloat16_only_with_its_instructions():
+    """Without AVX-512 BF16, AMX or Arm's BF16, bfloat16 is emulated on a CPU, slower than
+    float32: mixed_auto takes float32 there (this VM's /proc/cpuinfo: AVX2 only)."""
+    from conftest import ROOT
+
+    from dlscale.train.training import cpu_flags, resolve_precision
+
+    flags = cpu_flags((ROOT / "tests/data/cpuinfo/amd-epyc-avx2.txt").read_text())
+    assert {"avx2", "fma"} <= flags and not flags & {"avx512_bf16", "amx_bf16"}
+    assert resolve_precision("mixed_auto", "cpu", flags) == "float32"
+    for native in ({"avx512_bf16"}, {"amx_bf16"}, {"bf16"}):
+        assert resolve_precision("mixed_auto", "cpu", flags | native) == "mixed_bfloat16"
+    assert cpu_flags("processor\t: 0\nFeatures\t: fp asimd bf16\n") == {"fp", "asimd", "bf16"}
+    assert cpu_flags("processor\t: 0\n") == frozenset()
+    assert resolve_precision("mixed_bfloat16", "cpu", flags) == "mixed_bfloat16"  # as asked

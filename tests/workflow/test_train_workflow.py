@@ -68,7 +68,11 @@ def test_fast_config_runs_end_to_end_on_cpu(tmp_path, cifar_python):
     config = write_config(tmp_path / "fast.yaml", yaml.safe_dump(fast))
     run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
     one = json.loads((tmp_path / "results/runs/SimpleCNN/gpus1/rep1/run.json").read_text())
-    assert (one["precision"], one["xla"], one["warmup_epochs"]) == ("mixed_bfloat16", True, 1)
+    # mixed_auto: bfloat16 where this machine's CPU has its instructions, else float32
+    from dlscale.train.training import cpu_flags, resolve_precision
+
+    assert (one["precision"], one["precision_asked"], one["xla"], one["warmup_epochs"]) == (
+        resolve_precision("mixed_auto", "cpu", cpu_flags()), "mixed_auto", True, 1)
     two = json.loads((tmp_path / "results/runs/SimpleCNN/gpus2/rep1/run.json").read_text())
     assert (two["xla_asked"], two["xla"]) == (True, False)
     assert "several logical CPU devices" in two["xla_note"]

@@ -171,7 +171,8 @@ def build_parser(description: str = DESCRIPTION) -> argparse.ArgumentParser:
         help="sgd (with --momentum) or adam; the rate's scaling and warm-up apply to both")
     add("--momentum", type=float, default=train["momentum"], help="SGD momentum")
     add("--precision", choices=PRECISIONS, default=train["precision"],
-        help="mixed_auto: bfloat16 where the hardware has it, else float16 with loss scaling")
+        help="mixed_auto: bfloat16 where the hardware has it, float16 with loss scaling on "
+             "older GPUs, float32 on CPUs without bfloat16 instructions")
     add("--xla", action=argparse.BooleanOptionalAction, default=False, help="jit_compile the step")
     add("--device", choices=DEVICES, default=train["device"],
         help="cpu: replicas on logical CPU devices (no GPU needed)")
