@@ -206,5 +206,6 @@ def test_traced_steps_slower_than_the_epochs_steps_are_a_note(tmp_path):
     assert notes[1] == notes[4] == ""
     assert notes[2] == (f"the traced steps took {2 * step * 1e3:.1f} ms, the epochs' "
                         f"{step * 1e3:.1f} ms: the window runs each step to its end before "
-                        "the next, so what the epochs overlap with the device's work (the "
-                        "next batch's preparation) is input or other there")
+                        "the next (what the epochs overlap with the device's work, the next "
+                        "batch's preparation, is input or other there) and the profiler adds "
+                        "its own cost")

@@ -121,9 +121,9 @@ def point_rows(scaling: pd.DataFrame, runs: pd.DataFrame,
         if summaries and row["window_step_s"] > WINDOW_SLOWER * row["step_s"]:
             notes.append(f"the traced steps took {row['window_step_s'] * 1e3:.1f} ms, the "
                          f"epochs' {row['step_s'] * 1e3:.1f} ms: the window runs each step "
-                         "to its end before the next, so what the epochs overlap with the "
-                         "device's work (the next batch's preparation) is input or other "
-                         "there")
+                         "to its end before the next (what the epochs overlap with the "
+                         "device's work, the next batch's preparation, is input or other "
+                         "there) and the profiler adds its own cost")
         for part, key in PARTS.items():
             row[f"{part}_share"] = sum(s[key] for s in summaries) / wall if wall else math.nan
         row["comm_total_share"] = (sum(s["comm_total_s"] for s in summaries) / wall
