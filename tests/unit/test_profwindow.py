@@ -95,7 +95,7 @@ def test_on_jax_each_traced_step_ends_when_its_work_is_done(tmp_path):
     """The window waits for each traced step's result before it closes the step's marker
     (the step before the window's first one too): Keras holds the state in its tracking
     containers, which `jax.block_until_ready` took for one leaf and did not wait on, so on
-    an H200 SimpleCNN's marked steps were 1.9 ms of dispatch where the GPU took 7.5 ms."""
+    an H200 SimpleCNN's marked steps were 1.9 ms of dispatch where the GPU took 7.4 ms."""
     seen = run(KERAS3_JAX_WAITS, tmp_path)
     assert (seen["taken"], seen["error"]) == (True, None)
     # steps 2, 3 and 4 are traced: at the begin of 2 to 5 the step before has finished
