@@ -142,7 +142,8 @@ def test_synthetic_input_and_mixed_auto_on_cpu(small_data, tmp_path):
     run = json.loads((tmp_path / "run.json").read_text())
     assert run["synthetic_input"] is True and run["test_accuracy"] is None
     # this machine's CPU decides: bfloat16 with its instructions, float32 without
-    from dlscale.train.training import cpu_flags, resolve_precision
+    from dlscale.train.telemetry import cpu_flags
+    from dlscale.train.training import resolve_precision
 
     assert (run["precision"], run["precision_asked"]) == (
         resolve_precision("mixed_auto", "cpu", cpu_flags()), "mixed_auto")

@@ -187,7 +187,8 @@ def test_mixed_auto_on_a_cpu_is_bfloat16_only_with_its_instructions():
     float32: mixed_auto takes float32 there (this VM's /proc/cpuinfo: AVX2 only)."""
     from conftest import ROOT
 
-    from dlscale.train.training import cpu_flags, resolve_precision
+    from dlscale.train.telemetry import cpu_flags
+    from dlscale.train.training import resolve_precision
 
     flags = cpu_flags((ROOT / "tests/data/cpuinfo/amd-epyc-avx2.txt").read_text())
     assert {"avx2", "fma"} <= flags and not flags & {"avx512_bf16", "amx_bf16"}

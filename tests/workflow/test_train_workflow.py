@@ -69,7 +69,8 @@ def test_fast_config_runs_end_to_end_on_cpu(tmp_path, cifar_python):
     run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
     one = json.loads((tmp_path / "results/runs/SimpleCNN/gpus1/rep1/run.json").read_text())
     # mixed_auto: bfloat16 where this machine's CPU has its instructions, else float32
-    from dlscale.train.training import cpu_flags, resolve_precision
+    from dlscale.train.telemetry import cpu_flags
+    from dlscale.train.training import resolve_precision
 
     assert (one["precision"], one["precision_asked"], one["xla"], one["warmup_epochs"]) == (
         resolve_precision("mixed_auto", "cpu", cpu_flags()), "mixed_auto", True, 1)

@@ -55,14 +55,30 @@ def visible_gpu_handles(pynvml) -> list:
     return [pynvml.nvmlDeviceGetHandleByIndex(i) for i in indices]
 
 
+def cpuinfo_value(keys: tuple[str, ...], cpuinfo: str | None = None) -> str | None:
+    """The value of the first line of /proc/cpuinfo (or of `cpuinfo`) whose key is one of
+    `keys`; None where there is none or the file cannot be read."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text()
+        except OSError:
+            return None
+    for line in cpuinfo.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in keys:
+            return value.strip()
+    return None
+
+
 def cpu_model() -> str | None:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or None
+    model = cpuinfo_value(("model name",))
+    return model if model is not None else platform.processor() or None
+
+
+def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
+    """The CPU's feature flags: the first `flags` (x86) or `Features` (Arm) line of
+    /proc/cpuinfo (or of `cpuinfo`); empty where there is none."""
+    return frozenset((cpuinfo_value(("flags", "Features"), cpuinfo) or "").split())
 
 
 def _text(value) -> str:

@@ -23,6 +23,7 @@ from dlscale.core.errors import RunError  # noqa: F401 (the callers' name for it
 from dlscale.core.files import append_jsonl, write_jsonl_atomic
 from dlscale.core.vocabulary import SMALL_MODELS, scaled_lr
 from dlscale.train import keraschoice
+from dlscale.train.telemetry import cpu_flags
 
 # --- devices and strategy ------------------------------------------------------------
 
@@ -75,21 +76,6 @@ def setup_devices(device: str, replicas_per_worker: int, several_processes: bool
 # AMX, Arm's BF16 extension. Without them bfloat16 is emulated, slower than float32 (a
 # third of config/fast.yaml's CPU time in Eigen's bfloat16 kernel on an AVX2 CPU)
 BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})
-
-
-def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
-    """The CPU's feature flags: the first `flags` (x86) or `Features` (Arm) line of
-    /proc/cpuinfo (or of `cpuinfo`); empty where there is none."""
-    if cpuinfo is None:
-        try:
-            cpuinfo = Path("/proc/cpuinfo").read_text()
-        except OSError:
-            return frozenset()
-    for line in cpuinfo.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            return frozenset(value.split())
-    return frozenset()
 
 
 def resolve_precision(precision: str, device: str, flags: frozenset[str] | None = None) -> str:
