@@ -266,7 +266,8 @@ def test_a_real_gpu_trace_splits_each_step_into_its_kernels_as_xprof_does(tmp_pa
 
 @pytest.mark.parametrize(("name", "on_jax"), [*CAPTURED, (H200, True)])
 def test_a_window_whose_steps_held_their_work_has_no_trailing_note(name, on_jax):
-    assert stepsplit.trailing_note(read_trace(TRACES / name, on_jax)) is None
+    events = read_trace(TRACES / name, on_jax)
+    assert stepsplit.trailing_note(events, stepsplit.split(events)) is None
 
 
 def test_a_gpu_window_that_did_not_wait_for_its_steps_is_a_note():
@@ -275,7 +276,7 @@ def test_a_gpu_window_that_did_not_wait_for_its_steps_is_a_note():
     the split found 1.9 ms steps where the GPU took 7.4 ms. The split stays; a note says
     the compute is under-counted."""
     events = read_trace(TRACES / "keras3-jax-simplecnn-h200-unwaited.xplane.pb", True)
-    assert stepsplit.trailing_note(events) == (
+    assert stepsplit.trailing_note(events, stepsplit.split(events)) == (
         "operations ran 3.6 ms after the last traced step ended (15% of the steps' compute): "
         "the steps' markers closed before their work was done, so compute is under-counted")
     assert [r["step"] for r in stepsplit.split(events)] == [2, 3, 4, 5, 6]

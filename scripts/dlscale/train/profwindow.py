@@ -312,7 +312,7 @@ def record(window, logdir: Path, backend, size: int, keep: bool) -> dict:
                 events += hvdtimeline.events(timeline, hvdtimeline.shift(events, window.wall))
                 out["method"] = METHOD + " and Horovod's timeline"
             out["steps"] = stepsplit.split(events)
-            notes += [n for n in [stepsplit.trailing_note(events)] if n]
+            notes += [n for n in [stepsplit.trailing_note(events, out["steps"])] if n]
             if xprofcheck.available():
                 out["xprof"], found = xprofcheck.compare(out["steps"],
                                                          xprofcheck.steps(traces[-1]))

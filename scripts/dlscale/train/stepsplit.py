@@ -166,19 +166,21 @@ def split(events: list[Event]) -> list[dict]:
 TRAILING = 0.05
 
 
-def trailing_note(events: list[Event]) -> str | None:
+def trailing_note(events: list[Event], rows: list[dict]) -> str | None:
     """A note where operations ran on after the last marked step ended: the markers
     closed before their steps' work was done (a window that did not wait for its steps;
-    on a GPU the host runs ahead of the device), so the split under-counts compute and
-    over-counts the rest. None where the steps hold their work."""
+    on a GPU the host runs ahead of the device), so the split (`rows`: `split(events)`)
+    under-counts compute and over-counts the rest. None where the steps hold their work.
+    Only the events that end after the last step are classified: the steps' compute is
+    the split's."""
     steps = steps_of(events)
-    if not steps:
+    inside = sum(r["compute_s"] for r in rows) * 1e9
+    if not steps or not inside:
         return None
-    first, last = min(s for s, _ in steps.values()), max(e for _, e in steps.values())
-    compute = [(e.start, e.end) for e in events if kind(e) == "compute"]
-    inside = length(clip(compute, first, last))
-    after = length(clip(compute, last, max((e for _, e in compute), default=last)))
-    if not inside or after <= TRAILING * inside:
+    last = max(e for _, e in steps.values())
+    after = length(union([(max(e.start, last), e.end) for e in events
+                          if e.end > last and kind(e) == "compute"]))
+    if after <= TRAILING * inside:
         return None
     return (f"operations ran {after / 1e6:.1f} ms after the last traced step ended "
             f"({after / inside:.0%} of the steps' compute): the steps' markers closed "
