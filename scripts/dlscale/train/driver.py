@@ -195,6 +195,7 @@ def build(r: Run, deadline, sampler=None, on_first=None, window=None):
             callbacks.append(deadline_stop(deadline, backend.agree))
         model.compile(optimizer=backend.optimizer(plan, schedule), metrics=["accuracy"],
                       loss="sparse_categorical_crossentropy", jit_compile=plan.xla)
+        T.create_step_variables(model)  # the training step is then traced once
     return model, recorder, callbacks
 
 

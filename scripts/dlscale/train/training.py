@@ -244,6 +244,27 @@ def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int,
     return keras.Model(inputs, outputs, name=name)
 
 
+def create_step_variables(model) -> None:
+    """Create, after compile and in the strategy's scope, the variables that tf-keras
+    (Keras 2) otherwise creates in the first training step: the optimizer's (its step
+    count, momentum) and the compiled loss's and metrics'. A tf.function that creates
+    variables on its first call is traced twice, once creating them and once without, and
+    the first epoch paid both traces (with 4 replicas, four copies of the model's graph
+    in each). Keras 3 builds both before its first step itself."""
+    if keraschoice.keras_version() == 3:
+        return
+    import tensorflow as tf
+
+    optimizer = model.optimizer
+    if hasattr(optimizer, "build"):
+        optimizer.build(model.trainable_variables)
+    else:  # Keras' legacy optimizers (Horovod's): the same, under their older name
+        optimizer._create_all_weights(model.trainable_variables)
+    probabilities = tf.zeros([1, *model.output_shape[1:]])
+    model.compiled_loss.build(probabilities)
+    model.compiled_metrics.build(probabilities, tf.zeros([1], tf.int64))  # labels: one int
+
+
 def warmup_schedule(base_lr: float, target_lr: float, warmup_steps: int):
     """Linear ramp from base_lr to target_lr over warmup_steps, then constant (Goyal et
     al.'s gradual warm-up). A schedule, not a callback, so resuming from a backup
