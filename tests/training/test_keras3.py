@@ -93,6 +93,29 @@ def test_keras3_resumes_where_it_stopped_and_trains_as_an_uninterrupted_run(
     assert "resuming from the backup" in (tmp_path / "resumed" / "train.log").read_text()
 
 
+def test_a_jax_run_like_an_earlier_one_compiles_nothing_and_trains_the_same(small_data, whole,
+                                                                          tmp_path):
+    """With --compile-cache (training.compile_cache), what JAX compiles is kept in the
+    folder and a later run of the same shapes loads it: the second run adds nothing to
+    the cache, and both train as a run without the cache does."""
+    cache = tmp_path / "compile cache"  # a space: the path reaches JAX as it is
+    records_of = []
+    for n in (1, 2):
+        out = tmp_path / f"run{n}"
+        done = train(*flags(small_data, out, "jax", "--epochs", "2", "--compile-cache",
+                            str(cache)))
+        assert done.returncode == 0, done.stderr[-3000:]
+        records_of.append(json.loads((out / "run.json").read_text()))
+        assert seen(out) == seen(whole("jax"))
+    first, second = (r["compile_cache"] for r in records_of)
+    assert first["dir"] == str(cache) and first["entries_before"] == 0
+    assert first["entries_added"] > 0  # the step, the evaluation, the initializers
+    assert second == {"dir": str(cache), "entries_before": first["entries_added"],
+                      "entries_added": 0}
+    assert records_of[0]["test_accuracy"] == records_of[1]["test_accuracy"]
+    assert json.loads((whole("jax") / "run.json").read_text())["compile_cache"] is None
+
+
 def test_jax_over_two_processes_trains_the_batches_one_process_with_two_devices_does(
         small_data, whole, tmp_path):
     """The point across two nodes, as launch.py starts it outside SLURM: two processes of

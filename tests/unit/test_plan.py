@@ -546,3 +546,20 @@ def test_a_forced_rerun_reaches_the_points_launcher(monkeypatch, settings, force
     monkeypatch.delenv(FORCED_ENV)
     note_forced(SimpleNamespace(dag_settings=dag, is_main_process=False))  # a job step
     assert FORCED_ENV not in __import__("os").environ
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_a_studys_jax_points_share_one_compile_cache_unless_it_is_off(tmp_path, keep):
+    """training.compile_cache: every Keras 3 JAX point gets results/compile_cache (JAX's
+    persistent compilation cache), a TensorFlow point none; false: none at all."""
+    s = study(tmp_path, sweep={"models": ["SimpleCNN"], "gpus": [1, 2],
+                               "backend": ["tensorflow", "jax"]},
+              training={"keras": 3, "device": "cpu", "compile_cache": keep})
+    caches = {}
+    for point in s.points.values():
+        flags = shlex.split(s.train_flags(point))
+        caches[point.backend, point.gpus] = (flags[flags.index("--compile-cache") + 1]
+                                             if "--compile-cache" in flags else None)
+    assert caches == {("tensorflow", 1): None, ("tensorflow", 2): None,
+                      ("jax", 1): "results/compile_cache" if keep else None,
+                      ("jax", 2): "results/compile_cache" if keep else None}

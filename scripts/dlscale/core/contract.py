@@ -61,6 +61,9 @@ TABLES = f"{RESULTS}/tables"
 PLOTS = f"{RESULTS}/plots"
 CHECKS = f"{RESULTS}/checks"
 BATCH = f"{RESULTS}/batch"
+# JAX's persistent compilation cache, shared by a study's Keras 3 JAX points
+# (training.compile_cache)
+COMPILE_CACHE = f"{RESULTS}/compile_cache"
 DATA = f"{RESULTS}/data"
 DOWNLOADS = "resources/downloads"
 PLAN = f"{RESULTS}/plan.json"  # the points the last snakemake run planned (dlscale status)

@@ -20,6 +20,7 @@ from urllib.parse import urlparse
 from dlscale.core import schema
 from dlscale.core.contract import (
     BATCH,
+    COMPILE_CACHE,
     DATA,
     DOWNLOADS,
     KEPT,
@@ -301,6 +302,8 @@ class Study:
                  "breakdown-steps": (analysis := self.config["analysis"])["breakdown"]}
         if p.model_from:
             flags["model-from"] = p.model_from
+        if p.backend == "jax" and self.config["training"]["compile_cache"]:
+            flags["compile-cache"] = COMPILE_CACHE
         if analysis["synthetic_check"]:
             flags["synthetic-check-steps"] = SYNTHETIC_CHECK_STEPS
         if p.profile_steps:

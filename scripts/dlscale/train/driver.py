@@ -54,6 +54,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     from dlscale.train.keraschoice import framework_problem
 
     strategy = resolve_strategy(settings)
+    cached = keraschoice.compile_cache_entries()  # JAX's compiled programs kept before
     if problem := framework_problem(settings.keras, settings.backend, strategy,
                                     settings.nodes, settings.loop, settings.profile_steps):
         raise RunError(problem, 2)
@@ -147,6 +148,9 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     info["telemetry"] = ({"file": TELEMETRY, "interval_s": settings.telemetry_interval,
                           "gpu_note": sampler.gpu_note} if sampler else None)
     info["synthetic_images_per_s"] = synthetic
+    info["compile_cache"] = (None if cached is None else  # added 0: nothing compiled anew
+                             {"dir": os.environ[keraschoice.CACHE_ENV], "entries_before": cached,
+                              "entries_added": keraschoice.compile_cache_entries() - cached})
     info["breakdown"] = breakdown
     if backend.chief:
         phases.finish(info, settings.out)
@@ -397,7 +401,8 @@ def main(settings: Settings) -> int:
     started = datetime.now(UTC)
     # on JAX one process per node holds its devices
     keraschoice.use_keras(settings.keras, settings.backend,
-                host_devices=settings.gpus // settings.nodes if settings.device == "cpu" else 1)
+                host_devices=settings.gpus // settings.nodes if settings.device == "cpu" else 1,
+                compile_cache=settings.compile_cache)
     try:
         with ExitStack() as stack:  # what run() opens is closed before a failure is recorded
             info = run(settings, started, stack)

@@ -64,6 +64,7 @@ class Settings:
     profile_steps: tuple[int, int] | None
     breakdown_steps: int
     keep_trace: bool
+    compile_cache: Path | None
     telemetry_interval: float
     synthetic_check_steps: int
     attempt: int
@@ -196,6 +197,10 @@ def build_parser(description: str = DESCRIPTION) -> argparse.ArgumentParser:
         help="write TensorBoard event files to --out/tensorboard (chief only)")
     add("--profile-steps", type=steps_range, metavar="FIRST,LAST",
         help="profile these training steps into --out/tensorboard (chief only)")
+    add("--compile-cache", type=Path, metavar="DIR",
+        help="Keras 3 on JAX: JAX's persistent compilation cache in DIR, where what this "
+             "run compiles is kept and what an earlier run compiled of the same shapes is "
+             "found (training.compile_cache); your JAX_COMPILATION_CACHE_DIR wins")
     add("--breakdown-steps", type=int, default=0, metavar="N",
         help="trace N steps of the first epoch and time the all-reduce after training, into "
              "--out/breakdown.json (chief only; analysis.breakdown); 0: off")
