@@ -26,11 +26,11 @@ def use_keras(version: int, backend: str = "tensorflow", host_devices: int = 1,
     Keras 2 (tf-keras) or Keras 3 on `backend`. On JAX, `host_devices` > 1 shows that many
     CPU devices (XLA's host platform), the way TensorFlow gets logical CPU devices, and
     `compile_cache` is JAX's persistent compilation cache (JAX_COMPILATION_CACHE_DIR,
-    unless you set it): what the run compiles is kept there, and what an earlier run
-    compiled of the same shapes is loaded instead of compiled. Every compilation is kept
-    (JAX keeps only those over 1 s by default), so that a run like an earlier one compiles
-    nothing: on this project's 2-core VM, JAX compiled each weight initializer's random
-    numbers for 0.5 to 1.2 s, more than a small model's training step."""
+    unless you set it): what the run compiles is kept there, and what an earlier run on
+    the same devices compiled is loaded instead of compiled. Every compilation is kept
+    (JAX keeps only those over 1 s by default: on CPUs each weight initializer's takes
+    less, and together more than the training step's; docs/benchmarks.md), so that a run
+    like an earlier one compiles nothing, however fast the machine."""
     os.environ[KERAS_ENV] = str(version)
     if version == 3:
         os.environ["TF_USE_LEGACY_KERAS"] = "0"  # tf.keras is Keras 3 too (users' models)

@@ -249,8 +249,8 @@ def create_step_variables(model) -> None:
     (Keras 2) otherwise creates in the first training step: the optimizer's (its step
     count, momentum) and the compiled loss's and metrics'. A tf.function that creates
     variables on its first call is traced twice, once creating them and once without, and
-    the first epoch paid both traces (with 4 replicas, four copies of the model's graph
-    in each). Keras 3 builds both before its first step itself."""
+    the first epoch paid both traces, each one copy of the model's graph per replica
+    (docs/benchmarks.md). Keras 3 builds both before its first step itself."""
     if keraschoice.keras_version() == 3:
         return
     import tensorflow as tf
