@@ -199,7 +199,7 @@ def build_parser(description: str = DESCRIPTION) -> argparse.ArgumentParser:
         help="profile these training steps into --out/tensorboard (chief only)")
     add("--compile-cache", type=Path, metavar="DIR",
         help="Keras 3 on JAX: JAX's persistent compilation cache in DIR, where what this "
-             "run compiles is kept and what an earlier run compiled of the same shapes is "
+             "run compiles is kept and what an earlier run on the same devices compiled is "
              "found (training.compile_cache); your JAX_COMPILATION_CACHE_DIR wins")
     add("--breakdown-steps", type=int, default=0, metavar="N",
         help="trace N steps of the first epoch and time the all-reduce after training, into "
