@@ -9,9 +9,9 @@ import pytest
 import yaml
 from conftest import ROOT
 
+from dlscale.core import models
 from dlscale.core.errors import PlanError
-from dlscale.core.schema import validate
-from dlscale.core.vocabulary import SMALL_MODELS
+from dlscale.core.schema import load, validate
 from dlscale.plan.sweep import SweepError, plan_sweep
 
 
@@ -90,12 +90,14 @@ def test_the_defaults_filled_in_are_snakemakes(name):
     assert validate({})["external_runs"] == []
 
 
-def test_model_names_are_exactly_keras_applications_plus_the_small_cnn():
+def test_model_names_are_exactly_keras_applications_plus_dlscales_own():
+    """The models table names every keras.applications model of the installed Keras, and
+    the schema's choices are the table's names."""
     keras = pytest.importorskip("tf_keras")
-    schema = yaml.safe_load(open(SCHEMA))
-    names = set(schema["$defs"]["model"]["enum"])
     applications = {n for n in dir(keras.applications) if n[0].isupper()}
-    assert names == applications | set(SMALL_MODELS)
+    table = models.table()
+    assert {n for n, m in table.items() if m.builder == models.APPLICATIONS} == applications
+    assert set(load()["$defs"]["model"]["enum"]) == applications | set(models.own())
 
 
 def _config(**sections) -> dict:

@@ -164,7 +164,7 @@ def test_an_external_series_is_fitted_on_its_step_times_with_a_known_gradient():
 
 def test_an_external_logs_keras_application_is_sized_without_tensorflow():
     """The published study's models (and every keras.applications one) come from
-    gradients.csv: explain_scaling.py starts no TensorFlow for them, and runs where there
+    the models table: explain_scaling.py starts no TensorFlow for them, and runs where there
     is none. Before, each such study built the model (TensorFlow's start and the build), and
     failed where TensorFlow is not installed."""
     code = NO_TENSORFLOW + f"""
@@ -179,7 +179,7 @@ print(model_gradient_bytes("ResNet50V2"), model_gradient_bytes("ResNet152V2"))
 
 
 def test_the_kept_gradient_sizes_are_what_keras_builds():
-    """gradients.csv names every keras.applications model of the installed Keras and holds
+    """The models table names every keras.applications model of the installed Keras and holds
     what building it gives: checked here on three (a residual network, an inverted-residual
     one, and VGG16, whose flattened head depends on the image size)."""
     pytest.importorskip("tf_keras")

@@ -82,6 +82,7 @@ def test_a_non_editable_install_finds_its_schema_and_plans_a_dry_run(tmp_path):
                     "--target", str(site), str(source)],
                    check=True, capture_output=True, timeout=300)
     assert (site / "dlscale" / "core" / "schema.yaml").is_file()
+    assert (site / "dlscale" / "core" / "models.csv").is_file()
     flow = tmp_path / "flow"
     flow.mkdir()
     for part in ("Snakefile", "rules", "config", "report", "profiles"):

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import yaml
 from conftest import ROOT, SCRIPTS
 
+from dlscale.core import models, schema
 from dlscale.core import vocabulary as V
 
-SCHEMA = yaml.safe_load((ROOT / "config" / "schema.yaml").read_text())
+SCHEMA = schema.load()
 PROPS = SCHEMA["properties"]
 
 
 def test_the_schema_ships_in_the_package_and_config_links_to_it():
-    from dlscale.core import schema
-
     assert schema.PATH.parent == SCRIPTS / "dlscale" / "core"
     assert (ROOT / "config" / "schema.yaml").resolve() == schema.PATH.resolve()
 
@@ -21,7 +19,7 @@ def test_the_schema_ships_in_the_package_and_config_links_to_it():
 def test_choices_and_defaults_are_the_schemas():
     assert tuple(SCHEMA["$defs"]["precision"]["enum"]) == V.PRECISIONS
     assert tuple(PROPS["training"]["properties"]["device"]["enum"]) == V.DEVICES
-    assert set(V.SMALL_MODELS) <= set(SCHEMA["$defs"]["model"]["enum"])
+    assert tuple(SCHEMA["$defs"]["model"]["enum"]) == models.names()
     assert V.DEFAULTS["training"]["epochs"] == PROPS["training"]["properties"]["epochs"]["default"]
 
 

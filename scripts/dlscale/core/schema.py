@@ -15,6 +15,7 @@ import re
 from functools import cache
 from pathlib import Path
 
+from dlscale.core import models
 from dlscale.core.errors import PlanError
 
 LABEL_MAX = 100  # characters: a label names a folder of every point (runs/LABEL/gpusN/repK)
@@ -28,7 +29,15 @@ def load() -> dict:
 
     # libyaml's loader where PyYAML has it, ten times faster than the pure-Python one, in
     # every Snakemake start (planning and each SLURM job step) and every train.py
-    return yaml.load(PATH.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return with_models(yaml.load(PATH.read_text(),
+                                 Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)))
+
+
+def with_models(schema: dict) -> dict:
+    """`schema` with the model choices of the models table (dlscale.core.models), which
+    schema.yaml does not repeat."""
+    schema["$defs"]["model"]["enum"] = list(models.names())
+    return schema
 
 
 @cache
@@ -153,9 +162,9 @@ def check_raw_config(config: dict) -> None:
     if isinstance(md5, (int, float)) and not isinstance(md5, bool):
         raise PlanError(f"data.md5 was read as the number {md5!r}: put the checksum in quotes, "
                         'e.g. md5: "c58f30108f718f92721af3b95e74349a"')
-    models = (config.get("sweep") or {}).get("models") or []
+    entries = (config.get("sweep") or {}).get("models") or []
     commands = (config.get("sweep") or {}).get("commands") or {}
-    labels = [(e.get("label"), "sweep.models") for e in models if isinstance(e, dict)] + [
+    labels = [(e.get("label"), "sweep.models") for e in entries if isinstance(e, dict)] + [
         (k, "sweep.commands") for k in (commands if isinstance(commands, dict) else [])]
     for label, where in labels:
         if isinstance(label, str) and len(label) > LABEL_MAX:
@@ -163,10 +172,10 @@ def check_raw_config(config: dict) -> None:
                             f"characters: expected at most {LABEL_MAX} (it names "
                             "the points' folders)")
     known = load()["$defs"]["model"]["enum"]
-    for name in models if isinstance(models, list) else []:
+    for name in entries if isinstance(entries, list) else []:
         if isinstance(name, str) and ":" not in name and name not in known:
             close = difflib.get_close_matches(name, known, n=1)
             raise PlanError(f"sweep.models: unknown model '{name}'"
                             + (f" (did you mean {close[0]}?)" if close else "")
                             + ": expected a keras.applications name such as ResNet50V2, "
-                            "SimpleCNN, MLP, or your own as path/to/file.py:function")
+                            f"{', '.join(models.own())}, or your own as path/to/file.py:function")

@@ -11,6 +11,9 @@ import sys
 
 import yaml
 
+from dlscale.core import models
+from dlscale.core.schema import with_models
+
 INTRO = """# Configuration
 
 Every key of a dlscale config, generated from `config/schema.yaml` (which validates
@@ -58,11 +61,23 @@ def rows(props: dict, schema: dict, prefix: str = ""):
             yield from rows(items["properties"], schema, f"{name}[].")
 
 
+MODELS = """
+## Models
+
+The names a `model` takes, from `scripts/dlscale/core/models.csv` (`dlscale.core.models`):
+its builder, the smallest image it accepts and its float32 gradient at 10 classes and
+128 px (what an outside log's prediction all-reduces).
+
+"""
+
+
 def render(schema: dict) -> str:
+    """The reference of every key, then the models table (`schema` as schema.load()
+    gives it: the model choices are the models table's)."""
     lines = [INTRO, "| key | type | default | meaning |", "|---|---|---|---|"]
     for name, kind, default, meaning in rows(schema["properties"], schema):
         lines.append(f"| `{name}` | {kind} | {f'`{default}`' if default else ''} | {meaning} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + MODELS + models.render()
 
 
 def undocumented(schema: dict) -> list[str]:
@@ -72,7 +87,7 @@ def undocumented(schema: dict) -> list[str]:
 def main(argv=None) -> int:
     path = (argv or sys.argv[1:] or ["config/schema.yaml"])[0]
     with open(path) as handle:
-        sys.stdout.write(render(yaml.safe_load(handle)))
+        sys.stdout.write(render(with_models(yaml.safe_load(handle))))
     return 0
 
 

@@ -21,8 +21,6 @@ KERAS_VERSIONS = schema.choices("keras")
 KERAS_BACKENDS = schema.choices("backend")
 # MultiWorkerMirroredStrategy's collectives: auto is NCCL on GPUs, ring on CPUs
 COMMUNICATIONS = schema.choices("training", "communication")
-# models beside keras.applications: the course's small CNN and JSC's MNIST network
-SMALL_MODELS = ("SimpleCNN", "MLP")
 DEFAULTS = {name: schema.defaults(name) for name in ("data", "training", "analysis")}
 # Records held for shuffling: 4096 x 49 KB = 200 MB at 128 px, which keeps the reader
 # under 1.5 GB of RSS (docs/benchmarks.md).

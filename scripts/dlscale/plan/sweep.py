@@ -16,15 +16,10 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from dlscale.core import models
 from dlscale.core.errors import PlanError
 from dlscale.train import usermodel
 from dlscale.train.keraschoice import default_strategy, framework_problem
-
-# Smallest input each family accepts (keras.applications checks this at build time;
-# checking here fails before any job is submitted).
-MIN_IMAGE_SIZE = {"SimpleCNN": 8, "MLP": 8, "InceptionV3": 75, "InceptionResNetV2": 75,
-                  "Xception": 71, "NASNetLarge": 32, "NASNetMobile": 32}
-DEFAULT_MIN_IMAGE_SIZE = 32
 
 
 class SweepError(PlanError):
@@ -235,7 +230,8 @@ def plan_sweep(config: dict, checked: bool = False, train_images: int | None = N
             itertools.product(usermodel.entries(sweep["models"]), strategies, loops,
                               precisions, frameworks, sweep["gpus"],
                               range(1, sweep["repeats"] + 1)):
-        need = 1 if builder else MIN_IMAGE_SIZE.get(model, DEFAULT_MIN_IMAGE_SIZE)
+        # keras.applications checks this at build time; here it fails before any job
+        need = 1 if builder else models.min_image_size(model)
         if image_size < need:
             raise SweepError(f"model {model} needs images of at least {need}px, but "
                              f"data.image_size is {image_size}")

@@ -1,18 +1,16 @@
 """The gradient an external log's model all-reduces each step, without building it.
 
 A log that dlscale did not make names its model but holds no breakdown.json, so the
-prediction takes the gradient's size from the model itself: its trainable weights in
-float32, as the classic study builds it (ASSUMED_CLASSES classes, ASSUMED_SIZE px,
-weights=None). Building one costs TensorFlow's start and the build (on this project's
-VM about 4 s and, over the 71 models, 4.5 s each on average) in an analysis step that
-otherwise needs neither, and fails where TensorFlow is not installed; so the sizes of
-every keras.applications model are kept in gradients.csv beside this module, written from
-the installed Keras:
+prediction takes the gradient's size from the models table (dlscale.core.models): its
+float32 trainable weights as the classic study builds it (10 classes, 128 px,
+weights=None). Building a model there would cost TensorFlow's start and the build in an
+analysis step that otherwise needs neither, and fail where TensorFlow is not installed.
+The table's sizes are written from the installed Keras:
 
   python -m dlscale.reporting.gradients --write   # after a Keras upgrade
 
-tests/unit/test_explain.py builds some of them again and checks the file. Names the file
-lacks (dlscale's own small models, a model of a newer Keras) are built as before.
+tests/unit/test_explain.py builds some of them again and checks the table. A name the
+table lacks (a model of a newer Keras) is built as before.
 """
 
 from __future__ import annotations
@@ -20,18 +18,14 @@ from __future__ import annotations
 import argparse
 import csv
 import sys
-from pathlib import Path
 
-ASSUMED_CLASSES, ASSUMED_SIZE = 10, 128  # the classic study: CIFAR-10 at 128 px
-TABLE = Path(__file__).with_name("gradients.csv")
-HEADER = ["model", "gradient_bytes"]
+from dlscale.core import models
+from dlscale.core.models import ASSUMED_CLASSES, ASSUMED_SIZE
 
 
 def known() -> dict[str, int]:
-    """gradients.csv: model name -> float32 gradient bytes."""
-    with TABLE.open(newline="") as f:
-        rows = csv.DictReader(line for line in f if not line.startswith("#"))
-        return {row["model"]: int(row["gradient_bytes"]) for row in rows}
+    """The models table's sizes: model name -> float32 gradient bytes."""
+    return {m.name: m.gradient_bytes for m in models.table().values() if m.gradient_bytes}
 
 
 def built(name: str) -> int | None:
@@ -52,7 +46,7 @@ def built(name: str) -> int | None:
 def model_gradient_bytes(name: str) -> int | None:
     """The float32 gradient of a built-in or keras.applications model with
     ASSUMED_CLASSES classes at ASSUMED_SIZE px (the size matters only where a model
-    flattens its features: VGG), or None for a name dlscale cannot build."""
+    flattens its features: VGG, SimpleCNN), or None for a name dlscale cannot build."""
     return known().get(name) or built(name)
 
 
@@ -65,37 +59,45 @@ def applications() -> list[str]:
     return sorted(n for n in dir(keras.applications) if n[:1].isupper())
 
 
-def write(path: Path = TABLE) -> int:
-    """Build every keras.applications model and write gradients.csv (atomically)."""
+def write() -> int:
+    """Build every model of the table and of keras.applications, and write the table's
+    gradient_bytes (atomically): a new keras.applications model gets a row, with
+    keras.applications' usual smallest image size."""
     from dlscale.core.files import atomic
     from dlscale.train import keraschoice
 
-    rows = []
+    table = dict(models.table())
     for name in applications():
-        size = built(name)
-        print(f"{name}: {size}", file=sys.stderr)
-        if size:
-            rows.append([name, size])
+        table.setdefault(name, models.Model(name, models.APPLICATIONS,
+                                            models.DEFAULT_MIN_IMAGE_SIZE, None))
+    rows = []
+    for model in table.values():
+        size = built(model.name)
+        print(f"{model.name}: {size}", file=sys.stderr)
+        rows.append([model.name, model.builder, model.min_image_size, size or ""])
+    comments = [line for line in models.TABLE.read_text().splitlines(keepends=True)
+                if line.startswith("#") and "tf_keras" not in line]
     keras = keraschoice.keras()
-    with atomic(path) as tmp, open(tmp, "w", newline="") as f:
-        f.write(f"# python -m dlscale.reporting.gradients --write (tf_keras "
-                f"{keras.__version__}): float32 trainable weights, weights=None, "
-                f"{ASSUMED_CLASSES} classes, {ASSUMED_SIZE} px\n")
+    with atomic(models.TABLE) as tmp, open(tmp, "w", newline="") as f:
+        f.writelines(comments)
+        f.write(f"# gradient_bytes written by `python -m dlscale.reporting.gradients --write` "
+                f"(tf_keras {keras.__version__})\n")
         writer = csv.writer(f, lineterminator="\n")
-        writer.writerow(HEADER)
+        writer.writerow(models.HEADER)
         writer.writerows(rows)
+    models.table.cache_clear()
     return len(rows)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true",
-                        help="build every keras.applications model and write gradients.csv")
+                        help="build every model and write the models table's gradient sizes")
     args = parser.parse_args(argv)
     if not args.write:
         parser.print_help()
         return 2
-    print(f"wrote {write()} models to {TABLE}")
+    print(f"wrote {write()} models to {models.TABLE}")
     return 0
 
 

@@ -18,10 +18,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from dlscale.core import models
 from dlscale.core.contract import read_epochs
 from dlscale.core.errors import RunError  # noqa: F401 (the callers' name for it)
 from dlscale.core.files import append_jsonl, write_jsonl_atomic
-from dlscale.core.vocabulary import SMALL_MODELS, scaled_lr
+from dlscale.core.vocabulary import scaled_lr
 from dlscale.train import keraschoice
 from dlscale.train.telemetry import cpu_flags
 
@@ -193,6 +194,20 @@ def make_optimizer(name: str, rate, momentum: float = 0.0, legacy: bool = False)
 
 # --- model ------------------------------------------------------------------------------
 
+def simple_cnn(keras, x, num_classes: int):
+    """The course's warm-up CNN: two 5x5 convolution + max-pool blocks, a dense layer."""
+    for filters in (32, 64):
+        x = keras.layers.Conv2D(filters, 5, padding="same", activation="relu")(x)
+        x = keras.layers.MaxPooling2D()(x)
+    return keras.layers.Dense(num_classes)(keras.layers.Flatten()(x))
+
+
+def mlp(keras, x, num_classes: int):
+    """JSC's MNIST network: Flatten, Dense(512, relu), Dense(classes)."""
+    x = keras.layers.Dense(512, activation="relu")(keras.layers.Flatten()(x))
+    return keras.layers.Dense(num_classes)(x)
+
+
 def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int,
                 image_size: int | None = None, model_from: str | None = None):
     """uint8 images in, resized (when `image_size` differs from the input's) and
@@ -200,9 +215,8 @@ def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int,
 
     The resize is data.resize: on_device: bilinear in float32, as the study's
     `tf.image.resize` (half-pixel centres), not rounded, whatever the precision policy.
-    `name` is a keras.applications model (weights=None), SimpleCNN, the course's warm-up
-    CNN (two 5x5 convolution + max-pool blocks and a dense softmax), or MLP, the network
-    JSC trains on MNIST (Flatten, Dense(512), Dense(classes)); with `model_from`, the model
+    `name` is a model of the models table (dlscale.core.models: a keras.applications
+    model with weights=None, or one of the functions above); with `model_from`, the model
     a user's function builds (dlscale.train.usermodel), labelled `name`."""
     keras = keraschoice.keras()
 
@@ -222,20 +236,12 @@ def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int,
                                               name="probabilities")(user(x))
             return keras.Model(inputs, outputs, name=name)
         logits = user(x)
-    elif name == "MLP":  # JSC's MNIST network: Flatten, Dense(512, relu), Dense(classes)
-        x = keras.layers.Flatten()(x)
-        x = keras.layers.Dense(512, activation="relu")(x)
-        logits = keras.layers.Dense(num_classes)(x)
-    elif name == "SimpleCNN":
-        for filters in (32, 64):
-            x = keras.layers.Conv2D(filters, 5, padding="same", activation="relu")(x)
-            x = keras.layers.MaxPooling2D()(x)
-        x = keras.layers.Flatten()(x)
-        logits = keras.layers.Dense(num_classes)(x)
-    else:
+    elif (spec := models.table().get(name)) and spec.builder != models.APPLICATIONS:
+        logits = globals()[spec.builder](keras, x, num_classes)
+    else:  # a keras.applications model (one of a newer Keras too: gradients --write)
         factory = getattr(keras.applications, name, None)
         if factory is None or not name[:1].isupper():
-            raise RunError(f"unknown model '{name}': expected {' or '.join(SMALL_MODELS)} or a "
+            raise RunError(f"unknown model '{name}': expected {' or '.join(models.own())} or a "
                            "keras.applications name such as ResNet50V2", 2)
         backbone = factory(weights=None, input_shape=input_shape, classes=num_classes,
                            classifier_activation=None)

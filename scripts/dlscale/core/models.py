@@ -1,0 +1,68 @@
+"""The models dlscale builds by name, declared once: models.csv beside this module.
+
+Each row is a name, its builder (a function of dlscale.train.training, or
+keras.applications with weights=None), the smallest image it accepts and its float32
+gradient at ASSUMED_CLASSES classes and ASSUMED_SIZE px. The schema's model choices,
+planning's image-size check, the gradient of an outside log's model and the docs are
+read from here (docs/development.md, "A built-in model"). Cheap: no TensorFlow, no pandas.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+TABLE = Path(__file__).with_name("models.csv")
+HEADER = ("model", "builder", "min_image_size", "gradient_bytes")
+APPLICATIONS = "keras.applications"  # the builder of every keras.applications row
+ASSUMED_CLASSES, ASSUMED_SIZE = 10, 128  # the classic study: CIFAR-10 at 128 px
+DEFAULT_MIN_IMAGE_SIZE = 32  # keras.applications' own floor for most families
+
+
+@dataclass(frozen=True)
+class Model:
+    name: str
+    builder: str  # a function of dlscale.train.training, or APPLICATIONS
+    min_image_size: int  # px
+    gradient_bytes: int | None  # float32 trainable weights; None where not yet measured
+
+
+def parse(text: str) -> dict[str, Model]:
+    rows = csv.DictReader(line for line in text.splitlines() if not line.startswith("#"))
+    if tuple(rows.fieldnames or ()) != HEADER:
+        raise ValueError(f"{TABLE}: header {rows.fieldnames}: expected {', '.join(HEADER)}")
+    return {row["model"]: Model(row["model"], row["builder"], int(row["min_image_size"]),
+                                int(row["gradient_bytes"]) if row["gradient_bytes"] else None)
+            for row in rows}
+
+
+@cache
+def table() -> dict[str, Model]:
+    """models.csv: name -> Model, in the file's order (dlscale's own models first)."""
+    return parse(TABLE.read_text())
+
+
+def names() -> tuple[str, ...]:
+    return tuple(table())
+
+
+def own() -> tuple[str, ...]:
+    """dlscale's own models (built by a function of dlscale.train.training)."""
+    return tuple(m.name for m in table().values() if m.builder != APPLICATIONS)
+
+
+def min_image_size(name: str) -> int:
+    """The smallest input `name` accepts: 1 for a model not in the table (your own)."""
+    model = table().get(name)
+    return model.min_image_size if model else 1
+
+
+def render() -> str:
+    """The Markdown table of every model (docs/configuration.md's model list)."""
+    lines = ["| model | builder | smallest image [px] | gradient [MiB] |", "|---|---|---|---|"]
+    for m in table().values():
+        size = f"{m.gradient_bytes / 2**20:.1f}" if m.gradient_bytes else "-"
+        lines.append(f"| `{m.name}` | {m.builder} | {m.min_image_size} | {size} |")
+    return "\n".join(lines) + "\n"
