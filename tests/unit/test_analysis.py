@@ -371,3 +371,34 @@ def test_a_run_whose_epochs_all_print_0s_says_why_it_is_not_counted():
     assert not row["counted"]
     assert row["problem"].startswith("every epoch's time is 0 s: the output gives whole "
                                      "seconds")
+
+
+def test_every_declared_run_json_column_reaches_runs_csv(tmp_path):
+    """A column declared with a run.json source and carried into runs.csv
+    (dlscale.core.columns) needs nothing else: a record holding a value for each, the
+    nested ones included (dataset.name, system.*), gives runs.csv a row with each value,
+    in the registry's order. (slurm_job_id is left out: it makes the run table ask sacct.)"""
+    from dlscale.core import columns
+    from dlscale.reporting import runtable
+
+    carried = {name: key for name, key in columns.RECORD_KEYS.items()
+               if name in columns.RUNS_CARRIED and name not in ("model", "gpus", "nodes",
+                                                                 "global_batch", "status",
+                                                                 "slurm_job_id")}
+    record = {}
+    for name, key in carried.items():
+        *parents, leaf = key.split(".")
+        holder = record
+        for parent in parents:
+            holder = holder.setdefault(parent, {})
+        holder[leaf] = f"value of {name}"
+    folder = completed_run(tmp_path / "run", EPOCHS, LOG)
+    stored = json.loads((folder / "run.json").read_text())
+    stored.update({k: ({**stored[k], **v} if isinstance(stored.get(k), dict) else v)
+                   for k, v in record.items()})
+    (folder / "run.json").write_text(json.dumps(stored))
+    rows, _ = runtable.run_rows(folder, {"run": "r", "series": "M"})
+    runs = summarize_runs(pd.DataFrame(rows), skip_epochs=1)
+    assert list(runs.columns) == [c.name for c in columns.RUNS_CSV]
+    assert {name: runs[name].iloc[0] for name in carried} == {
+        name: f"value of {name}" for name in carried}

@@ -329,3 +329,25 @@ def test_make_docs_refuses_a_document_that_lost_a_marker_and_writes_nothing(tmp_
         columns.write(str(doc))
     assert "lacks <!-- columns: end -->" in str(stop.value) and "\n" not in str(stop.value)
     assert doc.read_text() == text
+
+
+def test_each_recipe_of_the_developers_guide_cites_files_and_names_that_exist():
+    """docs/development.md, "Where to change what": every path a recipe cites exists, and
+    every name it cites (`RUNS_CSV`, `simple_cnn` ...) is written in one of the files the
+    same recipe cites, so a renamed or moved thing fails here, not in the next engineer's
+    hands."""
+    text = (ROOT / "docs" / "development.md").read_text()
+    section = text.split("## Where to change what", 1)[1].split("\n## ", 1)[0]
+    recipes = re.findall(r"\*\*(.+?)\*\*(.+?)(?=\n\*\*|\Z)", section, re.S)
+    assert {title for title, _ in recipes} >= {"A log format.", "A column from run.json.",
+                                               "A built-in model.", "A backend (strategy)."}
+    for title, body in recipes:
+        cited = re.findall(r"`([^`\s]+)`", body.replace("\n", " "))
+        paths = [c for c in cited if "/" in c and "." in c.rsplit("/", 1)[-1]
+                 and not c.endswith("/")]
+        names = [c for c in cited if re.fullmatch(r"[A-Za-z_]\w*", c)]
+        assert paths, f"{title} cites no file"
+        assert [p for p in paths if not (ROOT / p).exists()] == [], title
+        texts = [(ROOT / p).read_text() for p in paths]
+        assert [n for n in names if not any(re.search(rf"\b{n}\b", t) for t in texts)] \
+            == [], title

@@ -1,9 +1,11 @@
-"""The columns of scaling.csv and runs.csv, declared once with their units.
+"""The columns of the tables, declared once: name, unit, meaning, source and tables.
 
 Like ReFrame's performance variables: each number the study reports is named here with
-its unit and a one-line meaning. analysis.py builds scaling.csv in this order;
-docs/analysis.md carries the table `render()` makes (`make docs`; a test compares them)
-beside its longer definitions.
+its unit and a one-line meaning, and where it comes from. The per-run table takes each
+column with a `source` from run.json or epochs.jsonl (runtable); runs.csv holds the
+columns with a `runs` role, in this order (analysis); scaling.csv its own, in this order;
+docs/analysis.md carries the table `render()` makes (`make docs`; a test compares them).
+Adding a column from run.json is its declaration here, the writer of the key, and a test.
 
   python -m dlscale.core.columns                          # the table, on stdout
   python -m dlscale.core.columns --write docs/analysis.md  # between its markers
@@ -11,9 +13,11 @@ beside its longer definitions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dlscale.core.vocabulary import SYSTEM_FIELDS, TELEMETRY_FIELDS
+
+CARRIED, COMPUTED = "carried", "computed"  # a column's role in runs.csv (Column.runs)
 
 
 @dataclass(frozen=True)
@@ -23,10 +27,20 @@ class Column:
     meaning: str
     measured: bool = False  # taken from the runs (else derived from other columns)
     since_v1: bool = True  # in every scaling.csv (else older studies' may lack it)
+    # where the per-run table takes it from: "run.json:KEY" or "epochs.jsonl:KEY"; "" where
+    # an analysis step computes it
+    source: str = ""
+    # runs.csv: CARRIED (the run's value, as its per-run table holds it), COMPUTED (from
+    # the run's epochs), or "" (not in runs.csv)
+    runs: str = ""
 
 
 def _later(*columns: Column) -> tuple[Column, ...]:
-    return tuple(Column(c.name, c.unit, c.meaning, c.measured, False) for c in columns)
+    return tuple(replace(c, since_v1=False) for c in columns)
+
+
+def _record(key: str) -> str:
+    return f"run.json:{key}"
 
 
 TELEMETRY_UNITS = {"cpu_percent": ("%", "host CPU, mean over the steady epochs"),
@@ -37,41 +51,51 @@ TELEMETRY_UNITS = {"cpu_percent": ("%", "host CPU, mean over the steady epochs")
                    "j_per_image": ("J", "GPU energy per training image")}
 
 SCALING = (
-    Column("series", "", "the point's series (a model, or your label)", True),
-    Column("model", "", "the model", True),
-    Column("strategy", "", "tf.distribute strategy, Horovod, or dataparallel (JAX)", True),
-    Column("precision", "", "float32, mixed_float16 or mixed_bfloat16", True),
-    Column("nodes", "", "nodes the point ran on", True),
-    Column("gpus", "", "GPUs over all nodes", True),
-    Column("global_batch", "images", "images per step over all GPUs", True),
+    Column("series", "", "the point's series (a model, or your label)", True, runs=CARRIED),
+    Column("model", "", "the model", True, source=_record("model"), runs=CARRIED),
+    Column("strategy", "", "tf.distribute strategy, Horovod, or dataparallel (JAX)", True,
+           source=_record("strategy"), runs=CARRIED),
+    Column("precision", "", "float32, mixed_float16 or mixed_bfloat16", True,
+           source=_record("precision"), runs=CARRIED),
+    Column("nodes", "", "nodes the point ran on", True, source=_record("nodes"), runs=CARRIED),
+    Column("gpus", "", "GPUs over all nodes", True, source=_record("replicas"), runs=CARRIED),
+    Column("global_batch", "images", "images per step over all GPUs", True,
+           source=_record("global_batch"), runs=CARRIED),
     Column("repeats", "", "counted runs pooled", True),
-    Column("epochs_used", "", "epochs entering epoch_time_s, over the repeats", True),
-    Column("epoch_time_s", "s", "mean epoch time after skip_epochs", True),
+    Column("epochs_used", "", "epochs entering epoch_time_s, over the repeats", True,
+           runs=COMPUTED),
+    Column("epoch_time_s", "s", "mean epoch time after skip_epochs", True, runs=COMPUTED),
     Column("epoch_time_std", "s", "standard deviation of those epochs", True),
     Column("epoch_time_ci95", "s", "half-width of the mean's 95 % confidence interval", True),
-    Column("images_per_s", "images/s", "images per epoch / epoch_time_s", True),
-    Column("final_accuracy", "1", "training accuracy of the last epoch", True),
-    Column("test_accuracy", "1", "accuracy on the test split", True),
+    Column("images_per_s", "images/s", "images per epoch / epoch_time_s", True, runs=COMPUTED),
+    Column("final_accuracy", "1", "training accuracy of the last epoch", True, runs=COMPUTED),
+    Column("test_accuracy", "1", "accuracy on the test split", True,
+           source=_record("test_accuracy"), runs=CARRIED),
     Column("speedup", "1", "the base point's epoch time / this epoch time"),
     Column("efficiency", "1", "speedup / (gpus / base_gpus)"),
     Column("accuracy_delta", "1", "final_accuracy minus the base point's"),
     Column("test_accuracy_delta", "1", "test_accuracy minus the base point's"),
     Column("accuracy_flag", "", "accuracy_delta beyond accuracy_tolerance"),
     *_later(
-        Column("scaling", "", "weak or strong", True),
+        Column("scaling", "", "weak or strong", True, runs=CARRIED),
         Column("serial_fraction", "1", "Karp-Flatt serial fraction"),
         Column("gpu_hours_per_epoch", "GPU-h", "gpus x epoch_time_s / 3600"),
         Column("gpu_hours_per_100_epochs", "GPU-h", "100 x gpu_hours_per_epoch"),
         Column("cost_per_epoch", "price", "gpu_hours_per_epoch x gpu_hour_price"),
-        Column("time_to_target_s", "s", "training time to the target accuracy", True),
+        Column("time_to_target_s", "s", "training time to the target accuracy", True,
+               runs=COMPUTED),
         Column("target_reached", "", "runs that reached it, of all", True),
-        *(Column(name, *TELEMETRY_UNITS[name], True) for name in TELEMETRY_FIELDS),
-        Column("synthetic_images_per_s", "images/s", "throughput on synthetic input", True),
+        *(Column(name, *TELEMETRY_UNITS[name], True, source=f"epochs.jsonl:{name}",
+                 runs=COMPUTED) for name in TELEMETRY_FIELDS),
+        Column("synthetic_images_per_s", "images/s", "throughput on synthetic input", True,
+               source=_record("synthetic_images_per_s"), runs=CARRIED),
         Column("input_ratio", "1", "images_per_s / synthetic_images_per_s"),
         Column("input_bound", "", "input_ratio under the input-bound threshold"),
         Column("gpu_model", "", "the GPU model the runs reported", True),
-        Column("job_s", "s", "the point's job, start to record", True),
-        Column("overhead_s", "s", "job_s minus the training", True),
+        Column("job_s", "s", "the point's job, start to record", True, source=_record("job_s"),
+               runs=CARRIED),
+        Column("overhead_s", "s", "job_s minus the training", True,
+               source=_record("overhead_s"), runs=CARRIED),
         Column("overhead_fraction", "1", "overhead_s / job_s"),
         Column("flags", "", "what the report flags about the point"),
         Column("base_gpus", "", "GPUs of the series' base point: 1 GPU on one node, else "
@@ -79,40 +103,68 @@ SCALING = (
     ),
 )
 # runs.csv: one row per run; beside scaling.csv's columns (per run) it has these
-RUNS = (
+RUNS = tuple(replace(c, runs=c.runs or CARRIED) for c in (
     Column("run", "", "the run: its folder below results/runs, or external/<entry>[#run]", True),
     Column("source", "", "dlscale (trained here) or external (a log you brought)", True),
     Column("repeat", "", "the repeat's number (seed = seed + repeat - 1)", True),
-    Column("host", "", "the host the run's records name", True),
-    Column("slurm_job_id", "", "the SLURM job that ran it; empty outside SLURM", True),
-    Column("dataset", "", "the dataset's name", True),
-    Column("device", "", "gpu or cpu (logical CPU devices)", True),
-    Column("backend", "", "the Keras backend that trained it: tensorflow or jax", True),
-    Column("image_size", "px", "the model's input size", True),
-    Column("resize", "", "on_device, prepare or none: where images got that size", True),
-    Column("images_per_epoch", "images", "steps x global batch, or train_images", True),
-    Column("epochs_expected", "", "the epochs the run was planned with", True),
-    Column("epochs_done", "", "the epochs it finished", True),
-    Column("final_loss", "1", "training loss of the last epoch", True),
-    Column("status", "", "completed, failed, out_of_memory, timeout or killed", True),
-    Column("counted", "", "whether the run enters scaling.csv", True),
-    Column("problem", "", "why it does not count, or empty", True),
+    Column("host", "", "the host the run's records name", True, source=_record("host")),
+    Column("slurm_job_id", "", "the SLURM job that ran it; empty outside SLURM", True,
+           source="run.json:env.SLURM_JOB_ID"),
+    Column("dataset", "", "the dataset's name", True, source="run.json:dataset.name"),
+    Column("device", "", "gpu or cpu (logical CPU devices)", True,
+           source=_record("device_kind")),
+    Column("backend", "", "the Keras backend that trained it: tensorflow or jax", True,
+           source=_record("backend")),
+    Column("image_size", "px", "the model's input size", True, source=_record("image_size")),
+    Column("resize", "", "on_device, prepare or none: where images got that size", True,
+           source=_record("resize")),
+    Column("images_per_epoch", "images", "steps x global batch, or train_images", True,
+           source=_record("images_per_epoch")),
+    Column("epochs_expected", "", "the epochs the run was planned with", True,
+           source=_record("epochs"), runs=COMPUTED),
+    Column("epochs_done", "", "the epochs it finished", True, runs=COMPUTED),
+    Column("final_loss", "1", "training loss of the last epoch", True, runs=COMPUTED),
+    Column("status", "", "completed, failed, out_of_memory, timeout or killed", True,
+           source=_record("status")),
+    Column("counted", "", "whether the run enters scaling.csv", True, runs=COMPUTED),
+    Column("problem", "", "why it does not count, or empty", True, runs=COMPUTED),
     Column("log_check", "", "ok, or how the printed log differs from the records", True),
-    Column("streams", "", "workers whose lines an external log held", True),
+    Column("streams", "", "workers whose lines an external log held", True,
+           source=_record("streams")),
     Column("gpus_logged", "", "the GPU count the log stated, where it differs", True),
-    Column("logged_images_per_s", "images/s", "a benchmark's printed throughput", True),
-    Column("notes", "", "what went wrong beside the training", True),
-    *(Column(f"system_{name}", "", f"the run's system description: {name}", True)
-      for name in SYSTEM_FIELDS),
-)
+    Column("logged_images_per_s", "images/s", "a benchmark's printed throughput", True,
+           source=_record("logged_images_per_s")),
+    Column("notes", "", "what went wrong beside the training", True, source=_record("notes"),
+           runs=COMPUTED),
+    *(Column(f"system_{name}", "", f"the run's system description: {name}", True,
+             source=f"run.json:system.{name}") for name in SYSTEM_FIELDS),
+))
 # what SLURM's accounting says of a point's job (runs.csv; dlscale.jobs.slurm reads it)
-ACCOUNTED = (
-    Column("sacct_state", "", "the job's final state", True),
-    Column("sacct_elapsed_s", "s", "the job's elapsed time", True),
-    Column("sacct_cpu_s", "s", "the job's CPU time", True),
-    Column("sacct_max_rss_mb", "MiB", "largest resident memory of any step", True),
-    Column("sacct_energy_j", "J", "energy of the allocation's nodes", True),
-    Column("sacct_alloc_tres", "", "the allocation's trackable resources", True),
+ACCOUNTED = tuple(Column(*c, True, runs=CARRIED) for c in (
+    ("sacct_state", "", "the job's final state"),
+    ("sacct_elapsed_s", "s", "the job's elapsed time"),
+    ("sacct_cpu_s", "s", "the job's CPU time"),
+    ("sacct_max_rss_mb", "MiB", "largest resident memory of any step"),
+    ("sacct_energy_j", "J", "energy of the allocation's nodes"),
+    ("sacct_alloc_tres", "", "the allocation's trackable resources"),
+))
+# the per-run table (each run's epochs.csv, and results/tables/epochs.csv): one row per
+# epoch; beside the columns above that have a source, it has these
+EPOCHS = (
+    Column("epoch", "", "the epoch's number, from 1", True, source="epochs.jsonl:epoch"),
+    Column("seconds", "s", "the epoch's time", True, source="epochs.jsonl:seconds"),
+    Column("steps", "", "the epoch's steps", True, source="epochs.jsonl:steps"),
+    Column("samples", "images", "the epoch's images", True, source="epochs.jsonl:images"),
+    Column("loss", "1", "the epoch's training loss", True, source="epochs.jsonl:loss"),
+    Column("accuracy", "1", "the epoch's training accuracy", True,
+           source="epochs.jsonl:accuracy"),
+    Column("lr", "1", "the learning rate at the epoch's end", True, source="epochs.jsonl:lr"),
+    Column("gpus_asked", "", "the replicas the run asked for", True,
+           source=_record("gpus_asked")),
+    Column("failure", "", "why the run ended without completing", True,
+           source=_record("failure")),
+    Column("train_input", "", "what the run trained on: the shards, or synthetic input", True,
+           source=_record("train_input")),
 )
 
 # breakdown.csv: one row per point (dlscale.reporting.explain), after scaling.csv's first six
@@ -157,18 +209,36 @@ PREDICTION = (
 )
 
 SCALING_COLUMNS = [c.name for c in SCALING if c.since_v1]
+# runs.csv in this order: the run's name and origin, scaling.csv's per-run columns, the rest
+RUNS_CSV = (*RUNS[:2], *(c for c in SCALING if c.runs), *RUNS[2:], *ACCOUNTED)
+# carried into runs.csv as the per-run table holds them (empty where a log lacks them)
+RUNS_CARRIED = tuple(c.name for c in RUNS_CSV if c.runs == CARRIED)
+# run.json's keys as per-run table columns; a dotted key is a member of a run.json object
+RECORD_KEYS = {c.name: c.source.split(":", 1)[1] for c in (*SCALING, *RUNS, *EPOCHS)
+               if c.source.startswith("run.json:")}
+# epochs.jsonl's keys as per-run table columns
+EPOCH_KEYS = {c.source.split(":", 1)[1]: c.name for c in (*SCALING, *EPOCHS)
+              if c.source.startswith("epochs.jsonl:")}
 EXTRA_COLUMNS = [c.name for c in SCALING if not c.since_v1]  # older tables may lack them
 MEASURED = [c.name for c in SCALING if c.measured]  # one value per point, from its runs
 ACCOUNTED_COLUMNS = tuple(c.name for c in ACCOUNTED)
 
 
 def render() -> str:
-    """The Markdown table of every column with its unit and meaning."""
-    lines = ["| column | table | unit | meaning |", "|---|---|---|---|"]
+    """The Markdown table of every column with its unit, meaning and source."""
+    lines = ["| column | table | unit | meaning | from |", "|---|---|---|---|---|"]
     for table, columns in (("scaling.csv", SCALING), ("runs.csv", RUNS + ACCOUNTED),
-                           ("breakdown.csv", BREAKDOWN), ("prediction.csv", PREDICTION)):
-        lines += [f"| `{c.name}` | {table} | {c.unit or '-'} | {c.meaning} |" for c in columns]
+                           ("epochs.csv", EPOCHS), ("breakdown.csv", BREAKDOWN),
+                           ("prediction.csv", PREDICTION)):
+        lines += [f"| `{c.name}` | {table}{', runs.csv' if c.runs and c in SCALING else ''} "
+                  f"| {c.unit or '-'} | {c.meaning} | {_origin(c)} |" for c in columns]
     return "\n".join(lines) + "\n"
+
+
+def _origin(column: Column) -> str:
+    if column.source:
+        return f"`{column.source}`"
+    return "the runs" if column.measured else "computed"
 
 
 BEGIN, END = "<!-- columns: generated -->\n", "<!-- columns: end -->\n"

@@ -32,8 +32,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from dlscale.core.columns import ACCOUNTED_COLUMNS as ACCOUNTED
-from dlscale.core.columns import EXTRA_COLUMNS, MEASURED, SCALING_COLUMNS
+from dlscale.core.columns import (
+    EPOCH_KEYS,
+    EXTRA_COLUMNS,
+    MEASURED,
+    RECORD_KEYS,
+    RUNS_CARRIED,
+    RUNS_CSV,
+    SCALING_COLUMNS,
+)
 from dlscale.core.contract import Status
 from dlscale.core.errors import one_line
 from dlscale.core.vocabulary import (
@@ -94,12 +101,9 @@ def _defaults(epochs: pd.DataFrame) -> pd.DataFrame:
         epochs["run"] = epochs["file"].astype(str)
         if "log_run" in epochs:
             epochs["run"] += "#" + epochs["log_run"].astype(str)
-    for column in (*EPOCH_METRICS, "skip_epochs", "gpus_asked", "epochs_expected", "notes",
-                   "dataset", "device", "backend", "image_size", "resize", "test_accuracy",
-                   "images_per_epoch", "streams", "gpus_logged",
-                   "logged_images_per_s", "job_s", "overhead_s",
-                   "failure", "synthetic_images_per_s", *TELEMETRY_FIELDS,
-                   *(f"system_{name}" for name in SYSTEM_FIELDS)):
+    # what a run's row takes from its per-run table, which an outside log may lack
+    for column in (*EPOCH_METRICS, "skip_epochs", *RECORD_KEYS, *EPOCH_KEYS.values(),
+                   *RUNS_CARRIED):
         if column not in epochs:
             epochs[column] = np.nan
     epochs["cut"] = epochs["cut"].astype(str).str.lower().isin(["true", "1"])
@@ -144,7 +148,7 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
     """One row per run with its checks (`counted`, `problem`) and its own means."""
     epochs = _defaults(epochs)
     rows = []
-    for run, group in epochs.groupby("run", sort=False):
+    for _, group in epochs.groupby("run", sort=False):
         first = group.iloc[0]
         group = group.dropna(subset=["epoch"]).sort_values("epoch")  # a run without epochs
         expected = first["epochs_expected"]                          # has one empty row
@@ -184,41 +188,23 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
         elif used.empty and not benchmark:
             problems.append(f"no epoch left after skipping {skip}")
         rows.append({
-            "run": run, "source": first["source"], "series": first["series"],
-            "model": first["model"], "strategy": first["strategy"],
-            "precision": first["precision"], "scaling": first["scaling"],
-            "nodes": int(first["nodes"]),
-            "gpus": first["gpus"], "repeat": int(first["repeat"]),
-            "global_batch": first.get("global_batch"),
-            "images_per_epoch": first["images_per_epoch"],
+            **{column: first.get(column) for column in RUNS_CARRIED},
+            "nodes": int(first["nodes"]), "repeat": int(first["repeat"]),
             "epochs_done": len(group), "epochs_used": len(used),
             "epoch_time_s": used["seconds"].mean() if len(used) else np.nan,
             "final_loss": group["loss"].iloc[-1] if len(group) else np.nan,
             "final_accuracy": group["accuracy"].iloc[-1] if len(group) else np.nan,
-            "test_accuracy": first["test_accuracy"],
             "time_to_target_s": time_to_target(group, target_accuracy),
             **telemetry_of(used),
-            "synthetic_images_per_s": first["synthetic_images_per_s"],
-            **{f"system_{name}": first[f"system_{name}"] for name in SYSTEM_FIELDS},
-            "host": first.get("host"), "slurm_job_id": first.get("slurm_job_id"),
-            "notes": notes, "dataset": first["dataset"], "device": first["device"],
-            "backend": first["backend"], "image_size": first["image_size"],
-            "resize": first["resize"],
-            "status": first["status"], "epochs_expected": expected,
-            "log_check": first["log_check"], "streams": first["streams"],
-            "gpus_logged": first["gpus_logged"],
-            "logged_images_per_s": first["logged_images_per_s"],
-            "job_s": first["job_s"], "overhead_s": first["overhead_s"],
-            # what SLURM accounted for the job (dlscale.jobs.slurm; empty outside SLURM)
-            **{column: first.get(column) for column in ACCOUNTED},
+            "notes": notes, "epochs_expected": expected,
             "counted": not problems, "problem": "; ".join(problems),
         })
-    runs = pd.DataFrame(rows)
+    runs = pd.DataFrame(rows, columns=[c.name for c in RUNS_CSV if c.name != "images_per_s"])
     runs["gpus"] = pd.to_numeric(runs["gpus"]).astype("Int64")  # empty for a crashed log
     runs["images_per_s"] = (pd.to_numeric(runs["images_per_epoch"], errors="coerce")
                             / runs["epoch_time_s"]).fillna(
         pd.to_numeric(runs["logged_images_per_s"], errors="coerce"))  # a benchmark's own
-    return runs
+    return runs[[c.name for c in RUNS_CSV]]  # in the registry's order
 
 
 def flags_of(row, accuracy_tolerance: float) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dlscale.core.columns import EPOCH_KEYS, RECORD_KEYS
 from dlscale.core.contract import (
     EPOCHS,
     RUN_JSON,
@@ -21,27 +22,11 @@ from dlscale.core.contract import (
     append_attempt,
     read_epochs,
 )
-from dlscale.core.vocabulary import EPOCH_COLUMNS, SYSTEM_FIELDS, TELEMETRY_FIELDS
+from dlscale.core.vocabulary import EPOCH_COLUMNS
 from dlscale.jobs import slurm
 from dlscale.launch.command import STRATEGY as COMMAND
 
 OK = "ok"
-# column <- run record key (planned values given as meta stand where the record has None)
-RECORD_COLUMNS = {"model": "model", "gpus": "replicas", "gpus_asked": "gpus_asked",
-                  "nodes": "nodes", "strategy": "strategy", "precision": "precision",
-                  "backend": "backend",
-                  "global_batch": "global_batch", "images_per_epoch": "images_per_epoch",
-                  "epochs_expected": "epochs", "status": "status", "failure": "failure",
-                  "test_accuracy": "test_accuracy", "host": "host", "image_size": "image_size",
-                  "resize": "resize", "train_input": "train_input",
-                  "synthetic_images_per_s": "synthetic_images_per_s",
-                  # a sweep.commands point's output, as read (dlscale.launch.command)
-                  "streams": "streams", "logged_images_per_s": "logged_images_per_s",
-                  # the job's cost beyond its training (dlscale.jobs.phases)
-                  "job_s": "job_s", "overhead_s": "overhead_s"}
-# the record's epoch keys -> columns
-EPOCH_KEYS = {"epoch": "epoch", "seconds": "seconds", "steps": "steps", "images": "samples",
-              "loss": "loss", "accuracy": "accuracy", "lr": "lr"}
 
 
 class RunTableError(ValueError):
@@ -49,17 +34,18 @@ class RunTableError(ValueError):
 
 
 def record_columns(record: RunRecord) -> dict:
-    columns = {c: record[k] for c, k in RECORD_COLUMNS.items() if record.get(k) is not None}
-    columns["slurm_job_id"] = (record.get("env") or {}).get("SLURM_JOB_ID")
-    columns["dataset"] = (record.get("dataset") or {}).get("name")
-    columns["device"] = record.get("device_kind")
-    system = record.get("system") or {}
-    for name in SYSTEM_FIELDS:
-        value = system.get(name)
-        if value not in (None, [], ""):
-            columns[f"system_{name}"] = ":".join(value) if isinstance(value, list) else value
-    if record.get("notes"):
-        columns["notes"] = "; ".join(record["notes"])
+    """The per-run table's columns that run.json holds (columns.RECORD_KEYS: a dotted key
+    is a member of one of its objects); a list is joined, the notes by '; '."""
+    columns = {}
+    for column, key in RECORD_KEYS.items():
+        value = record
+        for part in key.split("."):
+            value = value.get(part) if isinstance(value, dict) else None
+        if value is None or value == [] or (value == "" and key.startswith("system.")):
+            continue
+        if isinstance(value, list):
+            value = ("; " if column == "notes" else ":").join(map(str, value))
+        columns[column] = value
     return columns
 
 
@@ -127,7 +113,6 @@ def run_rows(run_dir: Path, meta: dict) -> tuple[list[dict], str]:
     for epoch in epochs:
         row = {**columns, "epochs_total": record["epochs"], "cut": False}
         row.update({column: epoch.get(key) for key, column in EPOCH_KEYS.items()})
-        row.update({k: epoch[k] for k in TELEMETRY_FIELDS if k in epoch})
         if epoch.get("loss_unknown"):  # a command's output without a loss (dlscale.launch.command)
             row["loss_unknown"] = True
         rows.append(row)
