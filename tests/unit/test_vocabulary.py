@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from conftest import ROOT, SCRIPTS
 
 from dlscale.core import models, schema
@@ -36,3 +38,15 @@ def test_every_config_key_is_documented_and_the_reference_is_current():
     assert undocumented(SCHEMA) == []
     current = (ROOT / "docs" / "configuration.md").read_text()
     assert current == render(SCHEMA), "docs/configuration.md is stale: run make docs"
+
+
+def test_every_megabyte_key_of_the_schema_says_mib():
+    """A key in MiB (bytes / 2^20: SLURM's --mem, Snakemake's mem_mb, the cache) says so,
+    and no description says MB for it."""
+    from dlscale.core.schema_docs import rows
+
+    sized = [(name, meaning) for name, _, _, meaning in rows(PROPS, SCHEMA)
+             if re.search(r"_mb(_|$)", name)]
+    assert {name for name, _ in sized} >= {"data.cache_mb", "resources.mem_mb_per_gpu"}
+    assert [name for name, meaning in sized
+            if "MiB" not in meaning or re.search(r"\bMB\b", meaning)] == []

@@ -321,10 +321,11 @@ def allocation_env(env: dict, nodes: int, tasks_per_node: int | None,
 # job's own line, never summed over steps; 0 or empty means the site does not measure it:
 # left empty) and the allocation's TRES.
 SACCT_FIELDS = "JobID,State,ElapsedRaw,TotalCPU,MaxRSS,ConsumedEnergyRaw,AllocTRES"
-MEMORY = {"": 1 / 1024 ** 2, "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0 ** 2}
+MEMORY = {"": 1 / 1024 ** 2,  # sacct's unit letters (powers of 1024) -> MiB
+           "K": 1 / 1024, "M": 1.0, "G": 1024.0, "T": 1024.0 ** 2}
 
 
-def megabytes(text: str) -> float | None:
+def mebibytes(text: str) -> float | None:
     """sacct's MaxRSS (1234K, 56M, 1.5G; bytes without a unit) in MiB."""
     m = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGT]?)", text.strip())
     return None if m is None else float(m.group(1)) * MEMORY[m.group(2)]
@@ -339,7 +340,7 @@ def parse_accounting(job: str, text: str) -> dict:
         if len(parts) != 7:
             continue
         job_id, state, elapsed, total_cpu, max_rss, energy, tres = parts
-        if max_rss and (value := megabytes(max_rss)) is not None:
+        if max_rss and (value := mebibytes(max_rss)) is not None:
             rss.append(value)
         if job_id != job:
             continue  # a step's line: only its memory counts

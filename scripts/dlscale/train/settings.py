@@ -185,9 +185,9 @@ def build_parser(description: str = DESCRIPTION) -> argparse.ArgumentParser:
              "on_device) the model's first layer resizes them (default: the shards' size)")
     add("--shuffle-buffer", type=int, default=data["shuffle_buffer"],
         help="training reader's shuffle buffer, in records (default: %(default)s)")
-    add("--cache-mb", type=int, default=data["cache_mb"], metavar="MB",
+    add("--cache-mb", type=int, default=data["cache_mb"], metavar="MIB",
         help="hold the decoded training images in memory after the first epoch when they "
-             "take at most MB (2^20 bytes) per input pipeline; 0: always read the shards "
+             "take at most MIB MiB per input pipeline; 0: always read the shards "
              "(default: %(default)s)")
     add("--communication", choices=COMMUNICATIONS, default=train["communication"],
         help="multiworker collectives: auto (NCCL on GPUs, ring on CPUs), nccl or ring")
