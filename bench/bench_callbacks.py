@@ -69,7 +69,7 @@ def main(argv=None) -> int:
     import tensorflow as tf
     from bare_keras import EpochTimer  # the bare script's timer, the same in every set
 
-    from dlscale.train import training as T
+    from dlscale.train import training
     from dlscale.train.keraschoice import keras as load_keras
     from dlscale.train.telemetry import Sampler
 
@@ -84,26 +84,26 @@ def main(argv=None) -> int:
 
     def compiled(rate):
         with strategy.scope():
-            model = T.build_model(args.model, shape, classes)
-            model.compile(optimizer=T.make_optimizer("sgd", rate), metrics=["accuracy"],
+            model = training.build_model(args.model, shape, classes)
+            model.compile(optimizer=training.make_optimizer("sgd", rate), metrics=["accuracy"],
                           loss="sparse_categorical_crossentropy")
         return model
 
     keras.utils.set_random_seed(0)
     constant = compiled(lr)
-    scheduled = compiled(T.warmup_schedule(0.01, lr, args.steps))
+    scheduled = compiled(training.warmup_schedule(0.01, lr, args.steps))
     extra = {"control": lambda: compiled(lr),  # built only when asked for
-             "flat": lambda: compiled(T.warmup_schedule(0.01, lr, 0))}
+             "flat": lambda: compiled(training.warmup_schedule(0.01, lr, 0))}
     extra = {name: make() for name, make in extra.items() if name in args.sets}
     data = strategy.distribute_datasets_from_function(
-        lambda context: T.synthetic_dataset(
+        lambda context: training.synthetic_dataset(
             shape, classes, context.get_per_replica_batch_size(global_batch), 0))
 
     work = Path(tempfile.mkdtemp(prefix="dlscale-bench-callbacks-"))
     sampler = Sampler(work / "telemetry.csv", 1.0, gpus=False)
 
     def recorder(name):
-        return T.epoch_recorder(work / f"{name}.jsonl", args.steps, global_batch,
+        return training.epoch_recorder(work / f"{name}.jsonl", args.steps, global_batch,
                                 lambda model: 0.0, True, sampler)
 
     def backup(name, round_):

@@ -69,7 +69,7 @@ def main(argv=None) -> int:
 
     from dlscale.core.vocabulary import SHUFFLE_BUFFER
     from dlscale.data.tfrecords import make_dataset
-    from dlscale.train import training as T
+    from dlscale.train import training
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(
@@ -120,7 +120,7 @@ def main(argv=None) -> int:
             epoch(inputs[name])
             cpu_s[name].append(cpu_seconds() - used)
             wall_s[name].append(time.perf_counter() - wall)
-    model_cpu, model_wall = model_epochs(strategy, T, args.model, x.shape[1:], global_batch,
+    model_cpu, model_wall = model_epochs(strategy, training, args.model, x.shape[1:], global_batch,
                                          steps, args.model_epochs)
     print(f"machine: {platform.node()}, {os.cpu_count()} cores; {len(x)} images at "
           f"{x.shape[1]} px, {args.replicas} replicas, global batch {global_batch}, {steps} "
@@ -136,7 +136,7 @@ def main(argv=None) -> int:
     return 0
 
 
-def model_epochs(strategy, T, name, shape, global_batch, steps, epochs):
+def model_epochs(strategy, training, name, shape, global_batch, steps, epochs):
     """CPU and wall seconds of each training epoch after the first (synthetic input)."""
     import tensorflow as tf
 
@@ -152,10 +152,10 @@ def model_epochs(strategy, T, name, shape, global_batch, steps, epochs):
                 wall_s.append(time.perf_counter() - self.started[1])
 
     with strategy.scope():
-        model = T.build_model(name, tuple(shape), 10)
-        model.compile(optimizer=T.make_optimizer("sgd", 0.01), metrics=["accuracy"],
+        model = training.build_model(name, tuple(shape), 10)
+        model.compile(optimizer=training.make_optimizer("sgd", 0.01), metrics=["accuracy"],
                       loss="sparse_categorical_crossentropy")
-    data = strategy.distribute_datasets_from_function(lambda context: T.synthetic_dataset(
+    data = strategy.distribute_datasets_from_function(lambda context: training.synthetic_dataset(
         tuple(shape), 10, context.get_per_replica_batch_size(global_batch), 0))
     model.fit(data, epochs=epochs + 1, steps_per_epoch=steps, verbose=0, callbacks=[Clock()])
     return cpu_s, wall_s

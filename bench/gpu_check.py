@@ -99,14 +99,14 @@ class Check:
         import keras
         import numpy as np
 
-        from dlscale.train import training as T
+        from dlscale.train import training
 
         args = self.args
         keras.utils.set_random_seed(0)
         keras.mixed_precision.set_global_policy(precision)
         size = args.image_size
         started = time.perf_counter()
-        model = T.build_model(name, (size, size, 3), CLASSES)
+        model = training.build_model(name, (size, size, 3), CLASSES)
         model.compile(optimizer=keras.optimizers.SGD(0.01, momentum=0.9),
                       loss="sparse_categorical_crossentropy", metrics=["accuracy"])
         rng = np.random.default_rng(0)

@@ -47,7 +47,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "scripts"))
 
-import bench_overhead as B  # noqa: E402  (after the paths it is found on)
+import bench_overhead  # noqa: E402  (after the paths it is found on)
 
 WINDOWS_ENV = "DLSCALE_PROFILE_WINDOWS"
 # where a sample ran, from its shared object's file name: the first pattern that matches
@@ -99,7 +99,8 @@ def part_of(dso: str) -> str:
 def profile(command: list[str], data: Path, windows_file: Path | None,
             frequency: int) -> list[tuple[float, float]]:
     """Runs `command` under perf, writing `data`; returns its epochs' (begin, end)."""
-    env = dict(B.ENV, ONEDNN_JIT_PROFILE="2")  # oneDNN names its kernels in perf-PID.map
+    # oneDNN names its kernels in perf-PID.map
+    env = dict(bench_overhead.ENV, ONEDNN_JIT_PROFILE="2")
     if windows_file:
         env[WINDOWS_ENV] = str(windows_file)
     proc = subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-F", str(frequency),
@@ -179,10 +180,11 @@ def main(argv=None) -> int:
     if "CLOCK_MONOTONIC" not in time.get_clock_info("perf_counter").implementation:
         raise SystemExit("error: time.perf_counter is not CLOCK_MONOTONIC here: the epochs' "
                          "windows and perf's samples would be on different clocks")
-    archive, data = B.prepared(args.work, args.images)
+    archive, data = bench_overhead.prepared(args.work, args.images)
     began = time.time()
     print(f"machine: {platform.node()}, {os.cpu_count()} cores, {sys.executable}")
-    print(f"{args.images} images at 32 px, batch {B.BATCH} per replica, {args.epochs} epochs "
+    print(f"{args.images} images at 32 px, batch {bench_overhead.BATCH} per replica, "
+          f"{args.epochs} epochs "
           f"(steady: epochs 2-{args.epochs}), {args.rounds} round(s), perf cpu-clock at "
           f"{args.frequency} Hz\n")
     for model in args.models:
@@ -192,14 +194,16 @@ def main(argv=None) -> int:
                 for kind in (runs if round_ % 2 == 0 else list(reversed(runs))):
                     perf_data = args.work / f"perf-{model}-{replicas}-{kind}.data"
                     if kind == "bare":
-                        command, windows_file = B.bare_command(archive, model, replicas,
-                                                               args.epochs), None
+                        command = bench_overhead.bare_command(archive, model, replicas,
+                                                              args.epochs)
+                        windows_file = None
                     else:
                         out = args.work / f"profile-{model}-{replicas}"
                         subprocess.run(["rm", "-rf", str(out)], check=True)
                         windows_file = args.work / "windows.json"
                         command = [sys.executable, str(Path(__file__).resolve()), "train",
-                                   *B.train_flags(data, out, model, replicas, args.epochs)]
+                                   *bench_overhead.train_flags(data, out, model, replicas,
+                                                               args.epochs)]
                     windows = profile(command, perf_data, windows_file, args.frequency)
                     runs[kind].append(attribute(perf_data, windows, args.frequency))
                     print(f"{model} x{replicas} round {round_ + 1} {kind}: wall "

@@ -6,8 +6,7 @@ import re
 
 from conftest import ROOT, SCRIPTS
 
-from dlscale.core import models, schema
-from dlscale.core import vocabulary as V
+from dlscale.core import models, schema, vocabulary
 
 SCHEMA = schema.load()
 PROPS = SCHEMA["properties"]
@@ -19,17 +18,18 @@ def test_the_schema_ships_in_the_package_and_config_links_to_it():
 
 
 def test_choices_and_defaults_are_the_schemas():
-    assert tuple(SCHEMA["$defs"]["precision"]["enum"]) == V.PRECISIONS
-    assert tuple(PROPS["training"]["properties"]["device"]["enum"]) == V.DEVICES
+    assert tuple(SCHEMA["$defs"]["precision"]["enum"]) == vocabulary.PRECISIONS
+    assert tuple(PROPS["training"]["properties"]["device"]["enum"]) == vocabulary.DEVICES
     assert tuple(SCHEMA["$defs"]["model"]["enum"]) == models.names()
-    assert V.DEFAULTS["training"]["epochs"] == PROPS["training"]["properties"]["epochs"]["default"]
+    epochs = PROPS["training"]["properties"]["epochs"]["default"]
+    assert vocabulary.DEFAULTS["training"]["epochs"] == epochs
 
 
 def test_each_plot_has_its_units_and_a_report_caption():
-    for name, (_column, _title, label, _) in V.PLOTS.items():
+    for name, (_column, _title, label, _) in vocabulary.PLOTS.items():
         assert "[" in label or name == "accuracy", f"{name}: the axis label names no unit"
         assert (ROOT / "report" / f"{name}.rst").is_file()
-    assert (ROOT / "report" / f"{V.OVERVIEW}.rst").is_file()
+    assert (ROOT / "report" / f"{vocabulary.OVERVIEW}.rst").is_file()
 
 
 def test_every_config_key_is_documented_and_the_reference_is_current():

@@ -47,9 +47,9 @@ from dlscale.train.timelimit import DeadlineReached, deadline_stop, job_deadline
 def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     """Train and evaluate; return the run record (status completed, failed, out_of_memory
     or timeout). Raises RunError when the run cannot start or go on."""
-    from dlscale.train import training as T
+    from dlscale.train import training
 
-    if problem := T.software_problem(settings.modules, settings.container):
+    if problem := training.software_problem(settings.modules, settings.container):
         raise RunError(problem, 2)
     from dlscale.train.keraschoice import framework_problem
 
@@ -73,7 +73,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     say = print if backend.chief else (lambda *a, **k: None)
     backend.setup()
     sampler = start_telemetry(settings, backend, stack)
-    plan = T.plan_run(batch_per_gpu=settings.batch_per_gpu, replicas=backend.replicas,
+    plan = training.plan_run(batch_per_gpu=settings.batch_per_gpu, replicas=backend.replicas,
                       train_images=manifest["splits"]["train"]["count"],
                       steps_per_epoch=settings.steps_per_epoch, base_lr=settings.base_lr,
                       lr_scaling=settings.lr_scaling, warmup_epochs=settings.warmup_epochs,
@@ -84,7 +84,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
                                    "XLA is on: JAX compiles every step (xla: false asks "
                                    "TensorFlow only)")
     r = Run(settings, backend, plan, manifest,
-            T.resolve_precision(settings.precision, settings.device), state)
+            training.resolve_precision(settings.precision, settings.device), state)
     notes: list[str] = []  # what went wrong beside the training: run.json and train.log
     if os.environ.get(SLOW_STEP_ENV):
         notes.append(f"slowed for a test: {SLOW_STEP_ENV}={os.environ[SLOW_STEP_ENV]} s "
@@ -179,17 +179,17 @@ def start_telemetry(settings, backend, stack: ExitStack):
 
 def build(r: Run, deadline, sampler=None, on_first=None, window=None):
     """The compiled model in the backend's scope, its epoch recorder and its callbacks."""
-    from dlscale.train import training as T
+    from dlscale.train import training
 
     settings, backend, plan = r.settings, r.backend, r.plan
     keras = keraschoice.keras()
     keraschoice.seed(settings.seed)
     keras.mixed_precision.set_global_policy(r.precision)
-    schedule = T.warmup_schedule(settings.base_lr, plan.lr, plan.warmup_steps)
-    recorder = T.epoch_recorder(r.state / EPOCHS, plan.steps, plan.global_batch,
+    schedule = training.warmup_schedule(settings.base_lr, plan.lr, plan.warmup_steps)
+    recorder = training.epoch_recorder(r.state / EPOCHS, plan.steps, plan.global_batch,
                                 backend.lr_of(schedule), backend.chief, sampler, on_first)
     with backend.scope():
-        model = T.build_model(settings.model, r.image_shape, r.manifest["num_classes"],
+        model = training.build_model(settings.model, r.image_shape, r.manifest["num_classes"],
                               settings.image_size, settings.model_from)
         callbacks = (backend.callbacks(recorder, str(r.backup), plan)
                      if settings.loop == "fit"
@@ -199,7 +199,7 @@ def build(r: Run, deadline, sampler=None, on_first=None, window=None):
             callbacks.append(deadline_stop(deadline, backend.agree))
         model.compile(optimizer=backend.optimizer(plan, schedule), metrics=["accuracy"],
                       loss="sparse_categorical_crossentropy", jit_compile=plan.xla)
-        T.create_step_variables(model)  # the training step is then traced once
+        training.create_step_variables(model)  # the training step is then traced once
     return model, recorder, callbacks
 
 
@@ -329,7 +329,7 @@ def record(r: Run, started: datetime, status: Status, reason, test: dict,
            fit_seconds: float, records: list[dict], *, resumed_at, note,
            notes: list[str]) -> RunRecord:
     """The run record of a run that got as far as training."""
-    from dlscale.train import training as T
+    from dlscale.train import training
 
     settings, backend, plan, manifest = r.settings, r.backend, r.plan, r.manifest
     return RunRecord.ending(
@@ -356,7 +356,7 @@ def record(r: Run, started: datetime, status: Status, reason, test: dict,
                  "image_shape": manifest["image_shape"],
                  "native_shape": manifest.get("native_shape")},
         **input_facts(settings, backend, manifest),
-        **T.environment_facts(), versions=(versions := T.versions()),
+        **training.environment_facts(), versions=(versions := training.versions()),
         keras=getattr(keraschoice.keras(), "__version__", None), backend=settings.backend,
         system=describe_system(versions), state_note=note, notes=notes,
         started=started.isoformat(timespec="seconds"),

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import time
 from pathlib import Path
 
 from dlscale.train import keraschoice
@@ -88,41 +87,6 @@ def backup_problem(folder: Path) -> str | None:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         return f"{name}/{WEIGHTS} cannot be read ({first[:160]})"
     return None
-
-
-def warmup_schedule(base_lr: float, target_lr: float, warmup_steps: int):
-    """training.warmup_schedule in keras.ops: the same ramp on any backend."""
-    keras = keraschoice.keras()
-    ops = keras.ops
-
-    class Warmup(keras.optimizers.schedules.LearningRateSchedule):
-        def __call__(self, step):
-            if warmup_steps <= 0:
-                return ops.convert_to_tensor(target_lr, "float32")
-            fraction = ops.minimum(ops.cast(step, "float32") / warmup_steps, 1.0)
-            return base_lr + (target_lr - base_lr) * fraction
-
-        def get_config(self):
-            return {"base_lr": base_lr, "target_lr": target_lr, "warmup_steps": warmup_steps}
-
-    return Warmup()
-
-
-def synthetic_speed(model, dataset, steps: int, global_batch: int) -> float:
-    """Images/s of `steps` steps of `fit` on `dataset` (one repeated batch), timed in a
-    second epoch after an untimed first one (tracing, compiling, warm-up)."""
-    keras = keraschoice.keras()
-    seconds = []
-
-    class Timer(keras.callbacks.Callback):
-        def on_epoch_begin(self, epoch, logs=None):
-            self.start = time.perf_counter()
-
-        def on_epoch_end(self, epoch, logs=None):
-            seconds.append(time.perf_counter() - self.start)
-
-    model.fit(dataset, epochs=2, steps_per_epoch=steps, verbose=0, callbacks=[Timer()])
-    return round(steps * global_batch / seconds[-1], 2)
 
 
 def out_of_memory(exc: BaseException) -> bool:

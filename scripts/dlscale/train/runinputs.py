@@ -53,7 +53,7 @@ def inputs(r: Run, epochs_done: int = 0):
     order TensorFlow's reader gives with the images held in memory."""
     from dlscale.data.shardreader import Reader
     from dlscale.data.tfrecords import make_dataset
-    from dlscale.train import training as T
+    from dlscale.train import training
 
     settings, manifest, plan = r.settings, r.manifest, r.plan
     on_jax = keraschoice.trains_on_jax()
@@ -65,7 +65,7 @@ def inputs(r: Run, epochs_done: int = 0):
         taken = epochs_done * plan.steps * (context.num_replicas_in_sync
                                             // context.num_input_pipelines)
         if settings.synthetic:
-            return T.synthetic_dataset(r.image_shape, manifest["num_classes"], batch, seed,
+            return training.synthetic_dataset(r.image_shape, manifest["num_classes"], batch, seed,
                                        numpy=on_jax)
         if on_jax:
             return iter(Reader(settings.data_dir, "train", batch, training=True, seed=seed,
@@ -118,22 +118,31 @@ def synthetic_speed(r: Run, model, test_ds) -> float:
     many untimed ones, through the same strategy. Real / this < 1 means the input
     pipeline holds training back. `test_ds`: the run's test input, handed back to the
     backend unread (a new one would open the test split again)."""
-    from dlscale.train import training as T
+    from dlscale.train import training
 
     plan = r.plan
 
     def synthetic_input(context):
-        return T.synthetic_dataset(r.image_shape, r.manifest["num_classes"],
+        return training.synthetic_dataset(r.image_shape, r.manifest["num_classes"],
                                    context.get_per_replica_batch_size(plan.global_batch),
                                    r.settings.seed, numpy=keraschoice.trains_on_jax())
 
     train_ds, _ = r.backend.datasets(synthetic_input, lambda *_: test_ds, plan.global_batch)
-    if keraschoice.keras_version() == 3:
-        from dlscale.train.keras3 import synthetic_speed as through_fit
+    steps = r.settings.synthetic_check_steps
+    if keraschoice.keras_version() == 3:  # one untimed epoch of fit (compiling), one timed
+        keras, seconds = keraschoice.keras(), []
 
-        return through_fit(model, train_ds, r.settings.synthetic_check_steps, plan.global_batch)
+        class Timer(keras.callbacks.Callback):
+            def on_epoch_begin(self, epoch, logs=None):
+                self.start = time.perf_counter()
+
+            def on_epoch_end(self, epoch, logs=None):
+                seconds.append(time.perf_counter() - self.start)
+
+        model.fit(train_ds, epochs=2, steps_per_epoch=steps, verbose=0, callbacks=[Timer()])
+        return round(steps * plan.global_batch / seconds[-1], 2)
     step = model.make_train_function()  # Keras' own step under the strategy, without fit
-    batches, steps = iter(train_ds), r.settings.synthetic_check_steps
+    batches = iter(train_ds)
     for _ in range(steps):  # untimed: tracing and warm-up
         logs = step(batches)
     float(logs["loss"])  # waits for the device to finish

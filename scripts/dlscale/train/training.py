@@ -274,20 +274,22 @@ def create_step_variables(model) -> None:
 def warmup_schedule(base_lr: float, target_lr: float, warmup_steps: int):
     """Linear ramp from base_lr to target_lr over warmup_steps, then constant (Goyal et
     al.'s gradual warm-up). A schedule, not a callback, so resuming from a backup
-    continues at the right rate: it depends only on the optimizer's step count. Keras 3
-    gets the same ramp in keras.ops (dlscale.train.keras3), so that it runs on JAX too."""
-    if keraschoice.keras_version() == 3:
-        from dlscale.train import keras3
-
-        return keras3.warmup_schedule(base_lr, target_lr, warmup_steps)
+    continues at the right rate: it depends only on the optimizer's step count. In
+    keras.ops under Keras 3 (so that it runs on JAX too), in TensorFlow under Keras 2."""
     keras = keraschoice.keras()
-    import tensorflow as tf
+    if keraschoice.keras_version() == 3:
+        ops = keras.ops
+        as_float, minimum = (lambda x: ops.cast(x, "float32")), ops.minimum
+    else:
+        import tensorflow as tf
+
+        as_float, minimum = (lambda x: tf.cast(x, tf.float32)), tf.minimum
 
     class Warmup(keras.optimizers.schedules.LearningRateSchedule):
         def __call__(self, step):
             if warmup_steps <= 0:
-                return tf.constant(target_lr, tf.float32)
-            fraction = tf.minimum(tf.cast(step, tf.float32) / warmup_steps, 1.0)
+                return as_float(target_lr)
+            fraction = minimum(as_float(step) / warmup_steps, 1.0)
             return base_lr + (target_lr - base_lr) * fraction
 
         def get_config(self):
