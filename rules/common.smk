@@ -118,7 +118,7 @@ def point_resources():
         "runtime": of_point(STUDY.runtime),
         "slurm_extra": of_point(lambda p: STUDY.slurm_extra(p, SITE_SLURM_EXTRA)),
         "tasks": of_point(lambda p: p.tasks if p.tasks > 1 else None),
-        "tasks_per_gpu": of_point(STUDY.tasks_per_gpu),
+        "tasks_per_gpu": of_point(lambda p: p.tasks_per_gpu),
         "mpi": of_point(lambda p: "srun" if p.tasks > 1 else None),
     }
 

@@ -69,7 +69,7 @@ rule train:
         **point_resources(),
     params:
         launcher=script("launch.py"),
-        launch=of_point(STUDY.launch_flags),
+        launch=of_point(STUDY.launch_plan),
         out=folder_of("run"),
         worker=of_point(STUDY.worker_command),
     # launch.py --record: whatever becomes of the point, run.json says so and the job

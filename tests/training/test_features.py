@@ -29,8 +29,9 @@ def test_an_adam_point_with_the_mlp_trains(small_data, tmp_path):
 
 def test_two_workers_write_tensorboard_a_profile_and_the_model_once(small_data, tmp_path):
     proc = subprocess.run(
-        [sys.executable, str(SCRIPTS / "launch.py"), "--tasks", "2", "--record", str(tmp_path),
-         "--", sys.executable, str(SCRIPTS / "train.py"), "--data-dir", str(small_data),
+        [sys.executable, str(SCRIPTS / "launch.py"), "--plan", '{"tasks": 2}', "--record",
+         str(tmp_path), "--", sys.executable, str(SCRIPTS / "train.py"), "--data-dir",
+         str(small_data),
          "--out", str(tmp_path), "--model", "SimpleCNN", "--device", "cpu", "--gpus", "2",
          "--batch-per-gpu", "8", "--epochs", "2", "--strategy", "multiworker",
          "--communication", "ring", "--tensorboard", "--profile-steps", "2,3", "--save-model"],
@@ -66,7 +67,8 @@ def test_two_workers_write_tensorboard_a_profile_and_the_model_once(small_data, 
                     reason="the Horovod environment is not built (make horovod)")
 def test_horovod_writes_rank_0s_timeline(small_data, tmp_path):
     proc = subprocess.run(
-        [sys.executable, str(SCRIPTS / "launch.py"), "--tasks", "2", "--horovod", "--timeline",
+        [sys.executable, str(SCRIPTS / "launch.py"),
+         "--plan", '{"tasks": 2, "horovod": true, "timeline": true}',
          "--record", str(tmp_path), "--", str(HOROVOD_PYTHON), str(SCRIPTS / "train.py"),
          "--data-dir", str(small_data), "--out", str(tmp_path), "--model", "SimpleCNN",
          "--device", "cpu", "--gpus", "2", "--batch-per-gpu", "8", "--epochs", "1",

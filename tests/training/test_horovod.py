@@ -17,7 +17,8 @@ pytestmark = pytest.mark.skipif(not HOROVOD_READY and not IN_CI,
 
 def test_two_horovod_ranks_train_and_only_rank_0_writes(small_data, tmp_path):
     proc = subprocess.run(
-        [sys.executable, str(SCRIPTS / "launch.py"), "--horovod", "--tasks", "2", "--",
+        [sys.executable, str(SCRIPTS / "launch.py"), "--plan", '{"tasks": 2, "horovod": true}',
+         "--",
          str(HOROVOD_PYTHON), str(SCRIPTS / "train.py"), "--data-dir", str(small_data),
          "--out", str(tmp_path), "--model", "SimpleCNN", "--device", "cpu", "--gpus", "2",
          "--batch-per-gpu", "8", "--epochs", "3", "--warmup-epochs", "2",

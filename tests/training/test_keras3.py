@@ -123,7 +123,8 @@ def test_jax_over_two_processes_trains_the_batches_one_process_with_two_devices_
     first worker). Each epoch's loss is the one of the same point in one process holding
     both devices; the test set's last images that do not divide over the processes are
     left out and said so; stopped after epoch 1 and started again, it resumes."""
-    two = [sys.executable, str(SCRIPTS / "launch.py"), "--tasks", "2", "--", sys.executable,
+    two = [sys.executable, str(SCRIPTS / "launch.py"), "--plan", '{"tasks": 2}', "--",
+           sys.executable,
            str(SCRIPTS / "train.py"), *flags(small_data, tmp_path / "two", "jax", "--epochs",
                                               "2", "--nodes", "2")]
     stopped = subprocess.run([*two, "--time-limit-min", "0.1"], capture_output=True,

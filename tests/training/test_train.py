@@ -64,7 +64,7 @@ def test_warmup_ramps_to_the_scaled_rate_and_no_scaling_keeps_base(small_data, t
 
 def test_two_multiworker_processes_train_together(small_data, tmp_path):
     proc = subprocess.run(
-        [sys.executable, str(SCRIPTS / "launch.py"), "--tasks", "2", "--",
+        [sys.executable, str(SCRIPTS / "launch.py"), "--plan", '{"tasks": 2}', "--",
          sys.executable, str(SCRIPTS / "train.py"), "--data-dir", str(small_data),
          "--out", str(tmp_path), *COMMON, "--gpus", "2", "--epochs", "2",
          "--strategy", "multiworker"], capture_output=True, text=True, timeout=600)

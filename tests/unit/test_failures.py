@@ -340,8 +340,9 @@ def test_a_timeout_says_what_a_rerun_will_do_for_a_command_and_for_dlscales_trai
     import json
     from datetime import UTC, datetime
 
-    from dlscale.launch.launcher import record_end
+    from dlscale.launch.launcher import Plan, record_end
 
-    record_end(tmp_path, -15, None, datetime.now(UTC), ["python", f"/x/{script}"], late=True)
+    plan = Plan(command=script == "run_command.py")
+    record_end(tmp_path, -15, None, datetime.now(UTC), plan, late=True)
     run = json.loads((tmp_path / "run.json").read_text())
     assert run["status"] == "timeout" and words in run["failure"]

@@ -10,6 +10,7 @@ import pytest
 from conftest import ROOT
 
 from dlscale.core.schema import validate
+from dlscale.launch.launcher import read_plan
 from dlscale.plan.study import PlanError, Study, check_raw_config, resolve_source
 
 
@@ -76,10 +77,45 @@ def test_flags_of_a_point_and_its_launcher(tmp_path):
     p = s.points["SimpleCNN/gpus2/rep1"]
     flags = shlex.split(s.train_flags(p))
     assert flags[flags.index("--gpus") + 1] == "2" and "--no-xla" in flags
-    assert s.launch_flags(p) == "--tasks 2 --tasks-per-node 2 --nodes 1 --horovod " \
-                                "--mpi-launcher 'srun --mpi=pmix'"
+    word, text = shlex.split(s.launch_plan(p))
+    plan = read_plan(text)
+    assert word == "--plan" and (plan.tasks, plan.tasks_per_node, plan.nodes, plan.horovod,
+                                 plan.mpi_launcher) == (2, 2, 1, True, "srun --mpi=pmix")
     assert s.python(p) == str(tmp_path / ".venv-horovod" / "bin" / "python")
     assert p.tasks_per_gpu == 1
+
+
+@pytest.mark.parametrize("sweep", [
+    {"models": ["SimpleCNN"], "gpus": [1, 2], "strategy": ["mirrored", "multiworker"]},
+    {"models": [], "gpus": [2], "commands": {"mine": {"run": "python t.py",
+                                                     "tasks": "per_gpu"}}}])
+def test_the_launchers_plan_is_what_the_worker_plans_from_its_own_flags(tmp_path, sweep):
+    """The launcher records a point that ended without its own record from planning's
+    plan (launch_plan), never from the worker's flags: the plan's record keys are the
+    ones train.py (or run_command.py) would write from the flags planning gave it."""
+    from dlscale.launch import command
+    from dlscale.train.settings import parse
+
+    s = study(tmp_path, sweep=sweep, training={"device": "cpu"})
+    for p in s.points.values():
+        plan = read_plan(shlex.split(s.launch_plan(p))[1])
+        flags = shlex.split(s.worker_command(p))[2:]
+        ours = (command.planned(command.build_parser().parse_args(flags)) if p.command
+                else parse(flags).planned())
+        assert plan.record_keys() == ours, p.key
+        assert plan.command == bool(p.command) and plan.tasks == (1 if p.command else p.tasks)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("[1]", "expected one JSON object"), ("{", "not JSON"),
+    ('{"tasks": 0}', "tasks 0: expected at least 1"),
+    ('{"gpus": 2}', "unknown key(s) gpus: expected batch_file, command")])
+def test_a_bad_plan_is_one_line_naming_what_is_wrong(text, words):
+    import argparse
+
+    with pytest.raises(argparse.ArgumentTypeError) as info:
+        read_plan(text)
+    assert words in str(info.value) and "\n" not in str(info.value)
 
 
 @pytest.mark.parametrize("dataset, resize, folder", [
@@ -504,7 +540,7 @@ def test_a_commands_tasks_on_gpu_gres_reach_sbatch_as_it_means_them(tmp_path, ta
     resources = {"gres": point.gres, "cpus_per_task": point.cpus_per_task,
                  "mem_mb": point.mem_mb, "nodes": point.nodes,
                  "tasks": point.tasks if point.tasks > 1 else None,
-                 "tasks_per_gpu": Study.tasks_per_gpu(point),
+                 "tasks_per_gpu": point.tasks_per_gpu,
                  "mpi": "srun" if point.tasks > 1 else None}
 
     class Resources(SimpleNamespace):

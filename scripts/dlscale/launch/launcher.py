@@ -1,18 +1,20 @@
 """Start the worker processes of one training point, supervise them, record the end.
 
-  launch.py --tasks N [--tasks-per-node M] -- python train.py ...
-  launch.py --horovod --tasks N [--nodes K] [--mpi-launcher mpirun] -- python ...
+  launch.py --plan '{"tasks": N, "tasks_per_node": M}' -- python train.py ...
+  launch.py --plan '{"tasks": N, "nodes": K, "horovod": true, "mpi_launcher": "mpirun"}' ...
 
-One task: runs the command as it is. Several tasks inside a SLURM allocation: runs it
+The plan (Plan, one JSON object) is planning's (dlscale.plan.study.launch_plan): how the
+workers start, and the run record's planned keys; the launcher never reads the worker's
+flags. One task: runs the command as it is. Several tasks inside a SLURM allocation: runs it
 through `srun` (one task per worker; train.py builds its TF_CONFIG from SLURM's
 variables). Several tasks outside SLURM (a workstation, the local profile): starts N
 local processes with TF_CONFIG naming localhost ports reserved for them
 (locks.reserve_ports), waits for all of them, and stops the others as soon as one fails.
 Exits with the first failing task's status.
 
---horovod: one node (in a SLURM job or not) runs `horovodrun --gloo -np N -H localhost:N`
+Horovod: one node (in a SLURM job or not) runs `horovodrun --gloo -np N -H localhost:N`
 (horovodrun from the same environment as the command's python). Several nodes need
-Horovod built with MPI and the site's MPI launcher (--mpi-launcher, e.g. "mpirun" or
+Horovod built with MPI and the site's MPI launcher (mpi_launcher, e.g. "mpirun" or
 "srun --mpi=pmix"; launch.py adds the number of ranks), since Gloo's launcher would
 reach the other nodes through ssh.
 
@@ -61,6 +63,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -85,6 +88,55 @@ from dlscale.jobs.processes import (
 )
 
 MPI_LAUNCHERS = ("mpirun", "mpiexec", "orterun")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What planning decided about a point, for its launcher: how its workers start, and
+    what a record made here says of it."""
+    tasks: int = 1
+    tasks_per_node: int | None = None
+    nodes: int = 1
+    horovod: bool = False
+    mpi_launcher: str | None = None
+    timeline: bool = False  # Horovod's timeline, into the run folder
+    command: bool = False  # a command of yours (run_command.py): a rerun starts it over
+    planned: dict = field(default_factory=dict)  # run.json's planned keys
+    batch_file: str | None = None  # batch_per_gpu: auto: the batch search's answer
+
+    def record_keys(self) -> dict:
+        """The planned keys, the batch read from the batch search's file where it chose it."""
+        planned = dict(self.planned)
+        if self.batch_file:
+            try:
+                batch = int(json.loads(Path(self.batch_file).read_text())["batch_per_gpu"])
+            except (OSError, ValueError, KeyError, TypeError):
+                return planned  # the training says why; the record keeps "auto"
+            planned.update(batch_per_gpu=batch, global_batch=batch * planned["gpus_asked"])
+        return planned
+
+
+def read_plan(text: str) -> Plan:
+    """launch.py's --plan: a JSON object of Plan's fields; ArgumentTypeError, in one line,
+    naming what is wrong."""
+    import argparse
+    from dataclasses import fields
+
+    try:
+        values = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON ({exc}): expected one JSON object") from None
+    if not isinstance(values, dict):
+        raise argparse.ArgumentTypeError(f"{text[:60]!r}: expected one JSON object")
+    known = {f.name for f in fields(Plan)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown key(s) {', '.join(unknown)}: expected "
+                                         f"{', '.join(sorted(known))}")
+    plan = Plan(**values)
+    if not isinstance(plan.tasks, int) or plan.tasks < 1:
+        raise argparse.ArgumentTypeError(f"tasks {plan.tasks!r}: expected at least 1")
+    return plan
 
 
 def is_mpirun(mpi_launcher: str | None) -> bool:
@@ -207,8 +259,7 @@ def forced(out: Path) -> bool:
     return "*" in named or any(Path(n).parent == out or Path(n) == out for n in named)
 
 
-def finished_meanwhile(out: Path, command: list[str], waited: bool,
-                       forced: bool = False) -> bool:
+def finished_meanwhile(out: Path, plan: Plan, waited: bool, forced: bool = False) -> bool:
     """Whether another job of this point completed the same settings while this one
     waited: for the lock (`waited`), or in SLURM's queue behind it (finished after this
     job was submitted; Snakemake's job step may have removed its run.json since, so the
@@ -216,7 +267,7 @@ def finished_meanwhile(out: Path, command: list[str], waited: bool,
     UNATTENDED: its Snakemake was killed, the training went on). A completed record from
     before this job was submitted (the user asked for the point again) does not count,
     nor does any with `forced` (snakemake -R/-F)."""
-    planned = planned_settings(command)
+    planned = plan.record_keys()
     job = os.environ.get("SLURM_JOB_ID")
     submitted = None if waited or not job else slurm.job_submitted(job)
     unattended = not forced and (out / KEPT / UNATTENDED).exists()
@@ -247,31 +298,8 @@ def finished_meanwhile(out: Path, command: list[str], waited: bool,
     return False
 
 
-def is_user_command(command: list[str]) -> bool:
-    """Whether the training is a command of the user's (run_command.py), not train.py."""
-    return any(word.endswith("run_command.py") for word in command)
-
-
-def planned_settings(command: list[str]) -> dict:
-    """The run record's planned keys, from the training command's own flags (train.py's
-    or run_command.py's parser); {} when they do not parse (the script said why)."""
-    from dlscale.launch import command as user_command
-    from dlscale.train.settings import parse
-
-    script = next((i for i, word in enumerate(command) if word.endswith(".py")), None)
-    if script is None:
-        return {}
-    try:
-        if command[script].endswith("run_command.py"):
-            return user_command.planned(user_command.build_parser().parse_args(
-                command[script + 1:]))
-        return parse(command[script + 1:]).planned()
-    except (SystemExit, OSError, ValueError, KeyError):
-        return {}
-
-
 def record_end(out: Path, returncode: int, log: str | None, started: datetime,
-               command: list[str], terminated: int = 0, late: bool = False,
+               plan: Plan, terminated: int = 0, late: bool = False,
                notes: list[str] | None = None) -> None:
     """run.json for a training that ended without writing one (see --record); `late`:
     the watchdog stopped it before the job's time limit; `terminated`: the signal
@@ -283,10 +311,10 @@ def record_end(out: Path, returncode: int, log: str | None, started: datetime,
 
     see = f"; see {log}" if log else ""
     notes = list(notes or [])
-    planned = planned_settings(command)
+    planned = plan.record_keys()
     finished = len(read_epochs(out / STATE / EPOCHS))
     # dlscale's training resumes from its backup; a command of yours is started over
-    rerun = ("a rerun starts the command over" if is_user_command(command) else
+    rerun = ("a rerun starts the command over" if plan.command else
              "a rerun continues from the last finished epoch")
     if late:
         status = Status.TIMEOUT
@@ -323,7 +351,7 @@ def record_end(out: Path, returncode: int, log: str | None, started: datetime,
 def run(args: argparse.Namespace, command: list[str]) -> int:
     """launch.py's work, its flags parsed (scripts/launch.py)."""
     sys.stdout.flush()
-    if args.timeline:
+    if args.plan.timeline:
         os.environ["HOROVOD_TIMELINE"] = str((args.record / "timeline.json").resolve())
     if not args.record:
         return start(args, command)[0]
@@ -350,7 +378,7 @@ def locked(args: argparse.Namespace, command: list[str], started: datetime,
     else trained, and recorded whatever becomes of it; launch.py's exit status."""
     from dlscale.train.timelimit import JOB_END_ENV, WATCHDOG_RESERVE_S, job_deadline
 
-    if finished_meanwhile(args.record, command, waited, forced(args.record)):
+    if finished_meanwhile(args.record, args.plan, waited, forced(args.record)):
         print(f"dlscale launch: another job completed {args.record} with the same "
               "settings: its record is kept, nothing is trained again", file=sys.stderr,
               flush=True)
@@ -371,7 +399,7 @@ def locked(args: argparse.Namespace, command: list[str], started: datetime,
         print(f"dlscale launch: still running {WATCHDOG_RESERVE_S:.0f} s before the job's "
               "time limit: the training was stopped", file=sys.stderr, flush=True)
     if not (args.record / RUN_JSON).exists():
-        record_end(args.record, returncode, args.log, started, command,
+        record_end(args.record, returncode, args.log, started, args.plan,
                    terminated=STOPS[0] if STOPS else 0, late=late, notes=notes)
     note_unattended(args.record, started_by)
     return 128 + STOPS[0] if STOPS else 0
@@ -405,7 +433,7 @@ def as_own_step(args: argparse.Namespace, command: list[str], srun: list[str], e
     if (args.record / RUN_JSON).exists():
         return returncode
     killed = returncode - 128 if 128 < returncode < 128 + signal.NSIG else 0
-    record_end(args.record, -killed if killed else returncode, args.log, started, command,
+    record_end(args.record, -killed if killed else returncode, args.log, started, args.plan,
                terminated=STOPS[0] if STOPS else 0,
                notes=[f"the point's job step ({shlex.join(srun[:6])} ...) exited with "
                       f"status {returncode} without a record"])
@@ -416,19 +444,19 @@ def start(args: argparse.Namespace, command: list[str],
           stop_at: float | None = None) -> tuple[int, bool]:
     """Run the worker processes: (exit status, negative if killed by that signal; whether
     they were stopped at `stop_at`)."""
-    if args.tasks == 1:
+    plan = args.plan
+    if plan.tasks == 1:
         return supervise([spawn(command)], stop_at)
-    if args.horovod:
+    if plan.horovod:
         # TensorFlow 2.15 (the Horovod environment) has Keras 2 built in; asked for
         # tf_keras, which it lacks, horovodrun's own import of TensorFlow fails
         env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
-        if args.nodes > 1 and is_mpirun(args.mpi_launcher):
-            env = slurm.allocation_env(env, args.nodes, args.tasks_per_node)
+        if plan.nodes > 1 and is_mpirun(plan.mpi_launcher):
+            env = slurm.allocation_env(env, plan.nodes, plan.tasks_per_node)
         return supervise([spawn(
-            horovod_command(args.tasks, args.nodes, command, args.mpi_launcher,
-                            args.tasks_per_node), env=env)], stop_at)
+            horovod_command(plan.tasks, plan.nodes, command, plan.mpi_launcher,
+                            plan.tasks_per_node), env=env)], stop_at)
     if os.environ.get("SLURM_JOB_ID"):
-        return supervise([spawn(slurm.srun_command(args.tasks, args.tasks_per_node,
+        return supervise([spawn(slurm.srun_command(plan.tasks, plan.tasks_per_node,
                                                    command))], stop_at)
-    return supervise(local_workers(args.tasks, command), stop_at)
-
+    return supervise(local_workers(plan.tasks, command), stop_at)

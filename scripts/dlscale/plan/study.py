@@ -35,6 +35,7 @@ from dlscale.core.schema import check_raw_config  # noqa: F401 (rules/common.smk
 from dlscale.core.vocabulary import scaled_lr
 from dlscale.data.datasets import DATASETS, FOLDER, find_cached
 from dlscale.jobs.outcomes import failed_record, planned_attempt, runtime_factor
+from dlscale.launch.command import STRATEGY as COMMAND
 from dlscale.launch.command import check_template
 from dlscale.logparse.keraslog import compile_patterns
 from dlscale.plan import modelimports
@@ -336,16 +337,26 @@ class Study:
             flags["patterns"] = json.dumps(spec["patterns"])
         return " ".join(f"--{k} {shlex.quote(str(v))}" for k, v in flags.items())
 
-    def launch_flags(self, p: Point) -> str:
+    def launch_plan(self, p: Point) -> str:
+        """launch.py's --plan, quoted: how the point's workers start (tasks, nodes, Horovod)
+        and the run record's planned keys, decided here once (dlscale.launch.launcher)."""
+        planned = {"model": p.model, "gpus_asked": p.gpus, "nodes": p.nodes,
+                   "precision": p.precision, "epochs": p.epochs, "attempt": self.attempt(p),
+                   "batch_per_gpu": p.batch_per_gpu, "global_batch": p.global_batch}
         if p.command:  # the command starts its own tasks (dlscale.launch.command)
-            return ""
-        flags = f"--tasks {p.tasks} --tasks-per-node {p.tasks_per_node} --nodes {p.nodes}"
-        launcher = self.config["horovod"]["mpi_launcher"]
-        if p.strategy == "horovod":
-            flags += " --horovod" + (f" --mpi-launcher {shlex.quote(launcher)}" if launcher
-                                     else "")
-            flags += " --timeline" if self.config["horovod"]["timeline"] else ""
-        return flags
+            plan = {"command": True, "planned": {**planned, "replicas": p.gpus,
+                                                 "strategy": COMMAND}}
+        else:
+            horovod = self.config["horovod"]
+            plan = {"tasks": p.tasks, "tasks_per_node": p.tasks_per_node, "nodes": p.nodes,
+                    "planned": {**planned, "model_from": p.model_from, "strategy": p.strategy,
+                                "keras_asked": p.keras, "backend": p.backend}}
+            if p.strategy == "horovod":
+                plan.update(horovod=True, mpi_launcher=horovod["mpi_launcher"],
+                            timeline=horovod["timeline"])
+        if p.batch_per_gpu == "auto":  # decided by the batch search, read at the job
+            plan["batch_file"] = batch_file(p)
+        return "--plan " + shlex.quote(json.dumps(plan, separators=(",", ":")))
 
     @cached_property
     def horovod_python(self) -> str:
@@ -361,13 +372,6 @@ class Study:
             return f"python {shlex.quote(str(script))} {self.command_flags(p)} {tail}"
         return (f"{shlex.quote(self.python(p))} {shlex.quote(str(script))} "
                 f"{self.train_flags(p)} {tail} --data-dir {shlex.quote(self.data_dir)}")
-
-    @staticmethod
-    def tasks_per_gpu(p: Point):
-        """Several tasks (dlscale's or a command's): 1 per GPU, or 0 (unset) per node;
-        None for one task (for several, the SLURM plugin would take `tasks` as tasks per
-        GPU on a GPU job)."""
-        return None if p.tasks == 1 else p.tasks_per_gpu
 
     def python(self, p: Point) -> str:
         """The interpreter of a point: the Horovod environment's for horovod points."""

@@ -74,8 +74,12 @@ class Point:
     gres: str | None     # per node
 
     @property
-    def tasks_per_gpu(self) -> int:
-        """1 when every worker owns one GPU (SLURM's --ntasks-per-gpu=1), else 0 (unset)."""
+    def tasks_per_gpu(self) -> int | None:
+        """Several tasks: 1 when every worker owns one GPU (SLURM's --ntasks-per-gpu=1),
+        else 0 (unset); None for one task (for several, the SLURM plugin would take `tasks`
+        as tasks per GPU on a GPU job)."""
+        if self.tasks == 1:
+            return None
         return 1 if self.tasks_per_node == self.gpus_per_node else 0
 
 
