@@ -1,56 +1,13 @@
 """Start the worker processes of one training point, supervise them, record the end.
 
-  launch.py --plan '{"tasks": N, "tasks_per_node": M}' -- python train.py ...
-  launch.py --plan '{"tasks": N, "nodes": K, "horovod": true, "mpi_launcher": "mpirun"}' ...
-
-The plan (Plan, one JSON object) is planning's (dlscale.plan.study.launch_plan): how the
-workers start, and the run record's planned keys; the launcher never reads the worker's
-flags. One task: runs the command as it is. Several tasks inside a SLURM allocation: runs it
-through `srun` (one task per worker; train.py builds its TF_CONFIG from SLURM's
-variables). Several tasks outside SLURM (a workstation, the local profile): starts N
-local processes with TF_CONFIG naming localhost ports reserved for them
-(locks.reserve_ports), waits for all of them, and stops the others as soon as one fails.
-Exits with the first failing task's status.
-
-Horovod: one node (in a SLURM job or not) runs `horovodrun --gloo -np N -H localhost:N`
-(horovodrun from the same environment as the command's python). Several nodes need
-Horovod built with MPI and the site's MPI launcher (mpi_launcher, e.g. "mpirun" or
-"srun --mpi=pmix"; launch.py adds the number of ranks), since Gloo's launcher would
-reach the other nodes through ssh.
-
---record DIR (the workflow passes the run folder): the point's outcome is recorded
-whatever happens, and the exit status is 0 once it is. train.py records its own ends
-(completed, NaN, out of memory, devices, time limit, a crash it sees); when it dies
-without a record (killed by a signal, such as the out-of-memory killer's SIGKILL)
-launch.py writes run.json from the epochs that finished. Stopped itself by SIGTERM
-(scancel, or SLURM's hard time limit) or SIGINT (Ctrl-C), it records that and exits
-128 + the signal. The workers run in process groups of their own and launch.py adopts
-what they leave behind (dlscale.jobs.processes): however the point ends, no process it
-started outlives it.
-
-One writer per point: launch.py holds the run folder's lock (dlscale.jobs.locks) while the
-training runs. A second job for the same point (Snakemake restarted on the login node
-while the first job still trains: it does not re-attach to running jobs) is submitted
-with a SLURM dependency on the first (rules/common.smk, `held_by`), so it waits PENDING
-without an allocation; elsewhere it waits for the lock, saying who holds the point. If
-the first completed the same settings after the second was submitted, its record is kept
-and nothing is trained again, else the second trains (resuming from the first's backup).
-
-Signals: SIGTERM (scancel, SLURM's end) and SIGINT (Ctrl-C) are noted, never raised: the
-supervision loop sees them and ends the workers' tree in full (processes.end_tree),
-however many more arrive meanwhile; then one record is written. Where SLURM tracks the
-job's processes by cgroup, its SIGTERM reaches only the tasks of the job's steps, so
-launch.py first starts itself again as the one task of a job step of its own
-(as_own_step; docs/slurm.md).
-
-The job's time limit (inside a SLURM job its end from squeue, else --time-limit-min):
-train.py stops at an epoch boundary when the next epoch would not fit, but an epoch can
-be longer than the whole time left (a first epoch that compiles, a stalled file system).
-So launch.py keeps a watchdog: still running WATCHDOG_RESERVE_S seconds before the end,
-the workers get SIGTERM, then SIGKILL after KILL_GRACE_S, and the point is recorded
-`timeout` from its finished epochs. The job then ends on its own, before SLURM's limit,
-so the workflow keeps its records and builds the tables in the same run. The end it
-computed reaches train.py as $DLSCALE_JOB_END, so both count from the same moment.
+The plan (Plan: planning's JSON, dlscale.plan.study.launch_plan) says how the workers
+start (one task as it is; several through srun in a SLURM allocation, as local processes
+with TF_CONFIG outside one, or as Horovod ranks) and what a record made here says of the
+point. With --record the outcome is recorded whatever happens (train.py records its own
+ends; a death without a record is recorded here), one writer per point holds the point's
+lock, SIGTERM and SIGINT end the workers' tree in full, and a watchdog stops a training
+still running just before the job's time limit. docs/slurm.md, "How a point's launcher
+runs it", says how and why.
 """
 
 from __future__ import annotations

@@ -380,7 +380,7 @@ class Study:
     def point_meta(self, p: Point) -> str:
         """The planned values; run.json's (the replicas TensorFlow used ...) replace them."""
         return meta_flags({"run": p.key, "series": p.series, "repeat": p.rep,
-                           "model": p.model, "gpus": p.gpus, "gpus_asked": p.gpus,
+                           "model": p.model, "gpus": p.gpus,
                            "nodes": p.nodes, "strategy": p.strategy, "precision": p.precision,
                            "scaling": p.scaling, "epochs_expected": p.epochs})
 
