@@ -35,8 +35,7 @@ from dlscale.core.schema import check_raw_config  # noqa: F401 (rules/common.smk
 from dlscale.core.vocabulary import scaled_lr
 from dlscale.data.datasets import DATASETS, FOLDER, find_cached
 from dlscale.jobs.outcomes import failed_record, planned_attempt, runtime_factor
-from dlscale.launch.command import STRATEGY as COMMAND
-from dlscale.launch.command import check_template
+from dlscale.launch import command as user_command
 from dlscale.logparse.keraslog import compile_patterns
 from dlscale.plan import modelimports
 from dlscale.plan.analysisplan import AnalysisPlan, meta_flags
@@ -130,7 +129,7 @@ class Study:
             train_images=self.folder.available["train"] if self.folder else None)
         for label, given in config["sweep"]["commands"].items():
             spec = command_spec(given)
-            check_template(label, spec["run"])
+            user_command.check_template(label, spec["run"])
             try:
                 compile_patterns(spec["patterns"], f"sweep.commands.{label}.patterns")
             except ValueError as exc:
@@ -338,22 +337,20 @@ class Study:
         return " ".join(f"--{k} {shlex.quote(str(v))}" for k, v in flags.items())
 
     def launch_plan(self, p: Point) -> str:
-        """launch.py's --plan, quoted: how the point's workers start (tasks, nodes, Horovod)
-        and the run record's planned keys, decided here once (dlscale.launch.launcher)."""
-        planned = {"model": p.model, "gpus_asked": p.gpus, "nodes": p.nodes,
-                   "precision": p.precision, "epochs": p.epochs, "attempt": self.attempt(p),
+        """launch.py's --plan: how the workers start, and run.json's planned keys."""
+        planned = {"model": p.model, "gpus_asked": p.gpus, "nodes": p.nodes, "epochs": p.epochs,
+                   "precision": p.precision, "attempt": self.attempt(p),
                    "batch_per_gpu": p.batch_per_gpu, "global_batch": p.global_batch}
         if p.command:  # the command starts its own tasks (dlscale.launch.command)
-            plan = {"command": True, "planned": {**planned, "replicas": p.gpus,
-                                                 "strategy": COMMAND}}
+            plan = {"command": True,
+                    "planned": {**planned, "replicas": p.gpus, "strategy": user_command.STRATEGY}}
         else:
-            horovod = self.config["horovod"]
             plan = {"tasks": p.tasks, "tasks_per_node": p.tasks_per_node, "nodes": p.nodes,
                     "planned": {**planned, "model_from": p.model_from, "strategy": p.strategy,
                                 "keras_asked": p.keras, "backend": p.backend}}
             if p.strategy == "horovod":
-                plan.update(horovod=True, mpi_launcher=horovod["mpi_launcher"],
-                            timeline=horovod["timeline"])
+                plan.update(horovod=True, **{k: self.config["horovod"][k]
+                                             for k in ("mpi_launcher", "timeline")})
         if p.batch_per_gpu == "auto":  # decided by the batch search, read at the job
             plan["batch_file"] = batch_file(p)
         return "--plan " + shlex.quote(json.dumps(plan, separators=(",", ":")))
