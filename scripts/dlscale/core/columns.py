@@ -190,22 +190,35 @@ BREAKDOWN = (
     Column("notes", "", "what the window could not take, and why; traced steps much "
            "slower than the epochs'", True),
 )
-# prediction.csv: one row per series and GPU count, measured and the next two doublings
+# prediction.csv: one row per series and point, measured and the next two doublings
 PREDICTION = (
-    Column("series", "", "the series (with its node count where a study has several)"),
+    Column("series", "", "the series (one over all its node counts)"),
+    Column("nodes", "", "nodes: measured, or as few as hold the GPUs at the most GPUs per "
+           "node the series used"),
     Column("gpus", "", "GPUs"),
     Column("role", "", "fit, held out (predicted unseen) or extrapolated"),
     Column("measured_step_s", "s", "step_s where measured", True),
-    Column("predicted_step_s", "s", "C(n) + exposure x all-reduce time of the gradient"),
+    Column("predicted_step_s", "s", "C(n) + the all-reduce's time beyond its hideable part"),
+    Column("predicted_step_low_s", "s", "the band's low end: the fit points' spread (95 % "
+           "interval of the epochs, the compute form's residual)"),
+    Column("predicted_step_high_s", "s", "the band's high end"),
     Column("error", "1", "(predicted - measured) / measured step time"),
     Column("measured_efficiency", "1", "scaling.csv's efficiency", True),
-    Column("predicted_efficiency", "1", "the model's speedup / gpus"),
-    Column("latency_us", "us", "the ring all-reduce's per-hop latency (alpha)"),
-    Column("bus_bandwidth_gbs", "GB/s", "its bus bandwidth (B)"),
+    Column("predicted_efficiency", "1", "the model's speedup over the series' base point / "
+           "(gpus / base gpus)"),
+    Column("comm_s", "s", "predicted exposed communication per step"),
+    Column("exposure", "1", "comm_s / the all-reduce's time"),
+    Column("hideable", "1", "the share of compute that hides communication (the fit "
+           "points' trace; 0 where no trace separates it)"),
+    Column("latency_us", "us", "within a node: the ring's per-hop latency (alpha)"),
+    Column("bus_bandwidth_gbs", "GB/s", "within a node: the ring's bus bandwidth"),
+    Column("latency_inter_us", "us", "between nodes: the ring's per-hop latency"),
+    Column("bus_bandwidth_inter_gbs", "GB/s", "between nodes: the ring's bus bandwidth"),
+    Column("link_source", "", "measured (the points' timed all-reduce), or fitted from step "
+           "times (no latency or bandwidth claimed)"),
     Column("gradient_bytes", "bytes", "the bytes all-reduced per step"),
-    Column("exposure", "1", "exposed communication / all-reduce time, on the fit points"),
     Column("verdict", "", "explained, or not explained (held-out error over the threshold)"),
-    Column("note", "", "why a series is not predicted"),
+    Column("note", "", "why a series or row is not predicted, or how it was"),
 )
 
 SCALING_COLUMNS = [c.name for c in SCALING if c.since_v1]

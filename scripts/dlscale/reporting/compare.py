@@ -37,11 +37,13 @@ def why(table, scaling: Path):
         parts = pd.read_csv(breakdown)[[*keys, *WHY_COLUMNS[:4]]]
         table = table.merge(parts, on=keys, how="left")
     if prediction.is_file():
-        model = pd.read_csv(prediction)[["series", "gpus", "role", *WHY_COLUMNS[4:]]]
-        table = table.merge(model[model["role"] != "extrapolated"].drop(columns="role"),
-                            on=["series", "gpus"], how="left")
-        beyond = model[model["role"] == "extrapolated"]
-        table = pd.concat([table, beyond.assign(nodes=pd.NA)], ignore_index=True)
+        model = pd.read_csv(prediction)
+        model = model[[*keys, "role", *WHY_COLUMNS[4:]]] if "nodes" in model else \
+            model[["series", "gpus", "role", *WHY_COLUMNS[4:]]].assign(nodes=pd.NA)
+        on = keys if model["nodes"].notna().all() else ["series", "gpus"]  # an older table
+        table = table.merge(model[model["role"] != "extrapolated"].drop(
+            columns=["role", *(k for k in keys if k not in on)]), on=on, how="left")
+        table = pd.concat([table, model[model["role"] == "extrapolated"]], ignore_index=True)
     return table.reindex(columns=[*table.columns,
                                   *(c for c in WHY_COLUMNS if c not in table)])
 

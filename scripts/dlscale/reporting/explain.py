@@ -1,32 +1,19 @@
 """Why a series scales as it does, and what more GPUs would give: breakdown.csv and
 prediction.csv from the points' breakdown.json (dlscale.train.profwindow) and scaling.csv.
 
-breakdown.csv, one row per point: the traced steps' covered time per part (shares of the
-step's wall time, pooled over the point's repeats), communication exposed and total, the
-dominant part, and the all-reduce of the model's gradient timed alone on the point's
-replicas with its bus bandwidth (nccl-tests: busbw = bytes / time x 2(n-1)/n).
-
-prediction.csv, one row per series and GPU count, measured and beyond: a communication
-model fitted on the series' smaller points and checked on its largest.
-- the all-reduce of S bytes on n replicas takes t(n, S) = 2(n-1) alpha + 2(n-1)/n S / B
-  (ring all-reduce in alpha-beta form); each multi-GPU point's timings (six sizes up to
-  the gradient's) give its alpha and B by least squares, the fit points' medians are the
-  series';
-- a step is the part no communication explains, C(n) = measured step - exposed
-  communication, taken linear in n through the fit points (constant with one: on GPUs
-  each replica's work is the same at any n; replicas sharing one machine's cores make it
-  grow), plus the exposed part of the all-reduce: r x t(n, gradient), r the fit points'
-  median of exposed communication per step over the all-reduce timed alone (1 where no
-  trace says: no overlap);
-- fit points: every measured GPU count but the largest; the largest is predicted
-  ("held out") and its error reported; then the next two doublings ("extrapolated").
-  A held-out error beyond EXPLAINED_ERROR flags the series "not explained".
+breakdown.csv: per point, the traced steps' covered time per part, communication exposed
+and total, the dominant part, and the gradient's all-reduce timed alone (nccl-tests'
+busbw). prediction.csv: per series (over all its node counts), a model of the step fitted
+on the smaller points and checked on the largest: compute in the form the hardware gives
+it, plus the hierarchical all-reduce's time (within a node, between nodes) beyond what
+compute hides. docs/analysis.md, "The model", says how.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -76,24 +63,8 @@ def alpha_beta(collective: dict | None, n: int) -> tuple[float, float] | None:
     return alpha, bandwidth
 
 
-FROM_STEP_TIMES = ("no timed all-reduce (an external log): the bandwidth is fitted on the "
-                   "step times of 1 GPU and the next count, the latency taken as 0, the "
-                   f"gradient of the model with {ASSUMED_CLASSES} classes at {ASSUMED_SIZE} px")
-
-
-def from_step_times(gpus: list[int], steps: dict[int, float],
-                    size: float) -> tuple[float, float] | None:
-    """(0, bus bandwidth) from step times alone: the 1-GPU step is all compute, the next
-    count's extra time is the all-reduce of `size` bytes; None without a 1-GPU point, a
-    third count to check on, or an extra time."""
-    if 1 not in gpus or len(gpus) < 3:
-        return None
-    n = gpus[gpus.index(1) + 1]
-    extra = steps[n] - steps[1]
-    return (0.0, 2 * (n - 1) / n * size / extra) if extra > 0 else None
-
-
 def allreduce_s(n: float, size: float, alpha: float, bandwidth: float) -> float:
+    """A ring all-reduce of `size` bytes over n members (alpha-beta form)."""
     if n < 2:
         return 0.0
     return 2 * (n - 1) * alpha + 2 * (n - 1) / n * size / bandwidth
@@ -157,81 +128,232 @@ def point_rows(scaling: pd.DataFrame, runs: pd.DataFrame,
 BREAKDOWN_ORDER = [c.name for c in columns.BREAKDOWN]
 PREDICTION_ORDER = [c.name for c in columns.PREDICTION]
 
+FROM_STEP_TIMES = ("no timed all-reduce (an external log): the communication is fitted on "
+                   "the step times of 1 GPU and the next count, with the gradient of the "
+                   f"model at {ASSUMED_CLASSES} classes and {ASSUMED_SIZE} px; no latency or "
+                   "bandwidth is claimed")
+NO_NETWORK = ("across nodes: no link between nodes was measured on a smaller point or "
+              "given, so nothing is predicted past a node boundary")
+MEASURED, FITTED = "measured", "fitted from step times"
+
+
+@dataclass(frozen=True)
+class Link:
+    """One level of the all-reduce (within a node, or between nodes) as a ring: latency
+    per hop (s) and bus bandwidth (bytes/s)."""
+    alpha: float
+    bandwidth: float
+
+    def ring_s(self, members: int, size: float) -> float:
+        return allreduce_s(members, size, self.alpha, self.bandwidth)
+
+
+def median(values: list[float]) -> float:
+    values = sorted(values)
+    return values[len(values) // 2] if values else math.nan
+
+
+def allreduce_time(gpus: int, nodes: int, size: float, intra: Link | None,
+                   inter: Link | None) -> float:
+    """The gradient's all-reduce on `gpus` over `nodes` in the hierarchical form NCCL and
+    Horovod use: a ring within each node (reduce-scatter and all-gather) and one between
+    the nodes; NaN where a level it needs has no link."""
+    per_node = max(1, math.ceil(gpus / nodes))
+    if (per_node > 1 and intra is None) or (nodes > 1 and inter is None):
+        return math.nan
+    return ((intra.ring_s(per_node, size) if per_node > 1 else 0.0)
+            + (inter.ring_s(nodes, size) if nodes > 1 else 0.0))
+
+
+def links(fit: list[tuple[int, int]], records: dict, size: float
+          ) -> tuple[Link | None, Link | None]:
+    """(within a node, between nodes) from the fit points' timed all-reduces: one node's
+    points give the ring within a node; a point over several nodes gives the ring between
+    them from what its timings leave once the within-node ring is taken off."""
+    intra = [ab for g, n in fit if n == 1 and g > 1 for r in records.get((g, n), [])
+             if (ab := alpha_beta(r.get("collective"), g))]
+    inside = Link(median([a for a, _ in intra]), median([b for _, b in intra])) \
+        if intra else None
+    between = []
+    for g, n in fit:
+        per_node = max(1, math.ceil(g / n))
+        if n < 2 or (per_node > 1 and inside is None):
+            continue
+        for r in records.get((g, n), []):
+            timed = r.get("collective") or {}
+            if "seconds" not in timed:
+                continue
+            rest = [s - (inside.ring_s(per_node, b) if per_node > 1 else 0.0)
+                    for b, s in zip(timed["bytes"], timed["seconds"], strict=True)]
+            if ab := alpha_beta({"bytes": timed["bytes"], "seconds": rest}, n):
+                between.append(ab)
+    across = Link(median([a for a, _ in between]), median([b for _, b in between])) \
+        if between else None
+    return inside, across
+
+
+def fit_compute(points: list[tuple[int, int]], compute: dict, batch: dict, weak: bool,
+                shared_cores: bool):
+    """C(point): the step's time that no communication explains, by the form the
+    hardware gives it, never below 0. Replicas sharing one machine's cores (logical CPU
+    devices) share its work: C grows with the global batch. On GPUs each replica has its
+    own: weak scaling keeps C; strong scaling splits the batch: C = a + b/n (a fixed
+    part, a part that falls as 1/n; a, b >= 0; one point: b alone)."""
+    values = {p: max(compute[p], 0.0) for p in points}
+    if shared_cores:
+        k = median([values[p] / batch[p] for p in points])
+        return lambda g, n, b: k * b
+    if weak:
+        c = median(list(values.values()))
+        return lambda g, n, b: c
+    xs = [1 / g for g, _ in points]
+    a, slope = fit_line(xs, [values[p] for p in points]) if len(set(xs)) > 1 else (0.0, 0.0)
+    if len(set(xs)) < 2 or slope < 0 or a < 0:  # one point, or a fit that leaves the form
+        fixed = max(a, 0.0) if len(set(xs)) > 1 and slope < 0 else 0.0
+        slope = median([(values[p] - fixed) * p[0] for p in points])
+        a = fixed
+    return lambda g, n, b: a + slope / g
+
 
 def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
-                      found_by_gpus: dict[int, list[dict]],
-                      known_size: int | None = None) -> list[dict]:
-    """prediction.csv's rows for one series (its scaling.csv rows, one node count).
-    `known_size`: the gradient's bytes where no breakdown.json gives them (an external
-    log of a keras.applications model)."""
-    points = points.sort_values("gpus")
-    gpus = [int(g) for g in points["gpus"]]
-    steps = dict(zip(gpus, points["global_batch"] / points["images_per_s"], strict=True))
-    batch = dict(zip(gpus, points["global_batch"], strict=True))
-    eff = dict(zip(gpus, points["efficiency"], strict=True))
-    mine = breakdown[breakdown["series"] == series].set_index("gpus")
-    fit = gpus[:-1] if len(gpus) > 1 else gpus
-    held = gpus[-1] if len(gpus) > 1 else None
-    base = {"series": series}
+                      found: dict[tuple[int, int], list[dict]], known_size: int | None = None,
+                      shared_cores: bool = False, gpus_per_node: int | None = None
+                      ) -> list[dict]:
+    """prediction.csv's rows for one series (its scaling.csv rows, over any node counts):
+    fitted on every point but the largest, that one held out, then the next two
+    doublings, on as many nodes as hold them (`gpus_per_node`: the node's GPUs, as its
+    runs reported them). `found`: the breakdown.json records by (gpus, nodes);
+    `known_size`: the gradient's bytes where none gives them (an external log)."""
+    points = points.assign(nodes=points["nodes"] if "nodes" in points else 1)
+    points = points.sort_values(["gpus", "nodes"])
+    keys = [(int(g), int(n)) for g, n in zip(points["gpus"], points["nodes"], strict=True)]
+    steps = dict(zip(keys, points["global_batch"] / points["images_per_s"], strict=True))
+    batch = dict(zip(keys, points["global_batch"].astype(float), strict=True))
+    eff = dict(zip(keys, points["efficiency"], strict=True))
+    spread = dict(zip(keys, (points["epoch_time_ci95"] / points["epoch_time_s"]).fillna(0.0)
+                      if "epoch_time_ci95" in points else [0.0] * len(keys), strict=True))
+    fit = keys[:-1] if len(keys) > 1 else keys
+    held = keys[-1] if len(keys) > 1 else None
+    weak = points["scaling"].iloc[0] != "strong" if "scaling" in points else True
+    mine = breakdown[breakdown["series"] == series]
+    shares = {(int(r.gpus), int(r.nodes)): r for r in mine.itertuples()} \
+        if "nodes" in mine else {(int(r.gpus), 1): r for r in mine.itertuples()}
 
     def note_rows(note):
-        return [{**base, "gpus": g, "role": "measured", "measured_step_s": steps[g],
-                 "measured_efficiency": eff[g], "note": note} for g in gpus]
+        return [{"series": series, "nodes": n, "gpus": g, "role": "measured",
+                 "measured_step_s": steps[(g, n)], "measured_efficiency": eff[(g, n)],
+                 "note": note} for g, n in keys]
 
-    params = [ab for g in fit if g > 1 for r in found_by_gpus.get(g, [])
-              if (ab := alpha_beta(r.get("collective"), g))]
-    size = next((r.get("gradient_bytes") for g in gpus for r in found_by_gpus.get(g, [])
+    size = next((r.get("gradient_bytes") for k in keys for r in found.get(k, [])
                  if r.get("gradient_bytes")), known_size)
-    note = ""
     if not size:
         return note_rows("no breakdown.json and no known model to take the gradient's size "
                          "from: not predicted")
-    if not params and not found_by_gpus and (fitted := from_step_times(gpus, steps, size)):
-        params, note = [fitted], FROM_STEP_TIMES  # an external log: its step times only
-    elif not params:
-        return note_rows("no multi-GPU point below the largest timed its all-reduce: "
-                         "nothing to fit (a sweep of 1, 2 and 4 GPUs fits on 2, checks 4)")
-    alpha = sorted(p[0] for p in params)[len(params) // 2]
-    bandwidth = sorted(p[1] for p in params)[len(params) // 2]
+    intra, inter = links(fit, found, size)
+    source, notes = MEASURED, []
+    if intra is None and inter is None:
+        if found or not (fitted := fitted_link(keys, steps, size, weak)):
+            return note_rows("no multi-GPU point below the largest timed its all-reduce: "
+                             "nothing to fit (a sweep of 1, 2 and 4 GPUs fits on 2, checks 4)"
+                             if found else "no timed all-reduce and no 1-GPU point with a "
+                             "next count on one node to fit the communication on: not "
+                             "predicted")
+        intra, source = fitted, FITTED
+        notes.append(FROM_STEP_TIMES)
+    if inter is None and any(n > 1 for _, n in keys):
+        notes.append(NO_NETWORK)
 
-    def exposed(g):  # a log's step times alone: its all-reduce taken as wholly exposed
-        if note:
-            return allreduce_s(g, size, alpha, bandwidth)
-        share = mine["communication_share"].get(g, math.nan) if g in mine.index else math.nan
-        return 0.0 if pd.isna(share) else share * steps[g]
+    def timed(g, n):
+        return allreduce_time(g, n, size, intra, inter)
 
-    ratios = [exposed(g) / t for g in fit if g > 1
-              and (t := allreduce_s(g, size, alpha, bandwidth)) > 0]
-    exposure = sorted(ratios)[len(ratios) // 2] if ratios else 1.0
-    c0, c1 = fit_line([float(g) for g in fit], [steps[g] - exposed(g) for g in fit])
-    weak = points["scaling"].iloc[0] != "strong" if "scaling" in points else True
-    per_gpu = batch[gpus[0]] / gpus[0]
+    # the step's compute: the step less its exposed communication (the trace's; all of
+    # the all-reduce where no trace tells them apart: nothing hidden)
+    compute, hidden = {}, []
+    for g, n in fit:
+        total = timed(g, n) if g > 1 else 0.0
+        row = shares.get((g, n))
+        share = getattr(row, "communication_share", math.nan) if row is not None else math.nan
+        exposed = total if pd.isna(share) or source == FITTED else share * steps[(g, n)]
+        compute[(g, n)] = steps[(g, n)] - exposed
+        if g > 1 and not pd.isna(share) and source == MEASURED and compute[(g, n)] > 0:
+            hidden.append(max(total - exposed, 0.0) / compute[(g, n)])
+    usable = [k for k in fit if not math.isnan(compute[k])]
+    if not usable:
+        return note_rows(NO_NETWORK)
+    hideable = median(hidden) if hidden else 0.0
+    per_gpu = batch[keys[0]] / keys[0][0]
+    c_of = fit_compute(usable, compute, batch, weak, shared_cores)
+    per_node = max(math.ceil(g / n) for g, n in keys)
+    if shared_cores:  # logical devices: no node boundary to cross
+        per_node = math.inf
+    elif gpus_per_node:
+        per_node = max(per_node, gpus_per_node)
+    else:
+        per_node = math.inf
+        notes.append("no run says how many GPUs a node has: the doublings are taken "
+                     "within one node")
+    residual = max((abs(c_of(g, n, batch[(g, n)]) - max(compute[(g, n)], 0.0))
+                    / steps[(g, n)] for g, n in usable), default=0.0)
+    band = max([spread[k] for k in usable] + [0.0]) + residual
 
-    def predict(g):
-        return c0 + c1 * g + exposure * allreduce_s(g, size, alpha, bandwidth)
+    def predict(g, n, b):
+        c = c_of(g, n, b)
+        comm = max(timed(g, n) - hideable * c, 0.0) if g > 1 else 0.0
+        return c + comm, comm
 
-    t1 = predict(1)
+    base = keys[0]
+    base_step, _ = predict(*base, batch[base])
     rows = []
-    for g in [*gpus, gpus[-1] * 2, gpus[-1] * 4]:
-        measured = g in steps
-        step = predict(g)
-        global_batch = per_gpu * g if weak else batch[gpus[0]]
-        speedup = (global_batch / step) / ((per_gpu if weak else batch[gpus[0]]) / t1)
-        row = {**base, "gpus": g,
-               "role": "fit" if g in fit else "held out" if g == held else "extrapolated",
-               "measured_step_s": steps.get(g, math.nan), "predicted_step_s": step,
-               "error": (step - steps[g]) / steps[g] if measured else math.nan,
-               "measured_efficiency": eff.get(g, math.nan),
-               "predicted_efficiency": speedup / g, "latency_us": alpha * 1e6,
-               "bus_bandwidth_gbs": bandwidth / 1e9, "gradient_bytes": size,
-               "exposure": exposure, "verdict": "", "note": note}
-        rows.append(row)
+    largest = keys[-1][0]
+    doublings = [(m, max(1, math.ceil(m / per_node))) for m in (2 * largest, 4 * largest)]
+    for g, n in [*keys, *doublings]:
+        measured = (g, n) in steps
+        b = batch[(g, n)] if measured else (per_gpu * g if weak else batch[keys[-1]])
+        step, comm = predict(g, n, b)
+        speedup = (b / step) / (batch[base] / base_step)
+        total = timed(g, n) if g > 1 else 0.0
+        rows.append({
+            "series": series, "nodes": n, "gpus": g,
+            "role": "fit" if (g, n) in fit else "held out" if (g, n) == held
+            else "extrapolated",
+            "measured_step_s": steps.get((g, n), math.nan), "predicted_step_s": step,
+            "predicted_step_low_s": step * (1 - band), "predicted_step_high_s": step * (1 + band),
+            "error": (step - steps[(g, n)]) / steps[(g, n)] if measured else math.nan,
+            "measured_efficiency": eff.get((g, n), math.nan),
+            "predicted_efficiency": speedup / (g / base[0]),
+            "comm_s": comm, "exposure": comm / total if total > 0 else math.nan,
+            "hideable": hideable,
+            "latency_us": intra.alpha * 1e6 if intra and source == MEASURED else math.nan,
+            "bus_bandwidth_gbs": intra.bandwidth / 1e9 if intra and source == MEASURED
+            else math.nan,
+            "latency_inter_us": inter.alpha * 1e6 if inter else math.nan,
+            "bus_bandwidth_inter_gbs": inter.bandwidth / 1e9 if inter else math.nan,
+            "link_source": source, "gradient_bytes": size, "verdict": "",
+            "note": "; ".join(notes + [NO_NETWORK] if math.isnan(step) and NO_NETWORK
+                              not in notes else notes)})
+    held_row = rows[keys.index(held)] if held else None
     verdict = ("no held-out point (one GPU count below the largest is needed)" if held is None
-               else "explained" if abs(rows[gpus.index(held)]["error"]) <= EXPLAINED_ERROR
+               else "not predicted: " + NO_NETWORK if math.isnan(held_row["error"])
+               else "explained" if abs(held_row["error"]) <= EXPLAINED_ERROR
                else f"not explained: the held-out error is over {EXPLAINED_ERROR:.0%}")
     for row in rows:
         row["verdict"] = verdict
     return rows
+
+
+def fitted_link(keys: list[tuple[int, int]], steps: dict, size: float, weak: bool
+                ) -> Link | None:
+    """A link standing for what an external log's step times imply: the 1-GPU step is all
+    compute, the next count on one node spends the rest in the all-reduce's bandwidth
+    term (no latency); None without a 1-GPU point, a count after it to fit and one more
+    to check on, or an extra time. Never printed as a bandwidth: it is a residual."""
+    single = [g for g, n in keys if n == 1]
+    if 1 not in single or len(keys) < 3 or len(single) < 2:
+        return None
+    n = single[1]
+    compute = steps[(1, 1)] if weak else steps[(1, 1)] / n
+    extra = steps[(n, 1)] - compute
+    return Link(0.0, 2 * (n - 1) / n * size / extra) if extra > 0 else None
 
 
 def external_models(scaling: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
@@ -244,19 +366,23 @@ def external_models(scaling: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
 def tables(scaling: pd.DataFrame, runs: pd.DataFrame, runs_dir: Path,
            sizes: dict[str, int] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(breakdown.csv, prediction.csv); `sizes`: gradient bytes by model, for the series
-    without breakdown.json (external logs)."""
+    without breakdown.json (external logs). A series over several node counts is one
+    series: its doublings cross node boundaries over the link measured between nodes."""
     found = read_breakdowns(runs, runs_dir)
     breakdown = point_rows(scaling, runs, found)
     rows = []
-    for (series, nodes), points in scaling.groupby(["series", "nodes"], sort=False):
-        by_gpus: dict[int, list[dict]] = {}
-        for _, r in runs[runs["run"].isin(found) & (runs["series"] == series)
-                         & (runs["nodes"] == nodes)].iterrows():
-            by_gpus.setdefault(int(r["gpus"]), []).append(found[r["run"]])
-        label = series if scaling["nodes"].nunique() == 1 else f"{series} ({nodes} node(s))"
-        part = breakdown[breakdown["nodes"] == nodes]
+    for series, points in scaling.groupby("series", sort=False):
+        by_point: dict[tuple[int, int], list[dict]] = {}
+        mine = runs[runs["run"].isin(found) & (runs["series"] == series)]
+        for _, r in mine.iterrows():
+            by_point.setdefault((int(r["gpus"]), int(r["nodes"])), []).append(found[r["run"]])
+        devices = set(runs.loc[runs["series"] == series, "device"].dropna()) \
+            if "device" in runs else set()
         size = (sizes or {}).get(points["model"].iloc[0])
-        rows += [{**r, "series": label}
-                 for r in series_prediction(series, points, part, by_gpus, size)]
+        counts = pd.to_numeric(runs.loc[runs["series"] == series, "system_gpu_count"],
+                               errors="coerce").dropna() if "system_gpu_count" in runs \
+            else pd.Series(dtype=float)
+        rows += series_prediction(series, points, breakdown, by_point, size,
+                                  shared_cores=devices == {"cpu"},
+                                  gpus_per_node=int(counts.max()) if len(counts) else None)
     return breakdown, pd.DataFrame(rows, columns=PREDICTION_ORDER)
-

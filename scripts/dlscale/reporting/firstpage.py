@@ -79,7 +79,7 @@ def why_lines(breakdown: pd.DataFrame, prediction: pd.DataFrame) -> list[str]:
     """Per series: where the step goes at its largest GPU count, and the predicted
     efficiency at the next doubling (dlscale.reporting.explain)."""
     out = []
-    for (series, nodes), part in breakdown.groupby(["series", "nodes"], sort=False):
+    for (series, _), part in breakdown.groupby(["series", "nodes"], sort=False):
         row = part.sort_values("gpus").iloc[-1]
         gpus = int(row["gpus"])
         head = f"- {rst(series)} at {gpus} GPU(s)"
@@ -93,8 +93,8 @@ def why_lines(breakdown: pd.DataFrame, prediction: pd.DataFrame) -> list[str]:
                 f"communication {comm}, input wait {share(row['input_share'])},"
                 f" the rest {share(row['other_share'])}: the dominant cost is "
                 f"{row['dominant']}")
-        label = series if breakdown["nodes"].nunique() == 1 else f"{series} ({nodes} node(s))"
-        ahead = prediction[(prediction["series"] == label) & (prediction["gpus"] == 2 * gpus)]
+        ahead = prediction[(prediction["series"] == series)
+                           & (prediction["gpus"] == 2 * gpus)]
         if len(ahead) and pd.notna(ahead["predicted_efficiency"].iloc[0]):
             text += (f"; predicted efficiency at {2 * gpus} GPUs "
                      f"{number(ahead['predicted_efficiency'].iloc[0])} "
