@@ -101,3 +101,27 @@ def test_on_jax_each_traced_step_ends_when_its_work_is_done(tmp_path):
     # steps 2, 3 and 4 are traced: at the begin of 2 to 5 the step before has finished
     assert {b: seen["ready"][str(b)] for b in (2, 3, 4, 5)} == {2: True, 3: True, 4: True,
                                                                5: True}
+
+
+def test_the_all_reduce_is_timed_as_nccl_tests_times_it(monkeypatch):
+    """Per buffer size: one all-reduce awaited first (compiling, warm-up), then groups of
+    BENCH_ITERS issued back to back and awaited once, each group's time per call, the
+    median kept. Before, each timing was one call from Python with every replica's
+    result copied to the host, and the warm-up was not awaited."""
+    from dlscale.train import profwindow as window
+
+    calls, clock = [], [0.0]
+    per_call = iter([9e-3, 3e-3, 1e-3, 2e-3, 9e-3, 1e-3, 1e-3, 5e-3])  # warm-up first
+
+    def prepare(n):
+        def go(iters):
+            calls.append((n, iters))
+            clock[0] += iters * next(per_call)
+        return go
+
+    monkeypatch.setattr(window, "allreduce_runner", lambda backend: prepare)
+    monkeypatch.setattr(window.time, "perf_counter", lambda: clock[0])
+    seconds = window.time_allreduce(object(), [4096, 8192])
+    group = [1] + [window.BENCH_ITERS] * window.BENCH_REPEATS
+    assert calls == [(1024, i) for i in group] + [(2048, i) for i in group]
+    assert seconds == [0.002, 0.001]  # the median group, per call; the warm-up not counted

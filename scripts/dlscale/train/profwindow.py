@@ -26,7 +26,8 @@ from dlscale.train import hvdtimeline, keraschoice, stepsplit, xprofcheck
 
 WARMUP_STEPS = 2  # the first steps compile (XLA, tf.function): never in the window
 MAX_TRACE_BYTES = 512 * 2**20
-BENCH_REPEATS = 5  # timings per buffer size; the median is kept
+BENCH_REPEATS = 3  # groups of BENCH_ITERS all-reduces timed per buffer size; the median kept
+BENCH_ITERS = 4  # all-reduces timed together, back to back, awaited once (as nccl-tests)
 BENCH_SIZES = 6  # buffer sizes from BENCH_SMALLEST to the gradient's bytes
 BENCH_SMALLEST = 4096
 METHOD = "own trace (names decide: approximate)"
@@ -237,53 +238,82 @@ def bench_sizes(largest: int) -> list[int]:
 
 
 def time_allreduce(backend, sizes: list[int]) -> list[float]:
-    """Median seconds of one all-reduce (sum) of each size's float32 buffer over the
-    point's replicas, through the strategy the training used. Every worker takes part."""
+    """Seconds of one all-reduce (sum) of each size's float32 buffer over the point's
+    replicas, through the strategy the training used, timed as nccl-tests times it: a
+    warm-up awaited, then BENCH_ITERS all-reduces issued back to back and awaited once at
+    their end (per call, the median of BENCH_REPEATS such groups), with nothing brought
+    to the host but one number per replica. Every worker takes part."""
     import statistics
 
+    prepare = allreduce_runner(backend)
+    out = []
+    for size in sizes:
+        go = prepare(size // 4)
+        go(1)  # compiled or traced for this size, and done
+        times = []
+        for _ in range(BENCH_REPEATS):
+            t0 = time.perf_counter()
+            go(BENCH_ITERS)
+            times.append((time.perf_counter() - t0) / BENCH_ITERS)
+        out.append(round(statistics.median(times), 7))
+    return out
+
+
+def allreduce_runner(backend):
+    """prepare(n) -> go(iters): `iters` all-reduces of n float32 per replica, waited for."""
     if backend.kind == "dataparallel":
         import jax
         import numpy as np
-        from jax.sharding import Mesh
-        from jax.sharding import PartitionSpec as P
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
         devices = backend.jax_devices
         mesh = Mesh(np.array(devices), ("d",))
         reduce = jax.jit(jax.shard_map(lambda x: jax.lax.psum(x, "d"), mesh=mesh,
-                                       in_specs=P("d"), out_specs=P()))
+                                       in_specs=PartitionSpec("d"),
+                                       out_specs=PartitionSpec()))
 
-        def once(n):
+        def prepare(n):
             x = jax.device_put(np.ones(n * len(devices), np.float32),
-                               jax.sharding.NamedSharding(mesh, P("d")))
-            reduce(x).block_until_ready()  # compiled for this size
-            t0 = time.perf_counter()
-            reduce(x).block_until_ready()
-            return time.perf_counter() - t0
-    elif backend.kind == "horovod":
-        import tensorflow as tf
+                               NamedSharding(mesh, PartitionSpec("d")))
+            return lambda iters: jax.block_until_ready([reduce(x) for _ in range(iters)])
+        return prepare
+    import tensorflow as tf
 
-        def once(n):
-            x = tf.ones([n])
-            backend.hvd.allreduce(x, op=backend.hvd.Sum).numpy()
-            t0 = time.perf_counter()
-            backend.hvd.allreduce(x, op=backend.hvd.Sum).numpy()
-            return time.perf_counter() - t0
-    else:
-        import tensorflow as tf
+    def one_number(values):  # waits for each replica's result, copies one float of each
+        return [float(tf.reduce_sum(v[:1])) for v in values]
 
-        strategy = backend.strategy
+    if backend.kind == "horovod":
+        hvd = backend.hvd
 
-        def once(n):
-            value = strategy.experimental_distribute_values_from_function(
-                lambda _: tf.ones([n]))
-            total = strategy.extended.reduce_to(tf.distribute.ReduceOp.SUM, value, value)
-            t0 = time.perf_counter()
-            total = strategy.extended.reduce_to(tf.distribute.ReduceOp.SUM, value, value)
-            for part in strategy.experimental_local_results(total):
-                part.numpy()
-            return time.perf_counter() - t0
-    return [round(statistics.median(once(s // 4) for _ in range(BENCH_REPEATS)), 7)
-            for s in sizes]
+        def prepare(n):
+            def go(iters):
+                y = tf.ones([n])
+                for _ in range(iters):  # each call on the last one's result
+                    y = hvd.allreduce(y, op=hvd.Sum)
+                return one_number([y])
+            return go
+        return prepare
+    strategy = backend.strategy
+    chained = {}
+
+    def prepare(n):
+        value = strategy.experimental_distribute_values_from_function(lambda _: tf.ones([n]))
+
+        def go(iters):
+            if iters not in chained:  # one graph per count: no Python between the calls
+                @tf.function(autograph=False)
+                def many(v, iters=iters):
+                    out = []
+                    for _ in range(iters):  # each after the last one, in order
+                        with tf.control_dependencies(out):
+                            total = strategy.extended.reduce_to(
+                                tf.distribute.ReduceOp.SUM, v, v)
+                        out = list(strategy.experimental_local_results(total))
+                    return out
+                chained[iters] = many
+            return one_number(chained[iters](value))
+        return go
+    return prepare
 
 
 def record(window, logdir: Path, backend, size: int, keep: bool) -> dict:
