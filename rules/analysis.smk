@@ -195,6 +195,7 @@ rule explain_scaling:
     input:
         scaling=C.table("scaling"),
         runs=C.table("runs"),
+        network=ANALYSIS.network_files,
     output:
         breakdown=report(
             C.table("breakdown"),
@@ -216,10 +217,11 @@ rule explain_scaling:
     params:
         script=script("explain_scaling.py"),
         runs=C.RUNS,
+        network=ANALYSIS.network_flags(),
     shell:
         "python {params.script:q} {input.scaling:q} --runs {input.runs:q} "
         "--runs-dir {params.runs:q} --breakdown {output.breakdown:q} "
-        "--prediction {output.prediction:q} 2>&1 | tee {log:q}"
+        "--prediction {output.prediction:q} {params.network} 2>&1 | tee {log:q}"
 
 
 rule plot_breakdown:

@@ -14,6 +14,7 @@ docs/analysis.md ("Why it scales").
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -30,12 +31,15 @@ def main() -> int:
     ap.add_argument("--runs-dir", type=Path, required=True)
     ap.add_argument("--breakdown", type=Path, required=True)
     ap.add_argument("--prediction", type=Path, required=True)
+    ap.add_argument("--network", type=json.loads, metavar="JSON",
+                    help="analysis.network: the links no point measured (numbers, or "
+                         "nccl-tests outputs)")
     args = ap.parse_args()
     scaling, runs = pd.read_csv(args.scaling), pd.read_csv(args.runs)
     # external logs have no breakdown.json: the gradient of a model dlscale can build
     sizes = {m: size for m in external_models(scaling, runs)
              if (size := model_gradient_bytes(m))}
-    breakdown, prediction = tables(scaling, runs, args.runs_dir, sizes)
+    breakdown, prediction = tables(scaling, runs, args.runs_dir, sizes, args.network)
     write_table(breakdown, args.breakdown)
     write_table(prediction, args.prediction)
     for _, row in prediction.drop_duplicates("series").iterrows():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import re
 import shlex
 
@@ -599,3 +600,34 @@ def test_a_studys_jax_points_share_one_compile_cache_unless_it_is_off(tmp_path, 
     assert caches == {("tensorflow", 1): None, ("tensorflow", 2): None,
                       ("jax", 1): "results/compile_cache" if keep else None,
                       ("jax", 2): "results/compile_cache" if keep else None}
+
+
+NCCL = ROOT / "tests" / "data" / "nccl-tests" / "a3mega-2x8-h100-all_reduce_perf.markdown"
+
+
+def test_the_network_given_is_read_at_planning_and_handed_to_the_prediction(tmp_path):
+    """analysis.network: an nccl-tests output is read at planning (it measured the level
+    between nodes: 16 ranks on 2 hosts), and the prediction rule gets it as one flag."""
+    s = study(tmp_path, sweep={"models": ["SimpleCNN"], "gpus": [1]}, analysis={"network": {
+        "within_node": {"latency_us": 5, "bus_bandwidth_gbs": 150},
+        "nccl_tests": [str(NCCL)]}})
+    assert s.analysis.network_files == [str(NCCL)]
+    word, text = shlex.split(s.analysis.network_flags())
+    assert word == "--network" and json.loads(text)["nccl_tests"] == [str(NCCL)]
+    assert study(tmp_path, sweep={"models": ["SimpleCNN"], "gpus": [1]}
+                 ).analysis.network_flags() == ""
+
+
+@pytest.mark.parametrize("network, words", [
+    ({"nccl_tests": ["nowhere.out"]}, "analysis.network.nccl_tests[0]: 'nowhere.out' does "
+                                      "not exist"),
+    ({"nccl_tests": [str(ROOT / "README.md")]}, "holds no nccl-tests table"),
+    ({"between_nodes": {"latency_us": 5, "bus_bandwidth_gbs": 25}, "nccl_tests": [str(NCCL)]},
+     "measured the level between nodes, which analysis.network.between_nodes gives too"),
+    ({"within_node": {"latency_us": 5}}, "bus_bandwidth_gbs")])
+def test_a_network_that_cannot_be_used_is_refused_at_planning_in_one_line(
+        tmp_path, network, words):
+    with pytest.raises(PlanError) as info:
+        study(tmp_path, sweep={"models": ["SimpleCNN"], "gpus": [1]},
+              analysis={"network": network})
+    assert words in str(info.value) and "\n" not in str(info.value)

@@ -400,10 +400,25 @@ def test_a_study_over_an_mlperf_series_scales_as_its_files_throughputs(tmp_path)
              "Dell_3xDSS8440x8A100-PCIE-40GB.txt"]
     runs = "\n".join(f"  - {{log: {mlperf / n}, model: ResNet50, train_images: 1281167, "
                      "label: Dell DSS8440}" for n in names)
-    config = write_config(tmp_path / "c.yaml", f"sweep: {{models: []}}\nexternal_runs:\n{runs}\n")
-    run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", TABLES)
+    # the network as a user gives it where nothing measured it: the figures of a PCIe
+    # node and of HDR InfiniBand (assumed, not the Dell system's)
+    network = ("analysis: {network: {within_node: {latency_us: 10, bus_bandwidth_gbs: 20}, "
+               "between_nodes: {latency_us: 10, bus_bandwidth_gbs: 24}}}")
+    config = write_config(tmp_path / "c.yaml", f"sweep: {{models: []}}\n{network}\n"
+                          f"external_runs:\n{runs}\n")
+    run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", TABLES,
+                  "results/tables/prediction.csv")
     table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
     assert list(table["gpus"]) == [8, 16, 24]
+    # one series over its three node counts, its 3-node point predicted on the links given
+    prediction = pd.read_csv(tmp_path / "results/tables/prediction.csv")
+    assert list(zip(prediction["gpus"], prediction["nodes"], prediction["role"])) == [
+        (8, 1, "fit"), (16, 2, "fit"), (24, 3, "held out"), (48, 6, "extrapolated"),
+        (96, 12, "extrapolated")]
+    assert set(prediction["series"]) == {"Dell DSS8440"}
+    assert (prediction["link_source"] == "given").all()
+    assert prediction["predicted_step_s"].gt(0).all() and prediction["error"].notna().sum() == 3
+    assert prediction["bus_bandwidth_inter_gbs"].eq(24).all()
     speed = []
     for name in names:
         events = [json.loads(line.split(":::MLLOG", 1)[1])

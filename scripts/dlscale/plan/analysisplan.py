@@ -72,6 +72,7 @@ class AnalysisPlan:
         self.external = {} if job_step else self._external_runs()
         self.references = [] if job_step else self._references()
         self.compare = [] if job_step else self._compared()
+        self.network_files = [] if job_step else self._network()
         if not job_step:
             self._check_history_path()
 
@@ -104,6 +105,37 @@ class AnalysisPlan:
             self.warnings += warnings
             runs[key] = (item, per_run)
         return runs
+
+    def _network(self) -> list[str]:
+        """analysis.network's nccl-tests outputs, each read now (what it lacks fails here,
+        not after the training); one source per level."""
+        from dlscale.logparse import nccltests
+
+        network, levels = self.config["analysis"]["network"], {}
+        for level in ("within_node", "between_nodes"):
+            if network[level]:
+                levels[level] = f"analysis.network.{level}"
+        for index, path in enumerate(network["nccl_tests"]):
+            where = f"analysis.network.nccl_tests[{index}]"
+            if problem := unreadable_file(path):
+                raise PlanError(f"{where}: '{path}' {problem}")
+            try:
+                result = nccltests.parse(Path(path).read_text(errors="replace"), path)
+                level = nccltests.ring_level(result)[0]
+            except nccltests.NcclTestsError as exc:
+                raise PlanError(f"{where}: {exc}") from None
+            if level in levels:
+                raise PlanError(f"{where}: '{path}' measured the level {level.replace('_', ' ')}"
+                                f", which {levels[level]} gives too: give one per level")
+            levels[level] = f"{where} ('{path}')"
+        return list(network["nccl_tests"])
+
+    def network_flags(self) -> str:
+        """explain_scaling.py's --network: analysis.network, where it gives anything."""
+        network = self.config["analysis"]["network"]
+        if not (network["within_node"] or network["between_nodes"] or network["nccl_tests"]):
+            return ""
+        return f"--network {shlex.quote(html_safe_json(network))}"
 
     def _references(self) -> list[dict]:
         spec = self.config["references"]

@@ -5,8 +5,8 @@ breakdown.csv: per point, the traced steps' covered time per part, communication
 and total, the dominant part, and the gradient's all-reduce timed alone (nccl-tests'
 busbw). prediction.csv: per series (over all its node counts), a model of the step fitted
 on the smaller points and checked on the largest: compute in the form the hardware gives
-it, plus the hierarchical all-reduce's time (within a node, between nodes) beyond what
-compute hides. docs/analysis.md, "The model", says how.
+it, plus the ring all-reduce's time (at the pace of a node's links, or of the network
+once it crosses nodes) beyond what compute hides. docs/analysis.md, "The model", says how.
 """
 
 from __future__ import annotations
@@ -134,7 +134,8 @@ FROM_STEP_TIMES = ("no timed all-reduce (an external log): the communication is 
                    "bandwidth is claimed")
 NO_NETWORK = ("across nodes: no link between nodes was measured on a smaller point or "
               "given, so nothing is predicted past a node boundary")
-MEASURED, FITTED = "measured", "fitted from step times"
+MEASURED, FITTED, GIVEN = "measured", "fitted from step times", "given"
+LEVELS = ("within a node", "between nodes")
 
 
 @dataclass(frozen=True)
@@ -155,75 +156,65 @@ def median(values: list[float]) -> float:
 
 def allreduce_time(gpus: int, nodes: int, size: float, intra: Link | None,
                    inter: Link | None) -> float:
-    """The gradient's all-reduce on `gpus` over `nodes` in the hierarchical form NCCL and
-    Horovod use: a ring within each node (reduce-scatter and all-gather) and one between
-    the nodes; NaN where a level it needs has no link."""
-    per_node = max(1, math.ceil(gpus / nodes))
-    if (per_node > 1 and intra is None) or (nodes > 1 and inter is None):
-        return math.nan
-    return ((intra.ring_s(per_node, size) if per_node > 1 else 0.0)
-            + (inter.ring_s(nodes, size) if nodes > 1 else 0.0))
+    """The gradient's ring all-reduce on `gpus`: within one node at that level's pace; a
+    ring that crosses nodes goes at the network's (the level between nodes, as a
+    multi-node nccl-tests run measures it over all its ranks). NaN where the level it
+    needs has no link."""
+    link = intra if nodes == 1 else inter
+    if gpus < 2:
+        return 0.0
+    return math.nan if link is None else link.ring_s(gpus, size)
 
 
-def links(fit: list[tuple[int, int]], records: dict, size: float
-          ) -> tuple[Link | None, Link | None]:
-    """(within a node, between nodes) from the fit points' timed all-reduces: one node's
-    points give the ring within a node; a point over several nodes gives the ring between
-    them from what its timings leave once the within-node ring is taken off."""
-    intra = [ab for g, n in fit if n == 1 and g > 1 for r in records.get((g, n), [])
-             if (ab := alpha_beta(r.get("collective"), g))]
-    inside = Link(median([a for a, _ in intra]), median([b for _, b in intra])) \
-        if intra else None
-    between = []
+def links(fit: list[tuple[int, int]], records: dict) -> tuple[Link | None, Link | None]:
+    """(within a node, between nodes) from the fit points' timed all-reduces: the one-node
+    points' medians, and the medians of the points over several nodes."""
+    levels: dict[bool, list[tuple[float, float]]] = {False: [], True: []}
     for g, n in fit:
-        per_node = max(1, math.ceil(g / n))
-        if n < 2 or (per_node > 1 and inside is None):
-            continue
         for r in records.get((g, n), []):
-            timed = r.get("collective") or {}
-            if "seconds" not in timed:
-                continue
-            rest = [s - (inside.ring_s(per_node, b) if per_node > 1 else 0.0)
-                    for b, s in zip(timed["bytes"], timed["seconds"], strict=True)]
-            if ab := alpha_beta({"bytes": timed["bytes"], "seconds": rest}, n):
-                between.append(ab)
-    across = Link(median([a for a, _ in between]), median([b for _, b in between])) \
-        if between else None
-    return inside, across
+            if g > 1 and (ab := alpha_beta(r.get("collective"), g)):
+                levels[n > 1].append(ab)
+    return tuple(Link(median([a for a, _ in found]), median([b for _, b in found]))
+                 if found else None for found in (levels[False], levels[True]))
 
 
-def fit_compute(points: list[tuple[int, int]], compute: dict, batch: dict, weak: bool,
+def fit_compute(points: list[tuple[int, int]], compute: dict, batch: dict,
                 shared_cores: bool):
-    """C(point): the step's time that no communication explains, by the form the
-    hardware gives it, never below 0. Replicas sharing one machine's cores (logical CPU
-    devices) share its work: C grows with the global batch. On GPUs each replica has its
-    own: weak scaling keeps C; strong scaling splits the batch: C = a + b/n (a fixed
-    part, a part that falls as 1/n; a, b >= 0; one point: b alone)."""
+    """C(gpus, nodes, global batch): the step's time that no communication explains, in
+    the form the hardware gives it, never below 0. On GPUs each replica works on its own
+    share of the batch: C = a + k x (x the batch per GPU, a and k at least 0), which weak
+    scaling (x kept: C kept) and strong scaling (x = B/n: a fixed part and a part that
+    falls as 1/n) both are; one x: the fit points' median. Replicas sharing one machine's
+    cores (logical CPU devices) share its work: past the largest fit point, where the
+    cores are busiest, C grows with the global batch; below it one replica may leave
+    cores idle, so each fit point keeps its own."""
     values = {p: max(compute[p], 0.0) for p in points}
     if shared_cores:
-        k = median([values[p] / batch[p] for p in points])
-        return lambda g, n, b: k * b
-    if weak:
-        c = median(list(values.values()))
+        k = values[points[-1]] / batch[points[-1]]
+        return lambda g, n, b: values[(g, n)] if (g, n) in values else k * b
+    xs = [batch[p] / p[0] for p in points]
+    ys = [values[p] for p in points]
+    if len(set(xs)) < 2:
+        c = median(ys)
         return lambda g, n, b: c
-    xs = [1 / g for g, _ in points]
-    a, slope = fit_line(xs, [values[p] for p in points]) if len(set(xs)) > 1 else (0.0, 0.0)
-    if len(set(xs)) < 2 or slope < 0 or a < 0:  # one point, or a fit that leaves the form
-        fixed = max(a, 0.0) if len(set(xs)) > 1 and slope < 0 else 0.0
-        slope = median([(values[p] - fixed) * p[0] for p in points])
-        a = fixed
-    return lambda g, n, b: a + slope / g
+    a, k = fit_line(xs, ys)
+    if k < 0:  # more work per GPU, less time: no per-image part to be seen
+        a, k = median(ys), 0.0
+    elif a < 0:  # no fixed part: all of it per image
+        a, k = 0.0, median([y / x for x, y in zip(xs, ys, strict=True)])
+    return lambda g, n, b: a + k * b / g
 
 
 def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
                       found: dict[tuple[int, int], list[dict]], known_size: int | None = None,
-                      shared_cores: bool = False, gpus_per_node: int | None = None
-                      ) -> list[dict]:
+                      shared_cores: bool = False, gpus_per_node: int | None = None,
+                      network: dict[str, tuple[Link, str]] | None = None) -> list[dict]:
     """prediction.csv's rows for one series (its scaling.csv rows, over any node counts):
     fitted on every point but the largest, that one held out, then the next two
     doublings, on as many nodes as hold them (`gpus_per_node`: the node's GPUs, as its
     runs reported them). `found`: the breakdown.json records by (gpus, nodes);
-    `known_size`: the gradient's bytes where none gives them (an external log)."""
+    `known_size`: the gradient's bytes where none gives them (an external log);
+    `network`: the links given for the levels no fit point measured (given_links)."""
     points = points.assign(nodes=points["nodes"] if "nodes" in points else 1)
     points = points.sort_values(["gpus", "nodes"])
     keys = [(int(g), int(n)) for g, n in zip(points["gpus"], points["nodes"], strict=True)]
@@ -249,19 +240,27 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
     if not size:
         return note_rows("no breakdown.json and no known model to take the gradient's size "
                          "from: not predicted")
-    intra, inter = links(fit, found, size)
-    source, notes = MEASURED, []
+    intra, inter = links(fit, found)
+    sources = {level: MEASURED for level, link in zip(LEVELS, (intra, inter), strict=True)
+               if link}
+    for level, key in zip(LEVELS, ("within_node", "between_nodes"), strict=True):
+        if level not in sources and key in (network or {}):  # measured wins over given
+            link, sources[level] = network[key]
+            intra, inter = (link, inter) if key == "within_node" else (intra, link)
+    fitted, notes = False, []
     if intra is None and inter is None:
-        if found or not (fitted := fitted_link(keys, steps, size, weak)):
+        if found or not (guess := fitted_link(keys, steps, size, weak)):
             return note_rows("no multi-GPU point below the largest timed its all-reduce: "
                              "nothing to fit (a sweep of 1, 2 and 4 GPUs fits on 2, checks 4)"
-                             if found else "no timed all-reduce and no 1-GPU point with a "
-                             "next count on one node to fit the communication on: not "
-                             "predicted")
-        intra, source = fitted, FITTED
+                             if found else "no timed all-reduce, no network given and no "
+                             "1-GPU point with a next count on one node to fit the "
+                             "communication on: not predicted")
+        intra, fitted, sources = guess, True, {LEVELS[0]: FITTED}
         notes.append(FROM_STEP_TIMES)
     if inter is None and any(n > 1 for _, n in keys):
         notes.append(NO_NETWORK)
+    said = set(sources.values())
+    source = said.pop() if len(said) == 1 else "; ".join(f"{k}: {v}" for k, v in sources.items())
 
     def timed(g, n):
         return allreduce_time(g, n, size, intra, inter)
@@ -273,22 +272,22 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
         total = timed(g, n) if g > 1 else 0.0
         row = shares.get((g, n))
         share = getattr(row, "communication_share", math.nan) if row is not None else math.nan
-        exposed = total if pd.isna(share) or source == FITTED else share * steps[(g, n)]
+        exposed = total if pd.isna(share) or fitted else share * steps[(g, n)]
         compute[(g, n)] = steps[(g, n)] - exposed
-        if g > 1 and not pd.isna(share) and source == MEASURED and compute[(g, n)] > 0:
+        if g > 1 and not pd.isna(share) and not fitted and compute[(g, n)] > 0:
             hidden.append(max(total - exposed, 0.0) / compute[(g, n)])
     usable = [k for k in fit if not math.isnan(compute[k])]
     if not usable:
         return note_rows(NO_NETWORK)
     hideable = median(hidden) if hidden else 0.0
     per_gpu = batch[keys[0]] / keys[0][0]
-    c_of = fit_compute(usable, compute, batch, weak, shared_cores)
+    c_of = fit_compute(usable, compute, batch, shared_cores)
     per_node = max(math.ceil(g / n) for g, n in keys)
     if shared_cores:  # logical devices: no node boundary to cross
         per_node = math.inf
     elif gpus_per_node:
         per_node = max(per_node, gpus_per_node)
-    else:
+    elif not any(n > 1 for _, n in keys):  # a series over nodes shows how many a node holds
         per_node = math.inf
         notes.append("no run says how many GPUs a node has: the doublings are taken "
                      "within one node")
@@ -323,8 +322,8 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
             "predicted_efficiency": speedup / (g / base[0]),
             "comm_s": comm, "exposure": comm / total if total > 0 else math.nan,
             "hideable": hideable,
-            "latency_us": intra.alpha * 1e6 if intra and source == MEASURED else math.nan,
-            "bus_bandwidth_gbs": intra.bandwidth / 1e9 if intra and source == MEASURED
+            "latency_us": intra.alpha * 1e6 if intra and not fitted else math.nan,
+            "bus_bandwidth_gbs": intra.bandwidth / 1e9 if intra and not fitted
             else math.nan,
             "latency_inter_us": inter.alpha * 1e6 if inter else math.nan,
             "bus_bandwidth_inter_gbs": inter.bandwidth / 1e9 if inter else math.nan,
@@ -356,6 +355,23 @@ def fitted_link(keys: list[tuple[int, int]], steps: dict, size: float, weak: boo
     return Link(0.0, 2 * (n - 1) / n * size / extra) if extra > 0 else None
 
 
+def given_links(network: dict | None) -> dict[str, tuple[Link, str]]:
+    """analysis.network as links by level ("within_node", "between_nodes") with where
+    each came from: an nccl-tests output (its ranks' hosts say the level), or numbers."""
+    from dlscale.logparse import nccltests
+
+    out = {}
+    for path in (network or {}).get("nccl_tests") or []:
+        result = nccltests.parse(Path(path).read_text(errors="replace"), str(path))
+        level, alpha, bandwidth = nccltests.ring_level(result)
+        out[level] = (Link(alpha, bandwidth), f"nccl-tests ({Path(path).name})")
+    for level in ("within_node", "between_nodes"):
+        if given := (network or {}).get(level):
+            out[level] = (Link(given["latency_us"] * 1e-6, given["bus_bandwidth_gbs"] * 1e9),
+                          GIVEN)
+    return out
+
+
 def external_models(scaling: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
     """The models of the series whose runs are all external logs."""
     theirs = runs.groupby("series")["source"].agg(lambda s: set(s) == {"external"})
@@ -364,10 +380,13 @@ def external_models(scaling: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
 
 
 def tables(scaling: pd.DataFrame, runs: pd.DataFrame, runs_dir: Path,
-           sizes: dict[str, int] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+           sizes: dict[str, int] | None = None, network: dict | None = None
+           ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(breakdown.csv, prediction.csv); `sizes`: gradient bytes by model, for the series
     without breakdown.json (external logs). A series over several node counts is one
-    series: its doublings cross node boundaries over the link measured between nodes."""
+    series: its doublings cross node boundaries over the link measured between nodes, or
+    the one `network` (analysis.network) gives."""
+    given = given_links(network)
     found = read_breakdowns(runs, runs_dir)
     breakdown = point_rows(scaling, runs, found)
     rows = []
@@ -384,5 +403,6 @@ def tables(scaling: pd.DataFrame, runs: pd.DataFrame, runs_dir: Path,
             else pd.Series(dtype=float)
         rows += series_prediction(series, points, breakdown, by_point, size,
                                   shared_cores=devices == {"cpu"},
-                                  gpus_per_node=int(counts.max()) if len(counts) else None)
+                                  gpus_per_node=int(counts.max()) if len(counts) else None,
+                                  network=given)
     return breakdown, pd.DataFrame(rows, columns=PREDICTION_ORDER)
