@@ -97,6 +97,11 @@ SCALING = (
         Column("overhead_s", "s", "job_s minus the training", True,
                source=_record("overhead_s"), runs=CARRIED),
         Column("overhead_fraction", "1", "overhead_s / job_s"),
+        Column("nccl_network", "", "the network NCCL's collectives used (its NCCL_DEBUG "
+               "lines; GPU points over several nodes)", True, source="nccl.*.log",
+               runs=CARRIED),
+        Column("nccl_fallback", "", "sockets where the nodes have InfiniBand: what shows "
+               "the InfiniBand", True, source="nccl.*.log", runs=CARRIED),
         Column("flags", "", "what the report flags about the point"),
         Column("base_gpus", "", "GPUs of the series' base point: 1 GPU on one node, else "
                "its fewest GPUs (an MLPerf series from 8)"),

@@ -31,6 +31,9 @@ from dlscale.core.files import append_jsonl, atomic, link_or_copy, read_jsonl, w
 RUN_JSON = "run.json"
 EPOCHS = "epochs.jsonl"
 TRAIN_LOG = "train.log"
+# NCCL_DEBUG=INFO's output of a GPU point over several nodes, one file per host and process
+NCCL_DEBUG_FILE = "nccl.%h.%p.log"
+NCCL_DEBUG_FILES = "nccl.*.log"
 ATTEMPTS = "attempts.jsonl"
 STATE = "state"  # the run's working state: live records, backup, settings
 SETTINGS = "settings.json"  # in STATE: what a backup was made with

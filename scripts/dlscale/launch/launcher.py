@@ -58,6 +58,7 @@ class Plan:
     mpi_launcher: str | None = None
     timeline: bool = False  # Horovod's timeline, into the run folder
     command: bool = False  # a command of yours (run_command.py): a rerun starts it over
+    nccl_debug: bool = False  # NCCL_DEBUG=INFO into the run folder (GPUs over nodes)
     planned: dict = field(default_factory=dict)  # run.json's planned keys
     batch_file: str | None = None  # batch_per_gpu: auto: the batch search's answer
 
@@ -71,6 +72,18 @@ class Plan:
                 return planned  # the training says why; the record keeps "auto"
             planned.update(batch_per_gpu=batch, global_batch=batch * planned["gpus_asked"])
         return planned
+
+
+def nccl_debug_env(out: Path, env: dict) -> dict:
+    """NCCL_DEBUG=INFO for NCCL's set-up and network lines, one file per host and process
+    in the run folder (dlscale.logparse.nccldebug reads them); {} where the user set
+    NCCL_DEBUG: theirs is kept."""
+    from dlscale.core.contract import NCCL_DEBUG_FILE
+
+    if "NCCL_DEBUG" in env:
+        return {}
+    return {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET",
+            "NCCL_DEBUG_FILE": str(Path(out).resolve() / NCCL_DEBUG_FILE)}
 
 
 def read_plan(text: str) -> Plan:
@@ -308,6 +321,8 @@ def record_end(out: Path, returncode: int, log: str | None, started: datetime,
 def run(args: argparse.Namespace, command: list[str]) -> int:
     """launch.py's work, its flags parsed (scripts/launch.py)."""
     sys.stdout.flush()
+    if args.plan.nccl_debug and args.record:
+        os.environ.update(nccl_debug_env(args.record, dict(os.environ)))
     if args.plan.timeline:
         os.environ["HOROVOD_TIMELINE"] = str((args.record / "timeline.json").resolve())
     if not args.record:

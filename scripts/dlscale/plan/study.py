@@ -347,12 +347,12 @@ class Study:
         else:
             plan = {"tasks": p.tasks, "tasks_per_node": p.tasks_per_node, "nodes": p.nodes,
                     "planned": {**planned, "model_from": p.model_from, "strategy": p.strategy,
-                                "keras_asked": p.keras, "backend": p.backend}}
+                                "keras_asked": p.keras, "backend": p.backend},
+                    "nccl_debug": p.device == "gpu" and p.nodes > 1}  # NCCL's network
             if p.strategy == "horovod":
                 plan.update(horovod=True, **{k: self.config["horovod"][k]
                                              for k in ("mpi_launcher", "timeline")})
-        if p.batch_per_gpu == "auto":  # decided by the batch search, read at the job
-            plan["batch_file"] = batch_file(p)
+        plan["batch_file"] = batch_file(p) if p.batch_per_gpu == "auto" else None  # its search
         return "--plan " + shlex.quote(json.dumps(plan, separators=(",", ":")))
 
     @cached_property

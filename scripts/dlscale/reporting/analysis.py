@@ -51,6 +51,7 @@ from dlscale.core.vocabulary import (
     SYSTEM_FIELDS,
     TELEMETRY_FIELDS,
 )
+from dlscale.logparse.nccldebug import fallback_note
 from dlscale.reporting.amdahl import karp_flatt
 
 # two-sided 95% Student t quantiles for 1..30 degrees of freedom; 1.96 beyond
@@ -222,6 +223,8 @@ def flags_of(row, accuracy_tolerance: float) -> str:
     if row.gpus_logged:
         flags.append(f"the log states {', '.join(map(str, row.gpus_logged))} GPU(s), "
                      f"counted as {row.gpus}")
+    if isinstance(getattr(row, "nccl_fallback", None), str):  # why two nodes are slow
+        flags.append(fallback_note({"infiniband": row.nccl_fallback}))
     if pd.isna(row.final_accuracy):
         flags.append("no training accuracy logged: the accuracy check is skipped")
     return "; ".join(flags)
@@ -267,6 +270,9 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
                 point_runs["gpus_logged"], errors="coerce").dropna() if int(g) != gpus}),
             **{name: pd.to_numeric(point_runs[name], errors="coerce").mean()
                for name in ("job_s", "overhead_s")},
+            **{name: "; ".join(sorted({v for v in point_runs[name] if isinstance(v, str)
+                                       and v})) or np.nan
+               for name in ("nccl_network", "nccl_fallback")},
         })
     table = pd.DataFrame(rows, columns=[*MEASURED, "gpus_logged"])
     if table.empty:

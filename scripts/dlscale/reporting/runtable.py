@@ -15,6 +15,7 @@ from pathlib import Path
 from dlscale.core.columns import EPOCH_KEYS, RECORD_KEYS
 from dlscale.core.contract import (
     EPOCHS,
+    NCCL_DEBUG_FILES,
     RUN_JSON,
     TRAIN_LOG,
     RunRecord,
@@ -47,6 +48,19 @@ def record_columns(record: RunRecord) -> dict:
             value = ("; " if column == "notes" else ":").join(map(str, value))
         columns[column] = value
     return columns
+
+
+def nccl_columns(run_dir: Path) -> dict:
+    """nccl_network and nccl_fallback from the NCCL_DEBUG files a GPU point over several
+    nodes wrote in its run folder (dlscale.logparse.nccldebug); {} without any."""
+    from dlscale.logparse import nccldebug
+
+    texts = [p.read_text(errors="replace") for p in sorted(run_dir.glob(NCCL_DEBUG_FILES))]
+    found = nccldebug.transport("\n".join(texts)) if texts else None
+    if not found:
+        return {}
+    return {"nccl_network": found["network"],
+            "nccl_fallback": found["infiniband"] if found["fell_back"] else None}
 
 
 def check_epochs(epochs: list[dict], path) -> list[dict]:
@@ -101,6 +115,7 @@ def run_rows(run_dir: Path, meta: dict) -> tuple[list[dict], str]:
     columns.update(accounted)
     if note:
         columns["notes"] = "; ".join(filter(None, [columns.get("notes"), note]))
+    columns.update(nccl_columns(run_dir))
     if columns["images_per_epoch"] is None and epochs:  # a record written after a kill
         columns["images_per_epoch"] = epochs[0].get("images")
     # a command's records were read from its log (dlscale.launch.command): nothing to cross-check
