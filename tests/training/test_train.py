@@ -238,17 +238,23 @@ def test_fewer_epochs_than_a_killed_run_finished_are_refused(small_data, tmp_pat
 def test_a_time_limit_stops_at_an_epoch_boundary_and_the_rerun_continues(small_data, tmp_path):
     # 6 s in all, 30 s kept for the end of the job: whatever the machine's speed, the run stops
     # after its first epoch, before the limit, with its backup in place
-    proc = train(small_data, tmp_path, "--epochs", "30", "--time-limit-min", "0.1")
+    window = ["--breakdown-steps", "3"]
+    proc = train(small_data, tmp_path, "--epochs", "30", "--time-limit-min", "0.1", *window)
     assert proc.returncode == 7, proc.stderr[-3000:]
     run = json.loads((tmp_path / "run.json").read_text())
     assert run["status"] == "timeout" and run["epochs_completed"] == 1
     assert "stopped after epoch 1 of 30" in run["failure"]
     assert (tmp_path / "state" / "backup").is_dir()
-    proc = train(small_data, tmp_path, "--epochs", "3")
+    proc = train(small_data, tmp_path, "--epochs", "3", *window)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = json.loads((tmp_path / "run.json").read_text())
     assert (run["status"], run["resumed_at_epoch"]) == ("completed", 2)
     assert [a["status"] for a in records(tmp_path / "attempts.jsonl")] == ["timeout", "completed"]
+    # the window traced the first epoch, in the first attempt: the resumed one keeps that
+    # trace and reads it (it was deleted, and the note blamed the profiler)
+    breakdown = json.loads((tmp_path / "breakdown.json").read_text())
+    assert breakdown["summary"]["steps"] > 0 and breakdown["window_s"] > 0
+    assert not [n for n in breakdown["notes"] if "trace" in n]
 
 
 def test_launch_records_a_training_process_killed_by_a_signal(small_data, tmp_path):

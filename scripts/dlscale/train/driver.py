@@ -99,10 +99,10 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
             say(f"dlscale train: the backup in {backup} held no finished epoch: starting "
                 "at epoch 1")
 
-    window = profwindow.open_window(settings, backend, plan.steps)
+    done = completed_epochs(backup) if resuming else 0  # the order goes on from there
+    window = profwindow.open_window(settings, backend, plan.steps, resumed_at=done)
     model, recorder, callbacks = build(r, deadline, sampler, announce, window)
     phases.mark("model")
-    done = completed_epochs(backup) if resuming else 0  # the order goes on from there
     train_input, test_input = inputs(r, done)
     train_ds, test_ds = backend.datasets(slow_input(train_input, notes), test_input,
                                          plan.global_batch)

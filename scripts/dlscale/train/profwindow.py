@@ -16,6 +16,7 @@ never a failed point: `take` catches and says.
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from pathlib import Path
@@ -26,6 +27,7 @@ from dlscale.train import hvdtimeline, keraschoice, stepsplit, xprofcheck
 
 WARMUP_STEPS = 2  # the first steps compile (XLA, tf.function): never in the window
 MAX_TRACE_BYTES = 512 * 2**20
+WINDOW_FILE = "window.json"  # beside the trace: what the window took (kept_window)
 BENCH_REPEATS = 3  # groups of BENCH_ITERS all-reduces timed per buffer size; the median kept
 BENCH_ITERS = 4  # all-reduces timed together, back to back, awaited once (as nccl-tests)
 BENCH_SIZES = 6  # buffer sizes from BENCH_SMALLEST to the gradient's bytes
@@ -134,6 +136,10 @@ def make_callback(logdir: Path, first: int, count: int, marks: bool, horovod=Non
                 self.error = f"the profiler did not {'start' if start else 'stop'}: {exc}"
                 self._open = False
             self.seconds += time.perf_counter() - t0
+            if not start:  # kept beside the trace: a resumed attempt reads it from there
+                write_json_atomic(logdir / WINDOW_FILE, {
+                    "seconds": self.seconds, "error": self.error,
+                    "wall": {str(k): v for k, v in self.wall.items()}})
 
     class StepEndWindow(Window):
         """TensorFlow (tf-keras, Keras 3, the custom loop): each traced step ends at its
@@ -383,9 +389,14 @@ def measure_collective(backend, size: int) -> dict | None:
             "repeats": BENCH_REPEATS, "took_s": round(time.perf_counter() - t0, 3)}
 
 
-def open_window(settings, backend, steps_per_epoch: int):
-    """The chief's window callback (analysis.breakdown), or None; an earlier attempt's
-    breakdown.json and trace are removed first, so the folder never holds another run's."""
+def open_window(settings, backend, steps_per_epoch: int, resumed_at: int = 0):
+    """The chief's window callback (analysis.breakdown), or None. A training from its
+    first epoch removes an earlier attempt's breakdown.json and trace first, so the folder
+    never holds another run's; a resumed one (`resumed_at`: the epochs its backup holds)
+    has run the window's epoch already: it keeps that attempt's trace and traces
+    nothing, and close_window reads the kept trace."""
+    if resumed_at:
+        return None
     if backend.chief:
         (settings.out / BREAKDOWN).unlink(missing_ok=True)
         shutil.rmtree(settings.out / TRACE, ignore_errors=True)
@@ -395,6 +406,19 @@ def open_window(settings, backend, steps_per_epoch: int):
     return make_callback(settings.out / TRACE, first, count,
                          marks=settings.keras == 3 or settings.loop == "custom",
                          horovod=backend.hvd if backend.kind == "horovod" else None)
+
+
+def kept_window(logdir: Path):
+    """The window an earlier attempt of the point closed (its WINDOW_FILE beside its
+    trace), as record() reads a window: seconds, error, wall; None where none was kept."""
+    from types import SimpleNamespace
+
+    try:
+        kept = json.loads((logdir / WINDOW_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return SimpleNamespace(seconds=kept["seconds"], error=kept["error"],
+                           wall={int(k): v for k, v in kept["wall"].items()})
 
 
 def close_window(settings, backend, window, model, completed: bool) -> dict | None:
@@ -407,9 +431,15 @@ def close_window(settings, backend, window, model, completed: bool) -> dict | No
     collective = measure_collective(backend, size)
     if not backend.chief:
         return None
+    resumed = window is None and not settings.profile_steps
+    if resumed:  # the window's epoch ran in an earlier attempt: its trace, if it kept one
+        window = kept_window(settings.out / TRACE)
     out = record(window, settings.out / TRACE, backend, size, settings.keep_trace)
     if settings.profile_steps:
         out["notes"].append("no window: training.profile_steps holds the profiler")
+    elif resumed and window is None:
+        out["notes"].append("the window's epoch (the first) ran in an earlier attempt, "
+                            "which ended before its window closed: no trace to read")
     out["collective"] = collective
     write_json_atomic(settings.out / BREAKDOWN, out)
     return {"file": BREAKDOWN, "notes": out["notes"]}
