@@ -26,9 +26,11 @@ def allreduce(n, size=GRADIENT):
     return explain.allreduce_s(n, size, ALPHA, BANDWIDTH)
 
 
-def study(tmp_path, gpus=(1, 2, 4), slower_at=None, separable=True):
+def study(tmp_path, gpus=(1, 2, 4), slower_at=None, separable=True, traced_slower=1.0):
     """scaling.csv and runs.csv of a weak-scaling series whose steps take COMPUTE plus the
-    whole all-reduce (nothing hidden), each point's breakdown.json beside its records."""
+    whole all-reduce (nothing hidden), each point's breakdown.json beside its records;
+    `traced_slower`: its traced steps took that many times the epochs' steps, with the
+    same communication in them."""
     scaling, runs = [], []
     for n in gpus:
         step = COMPUTE + allreduce(n) + (0.5 * COMPUTE if n == slower_at else 0)
@@ -42,9 +44,10 @@ def study(tmp_path, gpus=(1, 2, 4), slower_at=None, separable=True):
         record = {"method": "own trace", "replicas": n, "gradient_bytes": GRADIENT,
                   "notes": [], "communication": "separable" if n > 1 and separable else
                   "none (one replica)" if n == 1 else "not separable",
-                  "summary": {"steps": 5, "step_s": step, "wall_s": 5 * step,
+                  "summary": {"steps": 5, "step_s": step * traced_slower,
+                              "wall_s": 5 * step * traced_slower,
                               "comm_total_s": 5 * comm, "comm_exposed_s": 5 * comm,
-                              "compute_s": 5 * (step - comm), "input_s": 0.0,
+                              "compute_s": 5 * (step * traced_slower - comm), "input_s": 0.0,
                               "other_s": 0.0},
                   "collective": None if n == 1 else {
                       "bytes": SIZES, "seconds": [allreduce(n, s) for s in SIZES]}}
@@ -360,3 +363,18 @@ def test_replicas_sharing_one_machines_cores_share_its_work():
     by = {r["gpus"]: r for r in rows}
     assert abs(by[4]["error"]) < 1e-9 and by[16]["nodes"] == 1
     assert by[16]["predicted_step_s"] == pytest.approx(1.6 + allreduce(16))
+
+
+def test_the_traced_steps_shares_are_taken_of_the_traced_steps_time(tmp_path):
+    """Traced steps ran 2.3 times as long as the epochs' (one at a time, profiled; an H200
+    point did), with the same all-reduce in them: its share of the traced step, taken of
+    the epochs' step, made the exposed communication 2.3 times too small. Taken of what it
+    measured, nothing of the all-reduce is hidden (as the trace says: all of it exposed),
+    where the share of the epochs' step read 57 % of it as hidden behind compute."""
+    scaling, runs = study(tmp_path, traced_slower=2.3)
+    breakdown, prediction = explain.tables(scaling, runs, tmp_path)
+    assert (prediction["hideable"] == 0).all()
+    held = prediction[prediction["role"] == "held out"].iloc[0]
+    assert abs(held["error"]) < 1e-6 and held["verdict"] == "explained"
+    assert breakdown.loc[breakdown["gpus"] == 4, "notes"].iloc[0].startswith(
+        "the traced steps took")

@@ -75,3 +75,21 @@ def test_a_failed_point_is_one_line_with_its_status_said_once(tmp_path):
                                         "problem": problem}])))
     assert "cmd/gpus4/rep1: failed, the command exited with status 1" in html
     assert "failed, failed" not in html
+
+
+def test_the_dominant_cost_says_when_the_traced_steps_ran_slower_than_the_epochs():
+    """The shares are of the traced steps; where those took over 1.2x the epochs' steps
+    (one at a time, profiled), the first page says so next to the dominant cost."""
+    from dlscale.reporting.firstpage import why_lines
+
+    row = {"series": "Net", "nodes": 1, "gpus": 4, "compute_share": 0.5,
+           "communication": "separable", "communication_share": 0.3,
+           "comm_total_share": 0.4, "input_share": 0.1, "other_share": 0.1,
+           "dominant": "compute", "notes": "", "step_s": 0.1}
+    slow = why_lines(pd.DataFrame([{**row, "window_step_s": 0.23}]), pd.DataFrame(
+        columns=["series", "gpus", "predicted_efficiency", "verdict"]))
+    assert any("the dominant cost is compute (of the traced steps, which took 2.3x the "
+               "epochs' steps" in line for line in slow)
+    alike = why_lines(pd.DataFrame([{**row, "window_step_s": 0.11}]), pd.DataFrame(
+        columns=["series", "gpus", "predicted_efficiency", "verdict"]))
+    assert not any("traced steps, which took" in line for line in alike)

@@ -272,7 +272,11 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
         total = timed(g, n) if g > 1 else 0.0
         row = shares.get((g, n))
         share = getattr(row, "communication_share", math.nan) if row is not None else math.nan
-        exposed = total if pd.isna(share) or fitted else share * steps[(g, n)]
+        # a share of the traced steps, whose time it is of (they may run slower than the
+        # epochs' steps: one at a time, profiled); never more than the epochs' step
+        traced = getattr(row, "window_step_s", math.nan) if row is not None else math.nan
+        traced = steps[(g, n)] if pd.isna(traced) else traced
+        exposed = total if pd.isna(share) or fitted else min(share * traced, steps[(g, n)])
         compute[(g, n)] = steps[(g, n)] - exposed
         if g > 1 and not pd.isna(share) and not fitted and compute[(g, n)] > 0:
             hidden.append(max(total - exposed, 0.0) / compute[(g, n)])

@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlscale.logparse.keraslog import printable
+from dlscale.reporting.explain import WINDOW_SLOWER
 
 # characters with a meaning in reStructuredText inline text: written escaped
 RST_SPECIAL = re.compile(r"([\\`*_|\[\]<>])")
@@ -93,6 +94,10 @@ def why_lines(breakdown: pd.DataFrame, prediction: pd.DataFrame) -> list[str]:
                 f"communication {comm}, input wait {share(row['input_share'])},"
                 f" the rest {share(row['other_share'])}: the dominant cost is "
                 f"{row['dominant']}")
+        slower = row.get("window_step_s", math.nan) / row.get("step_s", math.nan)
+        if slower > WINDOW_SLOWER:  # the shares are of the traced steps, not the epochs'
+            text += (f" (of the traced steps, which took {slower:.1f}x the epochs' steps: "
+                     "run one at a time and profiled)")
         ahead = prediction[(prediction["series"] == series)
                            & (prediction["gpus"] == 2 * gpus)]
         if len(ahead) and pd.notna(ahead["predicted_efficiency"].iloc[0]):
