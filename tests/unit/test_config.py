@@ -57,7 +57,7 @@ def test_defaults_are_filled_in():
     ({"data": {"md5": "abc"}}, "'abc' does not match"),
     ({"sweep": {"gpus": [0]}}, "0 is less than the minimum of 1"),
     ({"training": {"precision": "fp8"}}, "'fp8' is not one of"),
-    ({"models": {"Res Net9": {"batch_per_gpu": 8}}}, "'Res Net9' is not valid under any"),
+    ({"models": {"Res Net9": {"batch_per_gpu": 8}}}, "'Res Net9': expected one of"),
     ({"models": {"ResNet50V2": {"bach_per_gpu": 8}}}, "'bach_per_gpu' was unexpected"),
     ({"external_runs": [{"log": "x.out", "gpus": 2}]}, "'model' is a required"),
 ])
@@ -205,7 +205,7 @@ def test_batch_auto_leaves_the_global_batch_open():
     point = points_of(config)[0]
     assert (point.batch_per_gpu, point.global_batch, point.precision) == ("auto", None,
                                                                           "mixed_auto")
-    with pytest.raises(PlanError, match="'big' is not valid under any of the given schemas"):
+    with pytest.raises(PlanError, match=r"'big': expected an integer \(at least 1\), or auto"):
         _config(training={"batch_per_gpu": "big"})
 
 
@@ -236,16 +236,16 @@ def test_an_unknown_model_name_is_named_with_the_forms_expected():
 
 
 @pytest.mark.parametrize("entry, words", [
-    ("my model:build", "does not match"),  # a module name holds no space (a .py path may)
-    ("my_model.py:", "does not match"),
+    # a module name holds no space (a .py path may)
+    ("my model:build", "'my model:build': expected one of"),
+    ("my_model.py:", "or your own model: path/to/file.py:function, or a mapping"),
     ({"from": "m.py:build", "label": "two words"}, "does not match"),
     ({"label": "Mine"}, "'from' is a required property"),
 ])
 def test_a_builder_of_the_wrong_form_is_refused_by_the_schema(entry, words):
     with pytest.raises(PlanError) as info:
         validate({"sweep": {"models": [entry]}})
-    assert "is not valid under any of the given schemas" in str(info.value) or words in str(
-        info.value)
+    assert words in str(info.value)
 
 
 def test_your_own_model_is_a_series_labelled_by_its_function_or_label():
@@ -323,3 +323,19 @@ def test_a_sweep_beyond_max_points_is_refused_before_any_point_is_made():
             in str(error.value))
     config["sweep"].update(gpus=[1, 2], repeats=3, max_points=6)
     assert len(points_of(config)) == 6
+
+
+@pytest.mark.parametrize("config, words", [
+    ({"training": {"batch_per_gpu": 0}}, "training.batch_per_gpu: 0: expected an integer "
+                                         "(at least 1), or auto"),
+    ({"training": {"batch_per_gpu": -3}}, "-3: expected an integer (at least 1), or auto"),
+    ({"training": {"batch_per_gpu": "autox"}}, "'autox': expected an integer (at least 1), "
+                                               "or auto"),
+    ({"sweep": {"nodes": "autoo"}}, "sweep.nodes: 'autoo': expected auto, or a list"),
+    ({"sweep": {"commands": {"x": 42}}}, "sweep.commands.x: 42: expected a string (not "
+                                         "empty), or a mapping")])
+def test_a_plain_value_that_fits_no_form_says_what_the_forms_expect(config, words):
+    """It read "is not valid under any of the given schemas" (issue 78, 11)."""
+    with pytest.raises(PlanError) as info:
+        validate(config)
+    assert words in str(info.value) and "given schemas" not in str(info.value)

@@ -107,7 +107,44 @@ def explain(error) -> tuple[list, str]:
         if len(subs) > 1:
             return list(subs[0].absolute_path), "; ".join(e.message for e in subs)
         error = subs[0]
+    if error.validator in ("anyOf", "oneOf"):  # a plain value: what each form expects
+        forms = [describe(spec) for spec in error.validator_value]
+        return list(error.absolute_path), (f"{error.instance!r}: expected "
+                                           f"{', or '.join(dict.fromkeys(forms))}")
     return list(error.absolute_path), error.message
+
+
+ARTICLE = {"integer": "an integer", "number": "a number", "string": "a string",
+           "boolean": "true or false",
+           "object": "a mapping", "array": "a list", "null": "null"}
+
+
+def describe(spec: dict) -> str:
+    """What one form of a schema expects, in a few words: "an integer of at least 1",
+    "auto", "a mapping"."""
+    if "$ref" in spec:
+        spec = {**load()["$defs"][spec["$ref"].split("/")[-1]], **spec}
+        spec.pop("$ref")
+    if "const" in spec:
+        return str(spec["const"])
+    if "pattern" in spec and "description" in spec:  # its own words: the form it wants
+        return re.split(r" \(|; ", spec["description"])[0]
+    if "enum" in spec:
+        names = list(map(str, spec["enum"]))
+        return "one of " + (", ".join(names) if len(names) <= 6 else
+                            f"{len(names)} names ({', '.join(names[:3])} ...)")
+    for choice in ("oneOf", "anyOf"):
+        if choice in spec:
+            return ", or ".join(describe(s) for s in spec[choice])
+    kinds = spec.get("type", "object")
+    words = " or ".join(ARTICLE.get(k, k) for k in (kinds if isinstance(kinds, list) else [kinds]))
+    bounds = [f"{'at least' if k == 'minimum' else 'over'} {spec[k]:g}"
+              for k in ("minimum", "exclusiveMinimum") if k in spec]
+    bounds += [f"{'at most' if k == 'maximum' else 'under'} {spec[k]:g}"
+               for k in ("maximum", "exclusiveMaximum") if k in spec]
+    if spec.get("minLength"):
+        bounds.append("not empty")
+    return words + (f" ({', '.join(bounds)})" if bounds else "")
 
 
 # a number in exponent form without a dot (1e-3, 5E4): YAML 1.2 and JSON read it as a
