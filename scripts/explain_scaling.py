@@ -20,7 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from dlscale.core.files import write_table
-from dlscale.reporting.explain import external_models, tables
+from dlscale.reporting.explain import gradient_sizes, tables
 from dlscale.reporting.gradients import model_gradient_bytes
 
 
@@ -36,14 +36,13 @@ def main() -> int:
                          "nccl-tests outputs)")
     args = ap.parse_args()
     scaling, runs = pd.read_csv(args.scaling), pd.read_csv(args.runs)
-    # external logs have no breakdown.json: the gradient of a model dlscale can build
-    sizes = {m: size for m in external_models(scaling, runs)
-             if (size := model_gradient_bytes(m))}
+    sizes = gradient_sizes(scaling, runs, model_gradient_bytes)
     breakdown, prediction = tables(scaling, runs, args.runs_dir, sizes, args.network)
     write_table(breakdown, args.breakdown)
     write_table(prediction, args.prediction)
     for _, row in prediction.drop_duplicates("series").iterrows():
-        print(f"{row['series']}: {row['verdict'] or row['note']}")
+        said = [row[k] for k in ("verdict", "note") if isinstance(row[k], str) and row[k]]
+        print(f"{row['series']}: {said[0] if said else 'not predicted'}")
     return 0
 
 

@@ -402,3 +402,15 @@ def test_every_declared_run_json_column_reaches_runs_csv(tmp_path):
     assert list(runs.columns) == [c.name for c in columns.RUNS_CSV]
     assert {name: runs[name].iloc[0] for name in carried} == {
         name: f"value of {name}" for name in carried}
+
+
+def test_an_accuracy_change_of_exactly_the_tolerance_is_not_flagged():
+    """0.90 against 0.85 with a tolerance of 0.05: 0.05000000000000004 in binary was
+    flagged as beyond it (issue 78, 17); 0.91 is."""
+    epochs = pd.DataFrame([{"model": "M", "gpus": g, "epoch": e, "seconds": 1.0, "loss": 1.0,
+                            "run": f"M/gpus{g}",
+                            "accuracy": acc, "images_per_epoch": 64, "global_batch": 8 * g}
+                           for g, acc in ((1, 0.85), (2, 0.90), (4, 0.91)) for e in (1, 2)])
+    runs = summarize_runs(epochs, skip_epochs=1)
+    table = scaling(epochs, runs, skip_epochs=1, accuracy_tolerance=0.05)
+    assert table.set_index("gpus")["accuracy_flag"].to_dict() == {1: False, 2: False, 4: True}

@@ -378,3 +378,26 @@ def test_the_traced_steps_shares_are_taken_of_the_traced_steps_time(tmp_path):
     assert abs(held["error"]) < 1e-6 and held["verdict"] == "explained"
     assert breakdown.loc[breakdown["gpus"] == 4, "notes"].iloc[0].startswith(
         "the traced steps took")
+
+
+def test_a_series_without_a_window_is_sized_from_the_models_table_and_said_in_words(tmp_path):
+    """analysis.breakdown: 0 left dlscale's own SimpleCNN without a gradient size ("no
+    known model", issue 78, 15), and explain_scaling.py printed 'nan' for a series
+    without a verdict (16)."""
+    from conftest import run_script
+
+    from dlscale.core.files import write_table
+
+    scaling, runs = study(tmp_path, gpus=(1, 2))
+    scaling["model"] = "SimpleCNN"
+    assert explain.gradient_sizes(scaling, runs, lambda m: None) == {
+        "SimpleCNN": gradients.known()["SimpleCNN"]}
+    for run in runs["run"]:
+        (tmp_path / run / BREAKDOWN).unlink()
+    write_table(scaling, tmp_path / "scaling.csv")
+    write_table(runs, tmp_path / "runs.csv")
+    proc = run_script("explain_scaling.py", str(tmp_path / "scaling.csv"), "--runs",
+                      str(tmp_path / "runs.csv"), "--runs-dir", str(tmp_path), "--breakdown",
+                      str(tmp_path / "b.csv"), "--prediction", str(tmp_path / "p.csv"))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "nan" not in proc.stdout and proc.stdout.startswith("Net: no timed all-reduce")

@@ -303,3 +303,18 @@ def test_an_atomic_write_syncs_the_file_and_then_its_folder(tmp_path, monkeypatc
         tmp.write_text("{}")
     assert synced == [str(tmp_path / ".run.tmp.json"), str(tmp_path)]
     assert (tmp_path / "run.json").read_text() == "{}"
+
+
+def test_a_lock_mode_that_is_neither_is_refused_at_planning_and_at_the_job(tmp_path, monkeypatch):
+    """DLSCALE_POINT_LOCK=exlusive (a typo) meant flock without a word (issue 78, 18)."""
+    from test_plan import study
+
+    from dlscale.core.errors import PlanError
+    from dlscale.jobs.locks import MODE_ENV, LockError, PointLock, lock_mode
+
+    assert lock_mode({}) == "flock" and lock_mode({MODE_ENV: " Exclusive"}) == "exclusive"
+    monkeypatch.setenv(MODE_ENV, "exlusive")
+    with pytest.raises(PlanError, match="DLSCALE_POINT_LOCK='exlusive': expected exclusive"):
+        study(tmp_path, sweep={"models": ["SimpleCNN"], "gpus": [1]})
+    with pytest.raises(LockError, match="'exlusive'"):
+        PointLock(tmp_path / "run").take()

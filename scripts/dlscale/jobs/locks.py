@@ -44,6 +44,16 @@ class LockError(OSError):
     """The point's lock cannot be taken; the message names the file and its file system."""
 
 
+def lock_mode(env: dict | None = None) -> str:
+    """$DLSCALE_POINT_LOCK: "flock" (unset, empty or flock) or "exclusive"; LockError,
+    naming the value, for anything else (a typo meant flock without a word)."""
+    value = (os.environ if env is None else env).get(MODE_ENV, "").strip()
+    if value.lower() in ("", "flock", "exclusive"):
+        return value.lower() or "flock"
+    raise LockError(f"{MODE_ENV}={value!r}: expected exclusive (a lock file) or flock (the "
+                    "default), or leave it unset")
+
+
 def holder() -> dict:
     """This process as a lock's holder."""
     return {"slurm_job": os.environ.get("SLURM_JOB_ID"), "host": socket.gethostname(),
@@ -147,7 +157,7 @@ class PointLock:
     def take(self) -> bool:
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / LOCK
-        if os.environ.get(MODE_ENV, "").strip().lower() == "exclusive":
+        if lock_mode() == "exclusive":
             return self._take_exclusive()
         import fcntl
 

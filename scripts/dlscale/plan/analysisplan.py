@@ -75,6 +75,7 @@ class AnalysisPlan:
         self.network_files = [] if job_step else self._network()
         if not job_step:
             self._check_history_path()
+            self._check_lock_mode()
 
     def _external_runs(self) -> dict[str, tuple[dict, list[dict]]]:
         """{key: (entry, per-run values)}, each log read now: what it lacks fails here."""
@@ -185,6 +186,17 @@ class AnalysisPlan:
                         f"'{table[column][row]}' is not a number")
             compared.append((item["label"], item["scaling"]))
         return compared
+
+    @staticmethod
+    def _check_lock_mode() -> None:
+        """$DLSCALE_POINT_LOCK, which every point's launcher reads (and SLURM's jobs
+        inherit): a value it cannot take fails here, before any job."""
+        from dlscale.jobs.locks import LockError, lock_mode
+
+        try:
+            lock_mode()
+        except LockError as exc:
+            raise PlanError(str(exc)) from None
 
     def _check_history_path(self) -> None:
         """history.path names a file whose folder exists or can be made: said now, not

@@ -252,9 +252,9 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
         if found or not (guess := fitted_link(keys, steps, size, weak)):
             return note_rows("no multi-GPU point below the largest timed its all-reduce: "
                              "nothing to fit (a sweep of 1, 2 and 4 GPUs fits on 2, checks 4)"
-                             if found else "no timed all-reduce, no network given and no "
-                             "1-GPU point with a next count on one node to fit the "
-                             "communication on: not predicted")
+                             if found else "no timed all-reduce, no network given, and not "
+                             "three counts on one node from 1 GPU (one to fit the "
+                             "communication on, one to check): not predicted")
         intra, fitted, sources = guess, True, {LEVELS[0]: FITTED}
         notes.append(FROM_STEP_TIMES)
     if inter is None and any(n > 1 for _, n in keys):
@@ -381,6 +381,19 @@ def external_models(scaling: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
     theirs = runs.groupby("series")["source"].agg(lambda s: set(s) == {"external"})
     return sorted({m for s, m in zip(scaling["series"], scaling["model"], strict=True)
                    if theirs.get(s, False)})
+
+
+def gradient_sizes(scaling: pd.DataFrame, runs: pd.DataFrame, build) -> dict[str, int]:
+    """The gradient's bytes by model, for series without breakdown.json: an external
+    log's model as `build` (gradients.model_gradient_bytes) sizes it; dlscale's own
+    points without a window (analysis.breakdown: 0) from the models table only (a model
+    of yours is never built here)."""
+    from dlscale.reporting.gradients import known
+
+    sizes = {m: size for m in external_models(scaling, runs) if (size := build(m))}
+    table = known()
+    return {**{m: table[m] for m in scaling["model"].dropna().unique() if m in table},
+            **sizes}
 
 
 def tables(scaling: pd.DataFrame, runs: pd.DataFrame, runs_dir: Path,
