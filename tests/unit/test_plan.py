@@ -631,3 +631,27 @@ def test_a_network_that_cannot_be_used_is_refused_at_planning_in_one_line(
         study(tmp_path, sweep={"models": ["SimpleCNN"], "gpus": [1]},
               analysis={"network": network})
     assert words in str(info.value) and "\n" not in str(info.value)
+
+
+def test_an_outside_log_labelled_as_a_series_of_the_study_is_refused(tmp_path):
+    """A ResNet50V2 log labelled SimpleCNN was pooled into the sweep's SimpleCNN series: one
+    row, repeats 2, a 36.5 s "epoch" averaged from 2 s and 45 s (issue 78, 2)."""
+    log = ROOT / "tests" / "data" / "reference-study" / "ResNet50_1gpu.out"
+    with pytest.raises(PlanError) as info:
+        study(tmp_path, sweep={"models": ["SimpleCNN"], "gpus": [1]}, external_runs=[
+            {"log": str(log), "model": "ResNet50V2", "gpus": 1, "global_batch": 256,
+             "label": "SimpleCNN"}])
+    assert ("external_runs[0]: label 'SimpleCNN' is a series this study trains"
+            in str(info.value))
+
+
+def test_no_skipped_epoch_with_the_window_on_is_refused_at_planning(tmp_path):
+    """skip_epochs 0 let the traced epoch, profiler start and stop included, into
+    epoch_time_s silently (issue 78, 6); with the window off, or with no training of
+    dlscale's own, it is a study like any."""
+    with pytest.raises(PlanError, match="analysis.skip_epochs 0 with analysis.breakdown 5: "
+                                        "the first epoch holds the profiled window"):
+        study(tmp_path, sweep={"models": ["SimpleCNN"], "gpus": [1]},
+              analysis={"skip_epochs": 0})
+    study(tmp_path, sweep={"models": ["SimpleCNN"], "gpus": [1]},
+          analysis={"skip_epochs": 0, "breakdown": 0})

@@ -100,7 +100,7 @@ data: {{dataset: fashion_mnist, source: auto, image_size: 8, resize: prepare, sh
 sweep: {{models: [SimpleCNN], gpus: [1, 2]}}
 training: {{epochs: 1, batch_per_gpu: 32, device: cpu, telemetry_interval_s: 0}}
 resources: {{cpus_per_gpu: 1, mem_mb_per_gpu: 1000, runtime_min: 10}}
-analysis: {{accuracy_tolerance: 1.0, skip_epochs: 0}}
+analysis: {{accuracy_tolerance: 1.0, skip_epochs: 0, breakdown: 0}}
 history: {{path: {db}, compare: 2, tolerance: 1.0, system: test VM}}
 """)
         studies.append(start_snakemake(folder, *PROFILE, f"--configfile={config}",

@@ -76,13 +76,19 @@ class AnalysisPlan:
         if not job_step:
             self._check_history_path()
             self._check_lock_mode()
+            self._check_window_epoch()
 
     def _external_runs(self) -> dict[str, tuple[dict, list[dict]]]:
         """{key: (entry, per-run values)}, each log read now: what it lacks fails here."""
         runs, series = {}, {}
+        own = {p.series for p in self.points.values()}
         for index, item in enumerate(self.config["external_runs"]):
             where = f"external_runs[{index}]"
             name = external_series(item)
+            if name in own:  # its runs would be pooled with the points' as repeats
+                raise PlanError(f"{where}: label '{name}' is a series this study trains "
+                                "(sweep.models or sweep.commands): the log's runs would be "
+                                "averaged with its points; give the log a label of its own")
             first = series.setdefault(name, (where, item["model"]))
             if first[1] != item["model"]:  # one line in the plots for two models' speedups
                 raise PlanError(f"{where}: label '{name}' is {first[0]}'s too, a log of "
@@ -186,6 +192,17 @@ class AnalysisPlan:
                         f"'{table[column][row]}' is not a number")
             compared.append((item["label"], item["scaling"]))
         return compared
+
+    def _check_window_epoch(self) -> None:
+        """The window traces steps of each point's first epoch, profiler start and stop
+        among them: skip_epochs 0 would count that epoch in epoch_time_s."""
+        analysis = self.config["analysis"]
+        trains = any(not p.command for p in self.points.values())
+        if trains and analysis["breakdown"] and not analysis["skip_epochs"]:
+            raise PlanError(f"analysis.skip_epochs 0 with analysis.breakdown "
+                            f"{analysis['breakdown']}: the first epoch holds the profiled "
+                            "window, which epoch_time_s would count; set skip_epochs to 1 or "
+                            "more, or breakdown to 0")
 
     @staticmethod
     def _check_lock_mode() -> None:
