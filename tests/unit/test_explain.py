@@ -401,3 +401,17 @@ def test_a_series_without_a_window_is_sized_from_the_models_table_and_said_in_wo
                       str(tmp_path / "b.csv"), "--prediction", str(tmp_path / "p.csv"))
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "nan" not in proc.stdout and proc.stdout.startswith("Net: no timed all-reduce")
+
+
+def test_an_outside_series_with_one_global_batch_is_predicted_as_strong_scaling():
+    """Outside logs say no scaling, and were all taken as weak: a series whose global batch
+    is the same at every count is strong scaling, its doublings keep that batch."""
+    steps = {1: 0.40, 2: 0.22, 4: 0.13}
+    points = pd.DataFrame({"gpus": [1, 2, 4], "global_batch": [256, 256, 256],
+                           "efficiency": [1.0, 0.91, 0.77]})
+    points["images_per_s"] = 256 / points["gpus"].map(steps)
+    empty = pd.DataFrame(columns=["series", "gpus", "communication_share"])
+    rows = explain.series_prediction("Net", points, empty, {}, known_size=GRADIENT)
+    by = {r["gpus"]: r for r in rows}
+    assert by[8]["predicted_step_s"] < by[4]["predicted_step_s"]  # the batch is split
+    assert by[8]["predicted_efficiency"] < by[4]["predicted_efficiency"] <= 1

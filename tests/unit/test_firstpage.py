@@ -93,3 +93,19 @@ def test_the_dominant_cost_says_when_the_traced_steps_ran_slower_than_the_epochs
     alike = why_lines(pd.DataFrame([{**row, "window_step_s": 0.11}]), pd.DataFrame(
         columns=["series", "gpus", "predicted_efficiency", "verdict"]))
     assert not any("traced steps, which took" in line for line in alike)
+
+
+def test_an_outside_series_without_a_window_still_shows_its_prediction():
+    """A study of outside logs only stopped at "no traced steps" and dropped the
+    prediction prediction.csv held (issue 78, 5)."""
+    from dlscale.reporting.firstpage import why_lines
+
+    breakdown = pd.DataFrame([{"series": "V100 study", "nodes": 1, "gpus": g,
+                               "compute_share": float("nan"),
+                               "notes": "no breakdown.json: an external log"}
+                              for g in (1, 2, 4)])
+    prediction = pd.DataFrame([{"series": "V100 study", "gpus": 8,
+                                "predicted_efficiency": 0.874, "verdict": "explained"}])
+    [line] = [x for x in why_lines(breakdown, prediction) if x.startswith("- ")]
+    assert line.startswith("- V100 study at 4 GPU(s): no traced steps")
+    assert line.endswith("; predicted efficiency at 8 GPUs 0.874 (model explained).")

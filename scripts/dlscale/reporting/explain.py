@@ -225,7 +225,10 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
                       if "epoch_time_ci95" in points else [0.0] * len(keys), strict=True))
     fit = keys[:-1] if len(keys) > 1 else keys
     held = keys[-1] if len(keys) > 1 else None
-    weak = points["scaling"].iloc[0] != "strong" if "scaling" in points else True
+    said = points["scaling"].iloc[0] if "scaling" in points else None
+    # an outside log says no scaling: one global batch over its counts is strong scaling
+    weak = (said != "strong" if said in ("weak", "strong")
+            else len(keys) < 2 or len(set(batch.values())) > 1)
     mine = breakdown[breakdown["series"] == series]
     shares = {(int(r.gpus), int(r.nodes)): r for r in mine.itertuples()} \
         if "nodes" in mine else {(int(r.gpus), 1): r for r in mine.itertuples()}

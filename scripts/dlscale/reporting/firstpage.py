@@ -76,16 +76,27 @@ def list_table(header: list[str], rows: list[list[str]], widths: list[int]) -> l
     return lines + [""]
 
 
+def ahead_of(prediction: pd.DataFrame, series: str, gpus: int) -> str:
+    """'; predicted efficiency at 2n GPUs ... (model ...)', or '' where none is."""
+    ahead = prediction[(prediction["series"] == series) & (prediction["gpus"] == 2 * gpus)]
+    if not len(ahead) or pd.isna(ahead["predicted_efficiency"].iloc[0]):
+        return ""
+    return (f"; predicted efficiency at {2 * gpus} GPUs "
+            f"{number(ahead['predicted_efficiency'].iloc[0])} "
+            f"(model {rst(ahead['verdict'].iloc[0])})")
+
+
 def why_lines(breakdown: pd.DataFrame, prediction: pd.DataFrame) -> list[str]:
     """Per series: where the step goes at its largest GPU count, and the predicted
     efficiency at the next doubling (dlscale.reporting.explain)."""
     out = []
-    for (series, _), part in breakdown.groupby(["series", "nodes"], sort=False):
-        row = part.sort_values("gpus").iloc[-1]
+    for series, part in breakdown.groupby("series", sort=False):  # over its node counts
+        row = part.sort_values(["gpus", "nodes"]).iloc[-1]
         gpus = int(row["gpus"])
         head = f"- {rst(series)} at {gpus} GPU(s)"
-        if pd.isna(row.get("compute_share")):
-            out.append(f"{head}: no traced steps ({rst(row.get('notes') or 'no window')})")
+        if pd.isna(row.get("compute_share")):  # an outside log: still its prediction
+            text = f"{head}: no traced steps ({rst(row.get('notes') or 'no window')})"
+            out.append(text + ahead_of(prediction, series, gpus) + ".")
             continue
         comm = ("not separable" if row["communication"] == "not separable" else
                 f"{share(row['communication_share'])} exposed "
@@ -98,12 +109,7 @@ def why_lines(breakdown: pd.DataFrame, prediction: pd.DataFrame) -> list[str]:
         if slower > WINDOW_SLOWER:  # the shares are of the traced steps, not the epochs'
             text += (f" (of the traced steps, which took {slower:.1f}x the epochs' steps: "
                      "run one at a time and profiled)")
-        ahead = prediction[(prediction["series"] == series)
-                           & (prediction["gpus"] == 2 * gpus)]
-        if len(ahead) and pd.notna(ahead["predicted_efficiency"].iloc[0]):
-            text += (f"; predicted efficiency at {2 * gpus} GPUs "
-                     f"{number(ahead['predicted_efficiency'].iloc[0])} "
-                     f"(model {rst(ahead['verdict'].iloc[0])})")
+        text += ahead_of(prediction, series, gpus)
         out.append(text + ".")
     if not out:
         return []
