@@ -108,7 +108,7 @@ def test_the_all_reduce_is_timed_as_nccl_tests_times_it(monkeypatch):
     BENCH_ITERS issued back to back and awaited once, each group's time per call, the
     median kept. Before, each timing was one call from Python with every replica's
     result copied to the host, and the warm-up was not awaited."""
-    from dlscale.train import profwindow as window
+    from dlscale.train import allreduce as window
 
     calls, clock = [], [0.0]
     per_call = iter([9e-3, 3e-3, 1e-3, 2e-3, 9e-3, 1e-3, 1e-3, 5e-3])  # warm-up first

@@ -8,7 +8,8 @@ import pytest
 from conftest import ROOT
 
 from dlscale.train import stepsplit
-from dlscale.train.profwindow import bench_sizes, read_trace, window_steps
+from dlscale.train.allreduce import bench_sizes
+from dlscale.train.profwindow import read_trace, window_steps
 from dlscale.train.stepsplit import Event
 
 TRACES = ROOT / "tests" / "data" / "traces"
@@ -113,6 +114,21 @@ def test_events_outside_the_steps_and_of_no_operation_line_are_not_counted():
 def test_the_window_lies_after_the_compiling_steps_where_the_epoch_has_room(
         steps, wanted, window):
     assert window_steps(steps, wanted) == window
+
+
+@pytest.mark.parametrize(("steps", "words"), [
+    (100, None),
+    (4, "the first epoch has 4 step(s): the window traced 2 of the 5 asked "
+        "(analysis.breakdown), from step 3"),
+    (1, "the first epoch has 1 step(s): the window traced 1 of the 5 asked "
+        "(analysis.breakdown), from step 1; it holds compiling steps (the first 2 trace "
+        "and compile the step): its compute is over-counted")])
+def test_a_window_the_first_epoch_is_too_short_for_says_what_it_traced(steps, words):
+    """Epochs of one or two steps: the window traced the compiling step, asked for 5 and
+    got 1, and said nothing of it (issue 78, 8); breakdown.json's first note says so."""
+    from dlscale.train.profwindow import short_window
+
+    assert short_window(steps, 5, *window_steps(steps, 5)) == words
 
 
 def test_the_collective_is_timed_from_a_few_kilobytes_to_the_gradient():

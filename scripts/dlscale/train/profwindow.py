@@ -24,14 +24,11 @@ from pathlib import Path
 from dlscale.core.contract import BREAKDOWN, TRACE
 from dlscale.core.files import write_json_atomic
 from dlscale.train import hvdtimeline, keraschoice, stepsplit, xprofcheck
+from dlscale.train.allreduce import measure_collective
 
 WARMUP_STEPS = 2  # the first steps compile (XLA, tf.function): never in the window
 MAX_TRACE_BYTES = 512 * 2**20
 WINDOW_FILE = "window.json"  # beside the trace: what the window took (kept_window)
-BENCH_REPEATS = 3  # groups of BENCH_ITERS all-reduces timed per buffer size; the median kept
-BENCH_ITERS = 4  # all-reduces timed together, back to back, awaited once (as nccl-tests)
-BENCH_SIZES = 6  # buffer sizes from BENCH_SMALLEST to the gradient's bytes
-BENCH_SMALLEST = 4096
 METHOD = "own trace (names decide: approximate)"
 
 
@@ -235,93 +232,6 @@ def gradient_bytes(model) -> int:
                    for w in model.trainable_weights))
 
 
-def bench_sizes(largest: int) -> list[int]:
-    """BENCH_SIZES buffer sizes in bytes, geometric from BENCH_SMALLEST to `largest`."""
-    if largest <= BENCH_SMALLEST:
-        return [max(4, largest - largest % 4)]
-    ratio = (largest / BENCH_SMALLEST) ** (1 / (BENCH_SIZES - 1))
-    return sorted({int(BENCH_SMALLEST * ratio ** i) // 4 * 4 for i in range(BENCH_SIZES)})
-
-
-def time_allreduce(backend, sizes: list[int]) -> list[float]:
-    """Seconds of one all-reduce (sum) of each size's float32 buffer over the point's
-    replicas, through the strategy the training used, timed as nccl-tests times it: a
-    warm-up awaited, then BENCH_ITERS all-reduces issued back to back and awaited once at
-    their end (per call, the median of BENCH_REPEATS such groups), with nothing brought
-    to the host but one number per replica. Every worker takes part."""
-    import statistics
-
-    prepare = allreduce_runner(backend)
-    out = []
-    for size in sizes:
-        go = prepare(size // 4)
-        go(1)  # compiled or traced for this size, and done
-        times = []
-        for _ in range(BENCH_REPEATS):
-            t0 = time.perf_counter()
-            go(BENCH_ITERS)
-            times.append((time.perf_counter() - t0) / BENCH_ITERS)
-        out.append(round(statistics.median(times), 7))
-    return out
-
-
-def allreduce_runner(backend):
-    """prepare(n) -> go(iters): `iters` all-reduces of n float32 per replica, waited for."""
-    if backend.kind == "dataparallel":
-        import jax
-        import numpy as np
-        from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
-        devices = backend.jax_devices
-        mesh = Mesh(np.array(devices), ("d",))
-        reduce = jax.jit(jax.shard_map(lambda x: jax.lax.psum(x, "d"), mesh=mesh,
-                                       in_specs=PartitionSpec("d"),
-                                       out_specs=PartitionSpec()))
-
-        def prepare(n):
-            x = jax.device_put(np.ones(n * len(devices), np.float32),
-                               NamedSharding(mesh, PartitionSpec("d")))
-            return lambda iters: jax.block_until_ready([reduce(x) for _ in range(iters)])
-        return prepare
-    import tensorflow as tf
-
-    def one_number(values):  # waits for each replica's result, copies one float of each
-        return [float(tf.reduce_sum(v[:1])) for v in values]
-
-    if backend.kind == "horovod":
-        hvd = backend.hvd
-
-        def prepare(n):
-            def go(iters):
-                y = tf.ones([n])
-                for _ in range(iters):  # each call on the last one's result
-                    y = hvd.allreduce(y, op=hvd.Sum)
-                return one_number([y])
-            return go
-        return prepare
-    strategy = backend.strategy
-    chained = {}
-
-    def prepare(n):
-        value = strategy.experimental_distribute_values_from_function(lambda _: tf.ones([n]))
-
-        def go(iters):
-            if iters not in chained:  # one graph per count: no Python between the calls
-                @tf.function(autograph=False)
-                def many(v, iters=iters):
-                    out = []
-                    for _ in range(iters):  # each after the last one, in order
-                        with tf.control_dependencies(out):
-                            total = strategy.extended.reduce_to(
-                                tf.distribute.ReduceOp.SUM, v, v)
-                        out = list(strategy.experimental_local_results(total))
-                    return out
-                chained[iters] = many
-            return one_number(chained[iters](value))
-        return go
-    return prepare
-
-
 def record(window, logdir: Path, backend, size: int, keep: bool) -> dict:
     """breakdown.json's content: the window's steps and their split, the collective's
     timings and the gradient's bytes, and what could not be taken (`notes`)."""
@@ -374,21 +284,6 @@ def record(window, logdir: Path, backend, size: int, keep: bool) -> dict:
     return out
 
 
-def measure_collective(backend, size: int) -> dict | None:
-    """The all-reduce's median seconds per buffer size, up to the gradient's `size`, on
-    the point's replicas, or None on one replica. Every worker calls it (a collective)."""
-    if backend.replicas < 2:
-        return None
-    sizes = bench_sizes(size)
-    t0 = time.perf_counter()
-    try:
-        seconds = time_allreduce(backend, sizes)
-    except Exception as exc:  # noqa: BLE001 - never a failed point
-        return {"error": f"{type(exc).__name__}: {str(exc).strip()[:200]}"}
-    return {"op": "all-reduce", "dtype": "float32", "bytes": sizes, "seconds": seconds,
-            "repeats": BENCH_REPEATS, "took_s": round(time.perf_counter() - t0, 3)}
-
-
 def open_window(settings, backend, steps_per_epoch: int, resumed_at: int = 0):
     """The chief's window callback (analysis.breakdown), or None. A training from its
     first epoch removes an earlier attempt's breakdown.json and trace first, so the folder
@@ -403,9 +298,21 @@ def open_window(settings, backend, steps_per_epoch: int, resumed_at: int = 0):
     if not backend.chief or not settings.breakdown_steps or settings.profile_steps:
         return None  # training.profile_steps holds the profiler: one session at a time
     first, count = window_steps(steps_per_epoch, settings.breakdown_steps)
-    return make_callback(settings.out / TRACE, first, count,
-                         marks=settings.keras == 3 or settings.loop == "custom",
-                         horovod=backend.hvd if backend.kind == "horovod" else None)
+    window = make_callback(settings.out / TRACE, first, count,
+                           marks=settings.keras == 3 or settings.loop == "custom",
+                           horovod=backend.hvd if backend.kind == "horovod" else None)
+    window.short = short_window(steps_per_epoch, settings.breakdown_steps, first, count)
+    return window
+
+
+def short_window(steps_per_epoch: int, wanted: int, first: int, count: int) -> str | None:
+    """What an epoch too short for the window took instead of what was asked, or None."""
+    if count >= wanted and first >= WARMUP_STEPS:
+        return None
+    compiling = (f"; it holds compiling steps (the first {WARMUP_STEPS} trace and compile "
+                 "the step): its compute is over-counted") if first < WARMUP_STEPS else ""
+    return (f"the first epoch has {steps_per_epoch} step(s): the window traced {count} of "
+            f"the {wanted} asked (analysis.breakdown), from step {first + 1}{compiling}")
 
 
 def kept_window(logdir: Path):
@@ -435,6 +342,8 @@ def close_window(settings, backend, window, model, completed: bool) -> dict | No
     if resumed:  # the window's epoch ran in an earlier attempt: its trace, if it kept one
         window = kept_window(settings.out / TRACE)
     out = record(window, settings.out / TRACE, backend, size, settings.keep_trace)
+    if getattr(window, "short", None):
+        out["notes"].insert(0, window.short)
     if settings.profile_steps:
         out["notes"].append("no window: training.profile_steps holds the profiler")
     elif resumed and window is None:
