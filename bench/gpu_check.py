@@ -141,8 +141,9 @@ class Check:
                   "images_per_s": round(images / seconds, 1),
                   "loss_last": float(history.history["loss"][-1]),
                   "wall_s": round(time.perf_counter() - started, 1), **used,
-                  "breakdown": split_window(logdir, window, args.out.parent / (
-                      f"trace-{name}-{precision}.xplane.pb" if args.keep_trace else ""))
+                  "breakdown": split_window(logdir, window, (
+                      args.out.parent / f"trace-{name}-{precision}.xplane.pb"
+                      if args.keep_trace else None))
                   if trace else None}
         del model
         keras.backend.clear_session()
@@ -178,10 +179,10 @@ class Check:
                 "stopped_by": stopped, "tries": tries}
 
 
-def split_window(logdir: Path, window, keep: Path) -> dict:
+def split_window(logdir: Path, window, keep: Path | None) -> dict:
     """The window's step split (dlscale.train.stepsplit) on this real GPU trace, with what the
     trace holds per line (the ten longest event names), to check the split's rules
-    against a real GPU's layout; the trace is deleted, or moved to `keep` (a file name)."""
+    against a real GPU's layout; the trace is deleted, or copied to `keep` (a file name) first."""
     import shutil
     from collections import Counter
 
@@ -201,7 +202,7 @@ def split_window(logdir: Path, window, keep: Path) -> dict:
            "lines": {line: [[n, round(ns / 1e6, 3), stepsplit.kind(
                stepsplit.Event(line, n, 0, 0))] for n, ns in c.most_common(10)]
                for line, c in lines.items()}}
-    if keep.suffix:
+    if keep is not None:  # None: not kept (a folder's name may hold a dot: not a test)
         shutil.copyfile(traces[-1], keep)
     shutil.rmtree(logdir, ignore_errors=True)
     return out

@@ -125,3 +125,26 @@ def test_the_all_reduce_is_timed_as_nccl_tests_times_it(monkeypatch):
     group = [1] + [window.BENCH_ITERS] * window.BENCH_REPEATS
     assert calls == [(1024, i) for i in group] + [(2048, i) for i in group]
     assert seconds == [0.002, 0.001]  # the median group, per call; the warm-up not counted
+
+
+def test_the_gpu_checks_window_is_read_into_an_output_folder_with_a_dot(tmp_path):
+    """bench/gpu_check.py --out out.v1/gpu.json without --keep-trace took the folder's
+    "suffix" (.v1) for a file to keep the trace in: IsADirectoryError (issue 78, 19). The
+    H200 SimpleCNN window stored in tests/data/traces stands for a check's own."""
+    import importlib.util
+    import shutil
+    from types import SimpleNamespace
+
+    from conftest import ROOT
+
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "bench" / "gpu_check.py")
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    logdir = tmp_path / "out.v1" / "trace-SimpleCNN-float32"
+    profile = logdir / "plugins" / "profile" / "1"
+    profile.mkdir(parents=True)
+    shutil.copy(ROOT / "tests" / "data" / "traces" / "keras3-jax-simplecnn-h200.xplane.pb",
+                profile / "h200.xplane.pb")
+    out = check.split_window(logdir, SimpleNamespace(seconds=0.5, error=None), None)
+    assert out["summary"]["steps"] > 0 and not logdir.exists()
+    assert [p.name for p in (tmp_path / "out.v1").iterdir()] == []  # nothing kept
