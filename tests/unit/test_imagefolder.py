@@ -116,3 +116,20 @@ def test_images_outside_any_class_folder_are_left_out_with_a_note(tmp_path):
     assert listing.available == {"train": 4, "test": 2}
     assert listing.notes == [f"data.source: 2 image(s) directly in {tmp_path} (e.g. loose.jpg) "
                              "are in no class folder and are left out"]
+
+
+@pytest.mark.parametrize("links", [
+    [("a.png", "b.png"), ("b.png", "a.png")],  # a loop of file links
+    [("gone.png", "nowhere/gone.png")]])       # a link to nothing
+def test_a_file_link_that_leads_nowhere_is_one_line_naming_it(tmp_path, links):
+    """A loop of file links stopped planning with a raw OSError and its stack, and a
+    dangling link was skipped without a word (issue 78, 10)."""
+    source = tree(tmp_path, [f"{c}/{i}.png" for c in ("cat", "dog") for i in range(3)])
+    for name, target in links:
+        os.symlink(tmp_path / "cat" / target, tmp_path / "cat" / name)
+    with pytest.raises(DatasetError) as error:
+        scan(source, 0.2)
+    message = str(error.value)
+    assert any(message.startswith(f"{tmp_path / 'cat' / name} is a symbolic link that "
+                                  "leads nowhere") for name, _ in links)
+    assert "\n" not in message

@@ -58,8 +58,8 @@ class Listing:
 def _images(folder: Path) -> list[tuple[str, int, int]]:
     """(path below `folder`, size, mtime_ns) of every image at any depth, sorted; hidden
     files and folders are passed over. One stat per file (os.scandir). A folder linked
-    in (a symbolic link) is followed once; a link back to a folder already listed (a loop)
-    is a DatasetError naming it."""
+    in (a symbolic link) is followed once; a link back to a folder already listed (a loop),
+    or one that leads nowhere, is a DatasetError naming it."""
     found, pending = [], [(folder, "")]
     seen = {_identity(os.stat(folder))}
     while pending:
@@ -68,6 +68,11 @@ def _images(folder: Path) -> list[tuple[str, int, int]]:
             for entry in entries:
                 if entry.name.startswith("."):
                     continue
+                if entry.is_symlink() and not os.path.exists(entry.path):  # loop or missing
+                    raise DatasetError(
+                        f"{entry.path} is a symbolic link that leads nowhere (to "
+                        f"{os.readlink(entry.path)}: a loop of links, or a missing target): "
+                        "expected an image or a folder of them")
                 if entry.is_dir():
                     if entry.is_symlink():
                         here = _identity(entry.stat())
