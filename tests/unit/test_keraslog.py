@@ -554,13 +554,15 @@ def test_the_live_reader_gives_the_lines_of_the_whole_text_whatever_the_chunks()
         assert (got, lines.rest()) == (whole, last)
 
 
-@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16", "utf-16-be"])
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16", "utf-16-be", "utf-16-le",
+                                      "utf-16-be without its mark"])
 def test_a_log_with_a_byte_order_mark_is_the_same_runs(tmp_path, encoding):
     """A UTF-8 byte order mark (Windows editors, PowerShell) split the first run in two; a
-    UTF-16 log was called binary. Both read as the UTF-8 file does, live and whole."""
+    UTF-16 log was called binary, with its mark or without (issue 78, 13). All read as the
+    UTF-8 file does, live and whole."""
     text = read_text(STUDY / "ResNet50_all.out")
     marked = tmp_path / "ResNet50_all.out"
-    data = text.encode(encoding)
+    data = text.encode(encoding.split()[0])
     if encoding == "utf-16-be":
         data = b"\xfe\xff" + data
     marked.write_bytes(data)
@@ -570,3 +572,17 @@ def test_a_log_with_a_byte_order_mark_is_the_same_runs(tmp_path, encoding):
         [49, 45, 45, 45, 45], [26, 24, 24, 24, 24], [14, 12, 12, 12, 12]]
     assert not any(r.warnings or r.cut for r in runs)
     assert read_text(marked) == text
+
+
+def test_a_second_log_appended_with_its_byte_order_mark_is_a_run_of_its_own(tmp_path):
+    """`cat a.out b.out` where b.out begins with a UTF-8 byte order mark: the mark, in the
+    middle of the text, hid b's first Epoch line, so its epochs joined a's run and one
+    was read as the test accuracy (issue 78, 12)."""
+    one = (STUDY / "ResNet50_1gpu.out").read_bytes()
+    two = (STUDY / "ResNet50_2gpu.out").read_bytes()
+    both = tmp_path / "both.out"
+    both.write_bytes(one + b"\xef\xbb\xbf" + two)
+    runs = parse_file_runs(str(both))
+    assert [[e["seconds"] for e in r.rows()] for r in runs] == [
+        [49, 45, 45, 45, 45], [26, 24, 24, 24, 24]]
+    assert all(r.test == {} for r in runs)

@@ -112,6 +112,8 @@ class Lines:
             return chunk[len(codecs.BOM_UTF8):]
         if chunk.startswith(UTF16_MARKS):
             self.utf16 = codecs.getincrementaldecoder("utf-16")(errors="replace")
+        elif encoding := utf16_without_mark(chunk[:4096]):
+            self.utf16 = codecs.getincrementaldecoder(encoding)(errors="replace")
         return chunk
 
     def add(self, chunk: bytes) -> list[str]:
@@ -150,6 +152,20 @@ class Lines:
         return decode(b"".join(self.parts))
 
 
+def utf16_without_mark(sample: bytes) -> str | None:
+    """"utf-16-le" or "utf-16-be" for text of one byte characters in UTF-16 without a
+    byte order mark (a NUL after, or before, nearly every byte), else None: such a log
+    was called binary."""
+    odd, even = sample[1::2], sample[0::2]
+    if len(sample) < 8 or b"\x00" not in sample:
+        return None
+    if odd.count(0) > 0.9 * len(odd) and even.count(0) < 0.1 * len(even):
+        return "utf-16-le"
+    if even.count(0) > 0.9 * len(even) and odd.count(0) < 0.1 * len(odd):
+        return "utf-16-be"
+    return None
+
+
 def decode(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
@@ -174,6 +190,8 @@ class LogReader:
         """The next line; `ended` False for text after the last newline of a log that
         was cut (a line that is not finished)."""
         self.number += 1
+        if line.startswith("\ufeff"):  # a second log's byte order mark, where it was appended
+            line = line[1:]
         if "\x00" in line:
             self.binary = True
         if "\x1b" in line:
@@ -325,11 +343,12 @@ def parse_text(text: str, path: str = "<log>") -> ParsedLog:
 
 def read_text(path) -> str:
     """A log's text: UTF-8 (a byte order mark dropped), or UTF-16 where it begins with
-    UTF-16's mark."""
+    UTF-16's mark or reads as UTF-16 without one."""
     with open(path, "rb") as handle:
-        utf16 = handle.read(2) in UTF16_MARKS
-    with open(path, encoding="utf-16" if utf16 else "utf-8-sig", errors="replace",
-              newline="") as handle:
+        head = handle.read(4096)
+    encoding = ("utf-16" if head[:2] in UTF16_MARKS else utf16_without_mark(head)
+                or "utf-8-sig")
+    with open(path, encoding=encoding, errors="replace", newline="") as handle:
         return handle.read()
 
 
