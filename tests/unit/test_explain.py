@@ -415,3 +415,24 @@ def test_an_outside_series_with_one_global_batch_is_predicted_as_strong_scaling(
     by = {r["gpus"]: r for r in rows}
     assert by[8]["predicted_step_s"] < by[4]["predicted_step_s"]  # the batch is split
     assert by[8]["predicted_efficiency"] < by[4]["predicted_efficiency"] <= 1
+
+
+def test_breakdown_csv_tells_waiting_for_the_slowest_replica_from_the_transfer(tmp_path):
+    """The union over all devices hid one replica's wait for the slowest under another's
+    compute: breakdown.csv has both parts per replica, and names the device the others
+    waited for where the wait is the larger."""
+    scaling, runs = study(tmp_path)
+    path = tmp_path / "Net/gpus4/rep1" / BREAKDOWN
+    record = json.loads(path.read_text())
+    record["summary"].update(comm_wait_s=0.030, comm_transfer_s=0.010, slowest="/device:GPU:3")
+    path.write_text(json.dumps(record))
+    breakdown, _ = explain.tables(scaling, runs, tmp_path)
+    four = breakdown[breakdown["gpus"] == 4].iloc[0]
+    wall = record["summary"]["wall_s"]
+    assert (four["wait_share"], four["transfer_share"]) == (
+        pytest.approx(0.030 / wall), pytest.approx(0.010 / wall))
+    assert four["slowest_replica"] == "/device:GPU:3"
+    assert "the replicas waited for the slowest (/device:GPU:3) longer than the collectives " \
+           "moved data" in four["notes"]
+    two = breakdown[breakdown["gpus"] == 2].iloc[0]  # a record of before: empty, not 0
+    assert math.isnan(two["wait_share"]) and "waited" not in two["notes"]

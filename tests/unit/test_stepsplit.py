@@ -296,3 +296,46 @@ def test_a_gpu_window_that_did_not_wait_for_its_steps_is_a_note():
         "operations ran 3.6 ms after the last traced step ended (15% of the steps' compute): "
         "the steps' markers closed before their work was done, so compute is under-counted")
     assert [r["step"] for r in stepsplit.split(events)] == [2, 3, 4, 5, 6]
+
+
+@pytest.mark.parametrize(("name", "on_jax"), CAPTURED)
+def test_a_replicas_collective_time_is_its_wait_for_the_slowest_and_the_transfer(name, on_jax):
+    """On a real trace of 2 replicas, each collective runs once per replica (its own
+    thread on CPUs): a replica waits from its own start to the last one's, then both move
+    the data. Per replica, wait and transfer add up to its collective time; in every
+    captured window some step waited (the replicas share the cores: skew)."""
+    events = read_trace(TRACES / name, on_jax)
+    rows = stepsplit.split(events)
+    comms = [e for e in events if stepsplit.kind(e) == "comm"]
+    steps = stepsplit.steps_of(events)
+    for r in rows:
+        s, e = steps[r["step"]]
+        mine = [c for c in comms if c.start < e and c.end > s]
+        per_replica = {}
+        for c in mine:
+            per_replica.setdefault(stepsplit.replica(c.line), []).append((c.start, c.end))
+        mean = sum(stepsplit.length(stepsplit.union(v)) for v in per_replica.values()) / len(
+            per_replica) / 1e9
+        assert len(per_replica) == 2
+        assert r["comm_wait_s"] + r["comm_transfer_s"] == pytest.approx(mean, rel=1e-6)
+        assert r["slowest"] == ""  # host threads are no devices: not named
+    assert any(r["comm_wait_s"] > r["comm_transfer_s"] for r in rows)
+
+
+def test_the_device_the_others_waited_for_is_named():
+    """GPU:1 starts its all-reduce 2 ms after GPU:0: GPU:0 waits 2 ms, then both transfer
+    for 1 ms (per replica: 1 ms wait, 1 ms transfer); the synthetic 2-GPU trace's replicas
+    start together: no wait, no one named."""
+    def ev(line, name, a, b, step=None):
+        return Event(line, name, a * 10**6, b * 10**6, step)
+
+    events = [ev("/host:CPU|python", "train", 0, 10, 1),
+              ev("/device:GPU:0|Stream #13(Compute)", "ncclDevKernel_AllReduce", 4, 7),
+              ev("/device:GPU:0|XLA Ops", "all-reduce-start.1", 4, 7),
+              ev("/device:GPU:1|Stream #13(Compute)", "ncclDevKernel_AllReduce", 6, 7)]
+    [row] = stepsplit.split(events)
+    assert (row["comm_wait_s"], row["comm_transfer_s"], row["slowest"]) == (
+        pytest.approx(1e-3), pytest.approx(1e-3), "/device:GPU:1")
+    assert stepsplit.summary([row])["slowest"] == "/device:GPU:1"
+    synthetic = stepsplit.split(read_trace(TRACES / "synthetic-gpu-2x-nccl.xplane.pb", False))
+    assert {(r["comm_wait_s"], r["slowest"]) for r in synthetic} == {(0.0, "")}

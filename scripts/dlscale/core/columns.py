@@ -184,6 +184,12 @@ BREAKDOWN = (
     Column("input_share", "1", "waiting for the input, under neither of those"),
     Column("other_share", "1", "the rest: host overhead, idle"),
     Column("comm_total_share", "1", "covered by collectives, hidden or not"),
+    Column("wait_share", "1", "collectives waiting for the slowest replica (skew), per "
+           "replica"),
+    Column("transfer_share", "1", "collectives moving data once all replicas are in, per "
+           "replica"),
+    Column("slowest_replica", "", "the device the others waited for most often, where a "
+           "trace names devices", True),
     Column("communication", "", "separable, not separable or none (one replica)", True),
     Column("dominant", "", "the largest of compute, communication, input and other"),
     Column("gradient_bytes", "bytes", "the model's trainable weights at their dtype", True),

@@ -99,6 +99,16 @@ def point_rows(scaling: pd.DataFrame, runs: pd.DataFrame,
             row[f"{part}_share"] = sum(s[key] for s in summaries) / wall if wall else math.nan
         row["comm_total_share"] = (sum(s["comm_total_s"] for s in summaries) / wall
                                    if wall else math.nan)
+        for key in ("wait", "transfer"):  # older records lack them: empty, not 0
+            said = [s[f"comm_{key}_s"] for s in summaries if f"comm_{key}_s" in s]
+            row[f"{key}_share"] = sum(said) / wall if wall and said else math.nan
+        named = [s["slowest"] for s in summaries if s.get("slowest")]
+        row["slowest_replica"] = max(set(named), key=named.count) if named else ""
+        if row["wait_share"] > row["transfer_share"]:  # NaN compares false
+            who = f" ({row['slowest_replica']})" if row["slowest_replica"] else ""
+            notes.append(f"the replicas waited for the slowest{who} longer than the "
+                         f"collectives moved data ({row['wait_share']:.0%} against "
+                         f"{row['transfer_share']:.0%} of the step): skew, not the link")
         kinds = {r.get("communication") for r in records} - {None}
         row["communication"] = ("not separable" if "not separable" in kinds
                                 else kinds.pop() if len(kinds) == 1 else "")

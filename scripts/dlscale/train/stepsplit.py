@@ -130,18 +130,63 @@ def steps_of(events: list[Event]) -> dict[int, tuple[int, int]]:
     return steps
 
 
+def replica(line: str) -> str:
+    """Who ran an event: a device's plane (`/device:GPU:1`: its op and stream lines are
+    one replica), else the line (a host thread: on CPUs each replica's collective runs on
+    a thread of its own)."""
+    plane = line.split("|", 1)[0]
+    return plane if plane.startswith("/device:") else line
+
+
+def skew(comms: list[Event]) -> tuple[float, float, str]:
+    """(wait s, transfer s, the replica that arrived last most often) of one step's
+    collectives: an instance is the replicas' overlapping events; each replica waits
+    from its own start to the last replica's start, then all transfer together. The
+    seconds are means over the replicas; the last one is named where it is a device."""
+    spans: dict[str, list[tuple[int, int]]] = {}
+    for e in comms:
+        spans.setdefault(replica(e.line), []).append((e.start, e.end))
+    if len(spans) < 2:
+        return 0.0, length(union([s for v in spans.values() for s in v])) / 1e9, ""
+    events = sorted((a, b, who) for who, v in spans.items() for a, b in union(v))
+    groups: list[list[tuple[int, int, str]]] = []
+    for event in events:  # overlapping events of several replicas: one collective
+        if groups and event[0] < max(b for _, b, _ in groups[-1]):
+            groups[-1].append(event)
+        else:
+            groups.append([event])
+    wait = transfer = 0
+    last: dict[str, int] = {}
+    for group in groups:
+        latest = max(a for a, _, _ in group)
+        for a, b, _ in group:
+            wait += latest - a
+            transfer += b - max(a, latest)
+        if len({who for _, _, who in group}) > 1 and latest > min(a for a, _, _ in group):
+            who = max(group)[2]  # the one the others waited for
+            last[who] = last.get(who, 0) + 1
+    slowest = max(last, key=last.get) if last else ""
+    n = len(spans)
+    return wait / n / 1e9, transfer / n / 1e9, slowest if slowest.startswith("/device:") else ""
+
+
 def split(events: list[Event]) -> list[dict]:
     """One dict per marked step, in step order: step, wall_s, compute_s, comm_total_s,
-    comm_exposed_s, input_s, other_s (seconds; the four parts add up to wall_s)."""
+    comm_exposed_s, input_s, other_s (seconds; the four parts add up to wall_s), and the
+    collectives' comm_wait_s and comm_transfer_s per replica (skew) with the replica that
+    arrived last (`slowest`, a device's name, else empty)."""
     steps = steps_of(events)
     by_kind: dict[str, list[tuple[int, int]]] = {"compute": [], "comm": [], "input": [],
                                                   "copy": []}
     dispatches: list[int] = []
+    comms: list[Event] = []
     for e in events:
         if e.name.startswith(DISPATCH):
             dispatches.append(e.start)
         elif (k := kind(e)) is not None:
             by_kind[k].append((e.start, e.end))
+            if k == "comm":
+                comms.append(e)
     dispatches.sort()
     rows = []
     for number, (s, e) in sorted(steps.items()):
@@ -153,10 +198,12 @@ def split(events: list[Event]) -> list[dict]:
         waiting = minus(minus(inp, compute), comm)
         wall = e - s
         parts = [length(compute), length(exposed), length(waiting)]
+        wait, transfer, slowest = skew([c for c in comms if c.start < e and c.end > s])
         rows.append({"step": number, "wall_s": wall / 1e9,
                      "compute_s": parts[0] / 1e9, "comm_total_s": length(comm) / 1e9,
                      "comm_exposed_s": parts[1] / 1e9, "input_s": parts[2] / 1e9,
-                     "other_s": max(0, wall - sum(parts)) / 1e9})
+                     "other_s": max(0, wall - sum(parts)) / 1e9,
+                     "comm_wait_s": wait, "comm_transfer_s": transfer, "slowest": slowest})
     return rows
 
 
@@ -193,6 +240,9 @@ def summary(rows: list[dict]) -> dict:
     if not rows:
         return {}
     walls = sorted(r["wall_s"] for r in rows)
-    total = {k: round(sum(r[k] for r in rows), 9)
-             for k in ("wall_s", "comm_total_s", *PARTS)}
-    return {"steps": len(rows), "step_s": round(walls[len(walls) // 2], 9), **total}
+    total = {k: round(sum(r.get(k, 0.0) for r in rows), 9)
+             for k in ("wall_s", "comm_total_s", *PARTS, "comm_wait_s", "comm_transfer_s")}
+    named = [r["slowest"] for r in rows if r.get("slowest")]
+    slowest = max(set(named), key=named.count) if named else ""
+    return {"steps": len(rows), "step_s": round(walls[len(walls) // 2], 9), **total,
+            "slowest": slowest}
