@@ -1,29 +1,13 @@
-"""Two bugs of Snakemake's SLURM execution (the SLURM executor plugin, and the executor
-interface it builds on), worked around until releases fix them.
+"""Two bugs of Snakemake's SLURM execution, worked around until releases fix them
+(docs/slurm.md says what was seen, in which versions, and where each is tested):
 
-snakemake-executor-plugin-slurm (2.8.0, the newest release on 2026-11-26) polls job
-states with `sacct -X --parsable2 --format=JobIdRaw,State ...` where the site keeps job
-accounting. For a job cancelled with `scancel` (by its user, an admin, a preemption that
-cancels) sacct names the state `CANCELLED by <uid>`. The plugin compares the whole string
-with its failed states ("CANCELLED", "FAILED", ...), finds none, and takes the job for
-running: the study never ends (seen on the test cluster, docs/slurm.md).
-Snakemake-Profiles/slurm had the same bug and took the state's first word (its pull
-request 22, 2019); `first_word_states` does that to the plugin's query result.
+- the SLURM plugin takes sacct's `CANCELLED by <uid>` for a running job, so a study with a
+  cancelled point never ends: `first_word_states` gives the plugin each state's first word;
+- Ctrl-C during a status query cancels nothing (the executor holds its jobs out of its
+  active list while it asks): `mend_cancel_during_status_check` cancels those too.
 
-Ctrl-C (a SIGINT to Snakemake) cancels the jobs the executor holds as active
-(`RemoteExecutor.cancel`, snakemake-interface-executor-plugins 9.4.0). Its status
-loop takes every active job out of that list while it asks SLURM about them, and puts
-back those still running when the answer comes: an interrupt that lands while the status
-query runs cancels nothing, and the jobs run on, no longer watched (seen on the test
-cluster: both jobs of an interrupted rerun trained to their end).
-`mend_cancel_during_status_check` remembers the jobs of the query in flight and cancels
-them too (`scancel` of a job that has just ended is a no-op).
-
-Both are applied by rules/common.smk in the Snakemake process that polls (the login
-node's). Guarded: where the plugin is absent, or has no `query_job_status` or
-`check_active_jobs` to wrap, nothing is changed; where a state already is one word, the
-result is the plugin's own; an interrupt between status queries cancels what the plugin's
-own `cancel` would.
+Both are applied by rules/common.smk in the process that polls; where the plugin or the
+functions they wrap are absent, nothing is changed.
 """
 
 from __future__ import annotations

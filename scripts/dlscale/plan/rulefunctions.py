@@ -1,12 +1,9 @@
 """Functions of the rules: Study methods with Snakemake's errors, their parameters read once.
 
-Snakemake reads a rule function's parameters (`inspect.signature`, through
-`snakemake.common.get_function_params`) each time it calls it, to see which arguments it
-takes: an eighth of a large dry run (docs/benchmarks.md, "SLURM orchestration and
-planning"). It keeps the parameters of a function that carries
-them under the attribute `FUNC_OVERWRITE_PARAMS_ATTR`; rules/common.smk marks its
-wildcard functions with `signature_once` when it makes them. Under a Snakemake without
-that attribute nothing changes: each call is inspected as before.
+Snakemake reads a rule function's parameters each time it calls it (`inspect.signature`),
+a cost of every large dry run (docs/benchmarks.md); a function that carries them under
+`FUNC_OVERWRITE_PARAMS_ATTR` (`signature_once`) is read once. A Snakemake without that
+attribute inspects each call as before.
 """
 
 from __future__ import annotations
