@@ -192,3 +192,29 @@ def test_modules_that_import_names_from_each_other_are_refused_at_planning(tmp_p
     _package(tmp_path, {"mymodels/layers.py": "def head(s, n):\n"
                                               "    from . import net\n    return net\n"})
     _study(tmp_path, "mymodels.net:build")
+
+
+def test_a_builder_given_by_path_inside_a_package_imports_its_neighbours(tmp_path,
+                                                                         monkeypatch):
+    """`mymodels/net.py:build` with `from .layers import head` passed planning, then
+    failed every point ("attempted relative import with no known parent package"); and
+    `mymodels/__init__.py:build` re-exporting with `*` was refused while `mymodels:build`
+    trained (issue 78, 3). Both are read, and imported, as the package's modules."""
+    _package(tmp_path, {"mymodels/__init__.py": "from .net import *\n",
+                        "mymodels/net.py": "from .layers import head\n\n" + BUILD,
+                        "mymodels/layers.py": "def head(shape, n):\n"
+                                              "    return ('built', tuple(shape), n)\n"})
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", list(__import__("sys").path))  # load() adds to it
+    import sys
+
+    try:
+        for builder in ("mymodels/net.py:build", "mymodels/__init__.py:build"):
+            study = _study(tmp_path, builder)
+            point = next(iter(study.points.values()))
+            assert str(tmp_path / "mymodels" / "layers.py") in study.model_files(point)
+            build = usermodel.load(builder)
+            assert build((8, 8, 3), 5) == ("built", (8, 8, 3), 5)
+    finally:  # the worker's next test finds no package of this one's
+        for name in [m for m in sys.modules if m.split(".")[0] == "mymodels"]:
+            del sys.modules[name]

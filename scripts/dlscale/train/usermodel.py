@@ -91,6 +91,21 @@ def module_file(module: str, search: list[Path]) -> Path | None:
     return None
 
 
+def package_module(path: Path) -> tuple[Path, str] | None:
+    """(the folder above its packages, its dotted name) of a file inside a package (its
+    folder holds an __init__.py), which imports its neighbours relatively; None for a
+    file on its own. `pkg/net.py` -> (., "pkg.net"); `pkg/__init__.py` -> (., "pkg")."""
+    path = Path(path).resolve()
+    if not (path.parent / "__init__.py").is_file():
+        return None
+    parts = [] if path.name == "__init__.py" else [path.stem]
+    folder = path.parent
+    while (folder / "__init__.py").is_file():
+        parts.insert(0, folder.name)
+        folder = folder.parent
+    return folder, ".".join(parts)
+
+
 @dataclass(frozen=True)
 class Located:
     files: tuple[Path, ...]  # the module, then each file an import led to
@@ -133,6 +148,8 @@ def locate(builder: str, basedir: Path | None = None) -> Located:
         path = path if path.is_absolute() or basedir is None else Path(basedir) / path
         if not path.is_file():
             raise PlanError(f"sweep.models: '{builder}': {path} does not exist or is not a file")
+        if inside := package_module(path):  # its relative imports: as the job imports it
+            module, search = inside[1], [inside[0], *search]
     else:
         path, module = module_file(where, search), where
         if path is None:
@@ -309,7 +326,10 @@ def load(builder: str):
                        "package.module:function", 2)
     where, function = match["where"], match["function"]
     try:
-        if where.endswith(".py"):
+        if where.endswith(".py") and (inside := package_module(Path(where))):
+            sys.path.insert(0, str(inside[0]))  # a package's module: its relative imports
+            module = importlib.import_module(inside[1])
+        elif where.endswith(".py"):
             spec = importlib.util.spec_from_file_location(f"dlscale_user_{Path(where).stem}",
                                                           where)
             module = importlib.util.module_from_spec(spec)
