@@ -6,6 +6,7 @@ study still ends in its tables."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pandas as pd
 import pytest
@@ -42,7 +43,12 @@ def test_a_jax_study_runs_to_its_tables_with_tensorflow_unimportable(tmp_path):
      "tensorflow), which is not installed here"),
     ({"data": {"image_size": 32, "resize": "prepare"}},
      "data.resize prepare: preparation resizes to 32 px with TensorFlow, which is not "
-     "installed here: set data.resize: on_device")])
+     "installed here: set data.resize: on_device"),
+    # the shipped example model imports TensorFlow: it passed planning, failed at the job
+    # (issue 78, 4)
+    ({"sweep": {"models": ["examples/my_model.py:small_resnet"]}},
+     "my_model.py imports tensorflow, which is not installed here (a JAX-only "
+     "environment)")])
 def test_what_needs_tensorflow_is_refused_at_planning_in_one_line(tmp_path, change,
                                                                   expected):
     """A dry run, where TensorFlow is missing, of a study that would need it: one line
@@ -57,6 +63,8 @@ def test_what_needs_tensorflow_is_refused_at_planning_in_one_line(tmp_path, chan
         config[section].update(values)
     if "backend" in change.get("training", {}):
         config["sweep"]["backend"] = ["jax", "tensorflow"]
+    if "models" in change.get("sweep", {}):
+        shutil.copytree(ROOT / "examples", tmp_path / "examples")
     (tmp_path / "study.yaml").write_text(yaml.safe_dump(config))
     done = run_snakemake(tmp_path, *PROFILE, "-n", f"--configfile={tmp_path / 'study.yaml'}",
                          env={"PYTHONPATH": str(site)}, check=False)

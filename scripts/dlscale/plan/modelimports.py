@@ -127,13 +127,26 @@ def keras_problem(builder: str, imported: int | None, asked: int) -> str | None:
             f"build it with {'`import keras`' if asked == 3 else '`import tf_keras`'}")
 
 
-def check(builder: str, files: tuple[Path, ...], points: list) -> None:
+def check(builder: str, files: tuple[Path, ...], points: list,
+          software: dict | None = None) -> None:
     """PlanError when the builder's files import a Keras or a backend that some of its
-    points (`points`, the builder's) do not train with."""
+    points (`points`, the builder's) do not train with, or TensorFlow where it is not
+    installed (a JAX-only environment; `software`: modules or a container the jobs load
+    may hold it: not judged)."""
+    from dlscale.train.keraschoice import tensorflow_installed
+
     imported = {path: top_packages(path) for path in files}  # each file read once
     if (jax_file := imports_jax(imported)) and any(p.backend != "jax" for p in points):
         raise PlanError(f"sweep.models: '{builder}': {jax_file} imports jax, which its "
                         "TensorFlow points cannot run: set training.backend to jax")
+    tf_file = next((Path(path) for path, names in imported.items()
+                    if names & {"tensorflow", "tf_keras"}), None)
+    loads = software and (software.get("modules") or software.get("container"))
+    if tf_file and not loads and not tensorflow_installed():
+        raise PlanError(f"sweep.models: '{builder}': {tf_file} imports tensorflow, which is "
+                        "not installed here (a JAX-only environment): build the model with "
+                        "`import keras` (Keras 3 on JAX), or install TensorFlow "
+                        "(requirements.txt)")
     keras = _keras(imported.values())
     for asked in dict.fromkeys(p.keras for p in points):
         if problem := keras_problem(builder, keras, asked):

@@ -143,12 +143,12 @@ class Study:
         self._attempts: dict[str, list[dict]] = {}
         self._held: dict[str, str] | None = None  # point -> the live job holding it
         for builder in dict.fromkeys(p.model_from for p in points
-                                     if p.model_from and not job_step):
-            # relative to the working directory, as the jobs run; nothing of it is run
+                                     if p.model_from and not job_step):  # nothing of it runs
             files = modelimports.local_imports(usermodel.check(builder), builder)
             self._model_files[builder] = [str(f) for f in files]
-            modelimports.check(builder, files, [p for p in points if p.model_from == builder])
-            if any(p.model_from == builder and p.batch_per_gpu == "auto" for p in points):
+            mine = [p for p in points if p.model_from == builder]
+            modelimports.check(builder, files, mine, config["software"])
+            if any(p.batch_per_gpu == "auto" for p in mine):
                 raise PlanError(f"sweep.models: '{builder}': batch_per_gpu auto searches "
                                 "built-in models only; set a number for this model "
                                 "(models.<label>.batch_per_gpu)")
