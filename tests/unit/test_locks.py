@@ -318,3 +318,28 @@ def test_a_lock_mode_that_is_neither_is_refused_at_planning_and_at_the_job(tmp_p
         study(tmp_path, sweep={"models": ["SimpleCNN"], "gpus": [1]})
     with pytest.raises(LockError, match="'exlusive'"):
         PointLock(tmp_path / "run").take()
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+def test_a_launcher_stopped_while_it_waits_for_the_lock_says_so_in_one_line(tmp_path, stop):
+    """Ctrl-C (or scancel) while a point's job waits for another holder's lock printed a
+    double traceback (the launcher's handlers came after the lock; issue 78, 9): one line
+    now, nothing recorded, the holder's lock untouched."""
+    first = holder(tmp_path, "a", None)
+    wait_for(tmp_path / "taken-a", first)
+    launcher = subprocess.Popen(
+        [sys.executable, str(SCRIPTS / "launch.py"), "--record", str(tmp_path), "--",
+         sys.executable, "-c", "pass"], stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "SLURM_JOB_ID": ""})
+    STARTED.append(launcher)
+    said = launcher.stderr.readline()  # blocks until it says it waits
+    assert "waiting for it to end" in said
+    launcher.send_signal(stop)
+    rest = launcher.stderr.read()
+    assert launcher.wait(60) == 128 + stop
+    assert rest.strip() == (f"dlscale launch: stopped by {stop.name} while waiting for "
+                            f"{tmp_path}'s lock: nothing was trained or recorded here")
+    assert not (tmp_path / "run.json").exists()
+    assert json.loads((tmp_path / LOCK).read_text())["pid"] == first.pid
+    (tmp_path / "release-a").touch()
+    assert first.wait(60) == 0

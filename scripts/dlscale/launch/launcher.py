@@ -340,8 +340,24 @@ def run(args: argparse.Namespace, command: list[str]) -> int:
         if own and (returncode := as_own_step(args, command, *own, name)) is not None:
             return returncode
     started = datetime.now(UTC)
-    with PointLock(args.record) as lock:  # released however the training ends
-        return locked(args, command, started, lock.waited)
+    for signum in (signal.SIGTERM, signal.SIGINT):  # while waiting for another holder
+        signal.signal(signum, stop_waiting)
+    try:
+        with PointLock(args.record) as lock:  # released however the training ends
+            return locked(args, command, started, lock.waited)
+    except Stopped as stop:  # nothing of the point was touched: its holder goes on
+        print(f"dlscale launch: stopped by {signal.Signals(stop.args[0]).name} while "
+              f"waiting for {args.record}'s lock: nothing was trained or recorded here",
+              file=sys.stderr, flush=True)
+        return 128 + stop.args[0]
+
+
+class Stopped(Exception):  # noqa: N818 (a stop, not an error)
+    """SIGTERM or SIGINT before the point's lock was taken; args[0] the signal."""
+
+
+def stop_waiting(signum, _frame):
+    raise Stopped(signum)
 
 
 def locked(args: argparse.Namespace, command: list[str], started: datetime,
