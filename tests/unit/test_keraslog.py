@@ -586,3 +586,22 @@ def test_a_second_log_appended_with_its_byte_order_mark_is_a_run_of_its_own(tmp_
     assert [[e["seconds"] for e in r.rows()] for r in runs] == [
         [49, 45, 45, 45, 45], [26, 24, 24, 24, 24]]
     assert all(r.test == {} for r in runs)
+
+
+def test_a_huge_line_without_a_newline_is_held_in_bounded_memory(monkeypatch):
+    """A log ending in a 1 GB line without a newline (no carriage return in it to cut at)
+    peaked at 3.2 GB (issue 78, 14): a line keeps at most MAX_LINE bytes, its first and
+    last halves. Here MAX_LINE is 1 MiB and the line 24 MiB, fed in 64 KiB chunks.
+    (`dlscale parse-log` on the 1 GB line: docs/benchmarks.md, "Parsing logs".)"""
+    from dlscale.logparse import keraslog
+
+    monkeypatch.setattr(keraslog, "MAX_LINE", 1 << 20)
+    lines, chunk, held = keraslog.Lines(), b"x" * (1 << 16), []
+    got = lines.add((STUDY / "ResNet50_1gpu.out").read_bytes())
+    for _ in range(24 * 16):
+        got += lines.add(chunk)
+        held.append(lines.size)
+    assert max(held) <= 2 * (1 << 20) + 2 * len(chunk)
+    rest = lines.rest()
+    assert len(rest) <= 2 * (1 << 20) + len(chunk) and rest.startswith("x") and rest.endswith("x")
+    assert any(line.startswith("Epoch 5/5") for line in got)

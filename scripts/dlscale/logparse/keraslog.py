@@ -55,11 +55,22 @@ def lines_of(text: str):
 # rewrite themselves with \r or \b make one "line" of a whole epoch's updates, and
 # only its first segment (a launcher's prefix) and its last one are ever read.
 LONG_LINE = 1 << 16
+# a line still longer once compacted (no carriage return to cut it at: a binary blob, a
+# huge print) keeps its first and last halves of this many bytes: the memory a line takes
+# stays bounded whatever its length (a 1 GB line peaked at 3.2 GB)
+MAX_LINE = 1 << 24
 
 
 def compact(line: bytes) -> bytes:
     """A line's first segment and its last non-blank one (see LONG_LINE), found from
-    the ends: no list of its segments is made."""
+    the ends: no list of its segments is made; at most MAX_LINE bytes of it."""
+    line = _last_state(line)
+    if len(line) <= MAX_LINE:
+        return line
+    return line[:MAX_LINE // 2] + b"\r" + line[-(MAX_LINE // 2):]
+
+
+def _last_state(line: bytes) -> bytes:
     cuts = [i for i in (line.find(b"\r"), line.find(b"\x08")) if i >= 0]
     if not cuts:
         return line
