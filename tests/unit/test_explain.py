@@ -436,3 +436,18 @@ def test_breakdown_csv_tells_waiting_for_the_slowest_replica_from_the_transfer(t
            "moved data" in four["notes"]
     two = breakdown[breakdown["gpus"] == 2].iloc[0]  # a record of before: empty, not 0
     assert math.isnan(two["wait_share"]) and "waited" not in two["notes"]
+
+
+def test_a_series_without_a_1_gpu_point_predicts_efficiency_over_its_base_point():
+    """Measured efficiency is over the series' fewest GPUs; the prediction's was over a
+    modelled 1-GPU point, so a fit point disagreed with itself (1.0 against 0.98; issue
+    78, 7). Both are over the base point now."""
+    one = lambda n, nodes, s: explain.allreduce_s(n, s, ALPHA, BANDWIDTH)  # noqa: E731
+    steps = {(n, 1): COMPUTE + one(n, 1, GRADIENT) for n in (2, 4, 8)}
+    frame = series(steps)
+    exposed = {k: steps[k] - COMPUTE for k in steps}
+    rows = explain.series_prediction("Net", frame, breakdown_of(frame, exposed),
+                                     records(steps, one), gpus_per_node=8)
+    for row in rows[:3]:
+        assert row["predicted_efficiency"] == pytest.approx(row["measured_efficiency"])
+    assert rows[0]["predicted_efficiency"] == pytest.approx(1.0)
