@@ -45,7 +45,6 @@ from dlscale.core.contract import Status
 from dlscale.core.errors import one_line
 from dlscale.core.vocabulary import (
     COMPARED_COLUMNS,
-    EPOCH_METRICS,
     EPOCH_REQUIRED,  # noqa: F401 (aggregate.py reads it here)
     INPUT_BOUND_RATIO,
     SYSTEM_FIELDS,
@@ -103,12 +102,16 @@ def _defaults(epochs: pd.DataFrame) -> pd.DataFrame:
         if "log_run" in epochs:
             epochs["run"] += "#" + epochs["log_run"].astype(str)
     # what a run's row takes from its per-run table, which an outside log may lack
-    for column in (*EPOCH_METRICS, "skip_epochs", *RECORD_KEYS, *EPOCH_KEYS.values(),
-                   *RUNS_CARRIED):
+    for column in ("skip_epochs", *RECORD_KEYS, *EPOCH_KEYS.values(), *RUNS_CARRIED):
         if column not in epochs:
             epochs[column] = np.nan
     epochs["cut"] = epochs["cut"].astype(str).str.lower().isin(["true", "1"])
     return epochs
+
+
+def joined(values) -> str | float:
+    """The runs' distinct texts of a column, sorted and '; '-joined; NaN where none."""
+    return "; ".join(sorted({v for v in values if isinstance(v, str) and v})) or np.nan
 
 
 def time_to_target(group: pd.DataFrame, target: float | None) -> float:
@@ -200,12 +203,12 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
             "notes": notes, "epochs_expected": expected,
             "counted": not problems, "problem": "; ".join(problems),
         })
-    runs = pd.DataFrame(rows, columns=[c.name for c in RUNS_CSV if c.name != "images_per_s"])
+    runs = pd.DataFrame(rows, columns=[c.name for c in RUNS_CSV])  # the registry's order
     runs["gpus"] = pd.to_numeric(runs["gpus"]).astype("Int64")  # empty for a crashed log
     runs["images_per_s"] = (pd.to_numeric(runs["images_per_epoch"], errors="coerce")
                             / runs["epoch_time_s"]).fillna(
         pd.to_numeric(runs["logged_images_per_s"], errors="coerce"))  # a benchmark's own
-    return runs[[c.name for c in RUNS_CSV]]  # in the registry's order
+    return runs
 
 
 def flags_of(row, accuracy_tolerance: float) -> str:
@@ -260,8 +263,7 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
             **telemetry_of(point_runs),
             "synthetic_images_per_s": pd.to_numeric(point_runs["synthetic_images_per_s"],
                                                     errors="coerce").mean(),
-            "gpu_model": "; ".join(sorted({str(m) for m in point_runs["system_gpu_model"]
-                                           if isinstance(m, str)})) or np.nan,
+            "gpu_model": joined(point_runs["system_gpu_model"]),
             "time_to_target_s": point_runs["time_to_target_s"].mean()
             if point_runs["time_to_target_s"].notna().all() else np.nan,
             "target_reached": (f"{int(point_runs['time_to_target_s'].notna().sum())}/"
@@ -270,9 +272,7 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
                 point_runs["gpus_logged"], errors="coerce").dropna() if int(g) != gpus}),
             **{name: pd.to_numeric(point_runs[name], errors="coerce").mean()
                for name in ("job_s", "overhead_s")},
-            **{name: "; ".join(sorted({v for v in point_runs[name] if isinstance(v, str)
-                                       and v})) or np.nan
-               for name in ("nccl_network", "nccl_fallback")},
+            **{name: joined(point_runs[name]) for name in ("nccl_network", "nccl_fallback")},
         })
     table = pd.DataFrame(rows, columns=[*MEASURED, "gpus_logged"])
     if table.empty:

@@ -20,7 +20,8 @@ import pandas as pd
 
 from dlscale.core import columns
 from dlscale.core.contract import BREAKDOWN
-from dlscale.reporting.gradients import ASSUMED_CLASSES, ASSUMED_SIZE
+from dlscale.reporting.gradients import ASSUMED_CLASSES, ASSUMED_SIZE, known
+from dlscale.train.stepsplit import most_named
 
 EXPLAINED_ERROR = 0.25  # |predicted - measured| / measured step time on the held-out point
 # a traced step this much slower than the epochs' step gets a note: the window runs each
@@ -102,8 +103,7 @@ def point_rows(scaling: pd.DataFrame, runs: pd.DataFrame,
         for key in ("wait", "transfer"):  # older records lack them: empty, not 0
             said = [s[f"comm_{key}_s"] for s in summaries if f"comm_{key}_s" in s]
             row[f"{key}_share"] = sum(said) / wall if wall and said else math.nan
-        named = [s["slowest"] for s in summaries if s.get("slowest")]
-        row["slowest_replica"] = max(set(named), key=named.count) if named else ""
+        row["slowest_replica"] = most_named(summaries)
         if row["wait_share"] > row["transfer_share"]:  # NaN compares false
             who = f" ({row['slowest_replica']})" if row["slowest_replica"] else ""
             notes.append(f"the replicas waited for the slowest{who} longer than the "
@@ -272,8 +272,8 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
         notes.append(FROM_STEP_TIMES)
     if inter is None and any(n > 1 for _, n in keys):
         notes.append(NO_NETWORK)
-    said = set(sources.values())
-    source = said.pop() if len(said) == 1 else "; ".join(f"{k}: {v}" for k, v in sources.items())
+    kinds = set(sources.values())
+    source = kinds.pop() if len(kinds) == 1 else "; ".join(f"{k}: {v}" for k, v in sources.items())
 
     def timed(g, n):
         return allreduce_time(g, n, size, intra, inter)
@@ -401,8 +401,6 @@ def gradient_sizes(scaling: pd.DataFrame, runs: pd.DataFrame, build) -> dict[str
     log's model as `build` (gradients.model_gradient_bytes) sizes it; dlscale's own
     points without a window (analysis.breakdown: 0) from the models table only (a model
     of yours is never built here)."""
-    from dlscale.reporting.gradients import known
-
     sizes = {m: size for m in external_models(scaling, runs) if (size := build(m))}
     table = known()
     return {**{m: table[m] for m in scaling["model"].dropna().unique() if m in table},

@@ -242,7 +242,12 @@ def summary(rows: list[dict]) -> dict:
     walls = sorted(r["wall_s"] for r in rows)
     total = {k: round(sum(r.get(k, 0.0) for r in rows), 9)
              for k in ("wall_s", "comm_total_s", *PARTS, "comm_wait_s", "comm_transfer_s")}
-    named = [r["slowest"] for r in rows if r.get("slowest")]
-    slowest = max(set(named), key=named.count) if named else ""
     return {"steps": len(rows), "step_s": round(walls[len(walls) // 2], 9), **total,
-            "slowest": slowest}
+            "slowest": most_named(rows)}
+
+
+def most_named(records: list[dict]) -> str:
+    """The replica named `slowest` most often in `records` (steps, or windows' summaries;
+    a tie goes to the first name in order, the same in every process), '' for none."""
+    named = [r["slowest"] for r in records if r.get("slowest")]
+    return max(sorted(set(named)), key=named.count) if named else ""
