@@ -104,7 +104,7 @@ def main(argv=None) -> int:
 
     def recorder(name):
         return training.epoch_recorder(work / f"{name}.jsonl", args.steps, global_batch,
-                                lambda model: 0.0, True, sampler)
+                                       lambda model: 0.0, True, sampler)
 
     def backup(name, round_):
         # a fresh folder each fit: a backup left by the last fit would skip its epochs

@@ -74,11 +74,11 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     backend.setup()
     sampler = start_telemetry(settings, backend, stack)
     plan = training.plan_run(batch_per_gpu=settings.batch_per_gpu, replicas=backend.replicas,
-                      train_images=manifest["splits"]["train"]["count"],
-                      steps_per_epoch=settings.steps_per_epoch, base_lr=settings.base_lr,
-                      lr_scaling=settings.lr_scaling, warmup_epochs=settings.warmup_epochs,
-                      xla=settings.xla, device=settings.device,
-                      devices_in_process=len(backend.devices))
+                             train_images=manifest["splits"]["train"]["count"],
+                             steps_per_epoch=settings.steps_per_epoch, base_lr=settings.base_lr,
+                             lr_scaling=settings.lr_scaling, warmup_epochs=settings.warmup_epochs,
+                             xla=settings.xla, device=settings.device,
+                             devices_in_process=len(backend.devices))
     if backend.kind == "dataparallel":  # JAX compiles every step; it has no choice
         plan = dataclasses.replace(plan, xla=True, xla_note=None if settings.xla else
                                    "XLA is on: JAX compiles every step (xla: false asks "
@@ -187,10 +187,10 @@ def build(r: Run, deadline, sampler=None, on_first=None, window=None):
     keras.mixed_precision.set_global_policy(r.precision)
     schedule = training.warmup_schedule(settings.base_lr, plan.lr, plan.warmup_steps)
     recorder = training.epoch_recorder(r.state / EPOCHS, plan.steps, plan.global_batch,
-                                backend.lr_of(schedule), backend.chief, sampler, on_first)
+                                       backend.lr_of(schedule), backend.chief, sampler, on_first)
     with backend.scope():
         model = training.build_model(settings.model, r.image_shape, r.manifest["num_classes"],
-                              settings.image_size, settings.model_from)
+                                     settings.image_size, settings.model_from)
         callbacks = (backend.callbacks(recorder, str(r.backup), plan)
                      if settings.loop == "fit"
                      else [recorder]) + chief_callbacks(settings, backend)

@@ -66,7 +66,7 @@ def inputs(r: Run, epochs_done: int = 0):
                                             // context.num_input_pipelines)
         if settings.synthetic:
             return training.synthetic_dataset(r.image_shape, manifest["num_classes"], batch, seed,
-                                       numpy=on_jax)
+                                              numpy=on_jax)
         if on_jax:
             return iter(Reader(settings.data_dir, "train", batch, training=True, seed=seed,
                                num_shards=context.num_input_pipelines,
@@ -124,8 +124,8 @@ def synthetic_speed(r: Run, model, test_ds) -> float:
 
     def synthetic_input(context):
         return training.synthetic_dataset(r.image_shape, r.manifest["num_classes"],
-                                   context.get_per_replica_batch_size(plan.global_batch),
-                                   r.settings.seed, numpy=keraschoice.trains_on_jax())
+                                          context.get_per_replica_batch_size(plan.global_batch),
+                                          r.settings.seed, numpy=keraschoice.trains_on_jax())
 
     train_ds, _ = r.backend.datasets(synthetic_input, lambda *_: test_ds, plan.global_batch)
     steps = r.settings.synthetic_check_steps
