@@ -150,11 +150,14 @@ def skew(comms: list[Event]) -> tuple[float, float, str]:
         return 0.0, length(union([s for v in spans.values() for s in v])) / 1e9, ""
     events = sorted((a, b, who) for who, v in spans.items() for a, b in union(v))
     groups: list[list[tuple[int, int, str]]] = []
+    end = None  # the last group's end so far
     for event in events:  # overlapping events of several replicas: one collective
-        if groups and event[0] < max(b for _, b, _ in groups[-1]):
+        if end is not None and event[0] < end:
             groups[-1].append(event)
+            end = max(end, event[1])
         else:
             groups.append([event])
+            end = event[1]
     wait = transfer = 0
     last: dict[str, int] = {}
     for group in groups:
