@@ -196,6 +196,7 @@ rule explain_scaling:
         scaling=C.table("scaling"),
         runs=C.table("runs"),
         network=ANALYSIS.network_files,
+        probes=[probes.probe_file(key) for key in PROBES],
     output:
         breakdown=report(
             C.table("breakdown"),
@@ -221,7 +222,8 @@ rule explain_scaling:
     shell:
         "python {params.script:q} {input.scaling:q} --runs {input.runs:q} "
         "--runs-dir {params.runs:q} --breakdown {output.breakdown:q} "
-        "--prediction {output.prediction:q} {params.network} 2>&1 | tee {log:q}"
+        "--prediction {output.prediction:q} {params.network} --probes {input.probes:q} "
+        "2>&1 | tee {log:q}"
 
 
 rule plot_breakdown:

@@ -13,8 +13,7 @@ sys.path.insert(0, str(SCRIPTS))  # for a snakemake that runs outside the projec
 from dlscale.core import contract as C  # noqa: E402
 from dlscale.core import schema, vocabulary  # noqa: E402
 from dlscale.data.datasets import DATASETS  # noqa: E402
-from dlscale.plan import sweep  # noqa: E402
-from dlscale.plan import pluginfix  # noqa: E402
+from dlscale.plan import pluginfix, probes, sweep  # noqa: E402
 from dlscale.plan.rulefunctions import note_forced, planned  # noqa: E402
 from dlscale.plan.rulefunctions import resources_signature_once  # noqa: E402
 from dlscale.plan.rulefunctions import signature_once  # noqa: E402
@@ -32,8 +31,7 @@ POINTS, DATA_DIR, ANALYSIS = STUDY.points, STUDY.data_dir, STUDY.analysis
 EXTERNAL = ANALYSIS.external
 POINT = sweep.POINT_PATTERN  # a run folder's key, whatever the sweep's size
 RESOURCES = ("gres", "cpus_per_task", "mem_mb", "nodes")
-PLOT_NAMES = vocabulary.PLOT_NAMES
-WHY_PLOTS = vocabulary.WHY_PLOTS
+PLOT_NAMES, WHY_PLOTS = vocabulary.PLOT_NAMES, vocabulary.WHY_PLOTS
 # the site's software for the TensorFlow rules: modules (--sdm env-modules) or a container
 SOFTWARE_MODULES = config["software"]["modules"]
 SOFTWARE_CONTAINER = config["software"]["container"]
@@ -72,10 +70,12 @@ def data_dir(wildcards, input):
 
 
 def point(wildcards):
+    probe = getattr(wildcards, "probe", None)  # a probe takes its point's allocation
     try:
-        return POINTS[wildcards.point]
+        return PROBES[probe] if probe else POINTS[wildcards.point]
     except KeyError:
-        raise WorkflowError(f"{wildcards.point}: no such point in this study's sweep")
+        key = probe or wildcards.point
+        raise WorkflowError(f"{key}: no such point in this study's sweep")
 
 
 def of_point(method):

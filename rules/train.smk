@@ -78,3 +78,33 @@ rule train:
     shell:
         "python {params.launcher:q} {params.launch} --record {params.out:q} --log {log:q} "
         "--time-limit-min {resources.runtime} -- {params.worker} > {log:q} 2>&1"
+
+
+# The link between nodes, timed once per strategy and node count over one node, on the
+# allocation of the study's largest point there (dlscale.plan.probes): the prediction's
+# figures between nodes (prediction.csv's link_source: measured).
+PROBES = probes.plan(POINTS, config)
+
+
+rule probe_network:
+    output:
+        f"{C.NETWORK}/{{probe}}.json",
+    log:
+        "logs/probe_network/{probe}.log",
+    wildcard_constraints:
+        probe=one_of(PROBES),
+    conda:
+        "../envs/dlscale.yaml"
+    container:
+        SOFTWARE_CONTAINER
+    envmodules:
+        *SOFTWARE_MODULES,
+    threads: point_resource("cpus_per_task")
+    resources:
+        **point_resources(),
+    params:
+        launcher=script("launch.py"),
+        launch=of_point(STUDY.launch_plan),
+        worker=signature_once(probes.worker_of(STUDY, PROBES)),
+    shell:
+        "python {params.launcher:q} {params.launch} -- {params.worker} > {log:q} 2>&1"

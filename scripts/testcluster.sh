@@ -7,6 +7,18 @@
 #   scripts/testcluster.sh stop     # ends what start started (munged too, if start started it) and removes the files and /etc/hosts lines start wrote
 #   scripts/testcluster.sh config   # only writes the configuration (start does it too)
 #   scripts/testcluster.sh node n1  # starts one node's slurmd again (after a test stopped it)
+#   scripts/testcluster.sh link 100mbit  # slows the link between the nodes (link off: full speed)
+#   scripts/testcluster.sh net-up | net-down  # only the nodes' network (start and stop do it)
+#
+# Each node is a network host of its own: a network namespace ($NETNS_PREFIX-n1, -n2) whose
+# eth0 is one end of a veth pair, the other end on a bridge ($NETNS_PREFIX-br) in this
+# machine's namespace, which gets the bridge's address and nothing else. The subnet is
+# one that no address or route of this machine overlaps (an overlapping one would shadow
+# the gateway and cut the machine off): the first free 10.213.X.0/24, or
+# $DLSCALE_CLUSTER_SUBNET, checked before anything is added. Traffic stays between the
+# namespaces and the bridge. `link RATE` puts a token bucket (tc tbf) on each node's eth0,
+# so the nodes talk to each other at RATE; stop removes the namespaces, the bridge and
+# their addresses and routes, leaving `ip addr`, `ip route` and `ip netns` as they were.
 #
 # State, logs and fake GPUs live in $DLSCALE_CLUSTER_DIR (default /tmp/dlscale-slurm).
 # The configuration goes to SLURM's default place, /etc/slurm/slurm.conf (and gres.conf),
@@ -29,6 +41,8 @@ DB_PORT=13306
 DBD_PORT=16819
 DB_PASS=dlscale-test  # a throw-away database reachable from this host only
 MARKER="# dlscale test cluster"
+NETNS_PREFIX="${DLSCALE_NETNS_PREFIX:-dlscale}"
+NET_STATE="$DIR/net.env"  # the subnet net-up chose, for the configuration and net-down
 CGROUPS="${DLSCALE_CGROUPS:-/sys/fs/cgroup}"
 
 # How SLURM tracks a job's processes: by cgroup, as most sites do, where this machine
@@ -49,14 +63,105 @@ env_lines() {
     else echo "export SLURM_CONF=$CONF"; fi
 }
 
-# One node's slurmd, in a UTS namespace of its own whose hostname is the node's name: its
-# job steps (and what they start) see that hostname, as on a real cluster's nodes, so code
-# that tells hosts apart (a point's lock, a requeued job on the other node) is tried with
-# two hosts; both still share this machine's network and files (NodeHostname=localhost).
+# One node's slurmd, in its network namespace (net-up) and a UTS namespace of its own
+# whose hostname is the node's name: its job steps (and what they start) see that
+# hostname and that network, as on a real cluster's nodes, so code that tells hosts apart
+# (a point's lock, a requeued job on the other node, workers meeting over TCP) is tried
+# with two hosts; both still share this machine's files and cores.
 start_node() {
     mkdir -p "$DIR/spool-$1"
-    unshare --uts sh -c 'hostname "$1" && exec slurmd -N "$1"' slurmd-node "$1"
+    local enter=()
+    if [ -e "/run/netns/$NETNS_PREFIX-$1" ]; then enter=(nsenter "--net=/run/netns/$NETNS_PREFIX-$1"); fi
+    "${enter[@]}" unshare --uts sh -c 'hostname "$1" && exec slurmd -N "$1"' slurmd-node "$1"
 }
+
+# The subnet of the nodes' network: $DLSCALE_CLUSTER_SUBNET, or the first 10.213.X.0/24
+# that overlaps no IPv4 address or route of this machine (every routing table). An
+# overlapping subnet is refused before anything is added.
+free_subnet() {
+    ip -j -4 addr show >"$DIR/net-addr.json"
+    ip -j -4 route show table all >"$DIR/net-route.json"
+    python3 - "$DIR/net-addr.json" "$DIR/net-route.json" "${DLSCALE_CLUSTER_SUBNET:-}" <<'PY'
+import ipaddress, json, sys
+used = [ipaddress.ip_network(f"{a['local']}/{a['prefixlen']}", strict=False)
+        for link in json.load(open(sys.argv[1])) for a in link.get("addr_info", [])]
+used += [ipaddress.ip_network(r["dst"], strict=False)
+         for r in json.load(open(sys.argv[2])) if r.get("dst", "default") != "default"]
+wanted = ([ipaddress.ip_network(sys.argv[3])] if sys.argv[3] else
+          [ipaddress.ip_network(f"10.213.{x}.0/24") for x in range(256)])
+for net in wanted:
+    clash = [str(u) for u in used if u.overlaps(net)]
+    if not clash:
+        print(net.network_address)
+        sys.exit(0)
+    if sys.argv[3]:
+        sys.exit(f"testcluster: subnet {net} overlaps {', '.join(clash)} on this machine: "
+                 "expected one that no address or route uses")
+sys.exit("testcluster: no 10.213.X.0/24 is free of this machine's addresses and routes")
+PY
+}
+
+# base of the subnet (a.b.c.0) -> the bridge's address (.1) and node i's (.10+i)
+node_addr() { local base=$1 i=$2; echo "${base%.0}.$((10 + i))"; }
+
+# no IPv6 (its link-local address and route) on a link of ours in the machine's namespace
+no_ipv6() {
+    local knob="/proc/sys/net/ipv6/conf/$1/disable_ipv6"
+    if [ -w "$knob" ]; then echo 1 >"$knob"; fi
+}
+
+net_up() {
+    [ "$(id -u)" = 0 ] || die "the nodes' network needs root (ip netns)"
+    command -v ip >/dev/null || die "ip (iproute2) is not installed"
+    mkdir -p "$DIR"
+    if [ -f "$NET_STATE" ]; then echo "testcluster: the nodes' network is up ($NET_STATE)"; return 0; fi
+    local base bridge="$NETNS_PREFIX-br" i=1
+    base=$(free_subnet) || exit 1
+    ip link show "$bridge" >/dev/null 2>&1 && die "a link named $bridge exists: not touching it"
+    echo "SUBNET=$base" >"$NET_STATE"
+    ip link add "$bridge" type bridge
+    no_ipv6 "$bridge"
+    ip addr add "${base%.0}.1/24" dev "$bridge"
+    ip link set "$bridge" up
+    for node in "${NODES[@]}"; do
+        local ns="$NETNS_PREFIX-$node"
+        ip netns add "$ns"
+        ip link add "$ns" type veth peer name eth0 netns "$ns"
+        no_ipv6 "$ns"
+        ip link set "$ns" master "$bridge" up
+        ip -n "$ns" addr add "$(node_addr "$base" "$i")/24" dev eth0
+        ip -n "$ns" link set eth0 up
+        ip -n "$ns" link set lo up
+        i=$((i + 1))
+    done
+}
+
+# Remove what net_up added, if it did.
+net_down() {
+    [ -f "$NET_STATE" ] || return 0
+    for node in "${NODES[@]}"; do  # the pair first: a namespace's own goes later, by itself
+        ip link del "$NETNS_PREFIX-$node" 2>/dev/null || true
+        ip netns del "$NETNS_PREFIX-$node" 2>/dev/null || true
+    done
+    ip link del "$NETNS_PREFIX-br" 2>/dev/null || true
+    rm -f "$NET_STATE" "$DIR/net-addr.json" "$DIR/net-route.json"
+}
+
+# The link between the nodes at RATE (tc's units: 100mbit, 1gbit), or `off`.
+set_link() {
+    [ -f "$NET_STATE" ] || die "the nodes' network is not up (start or net-up)"
+    for node in "${NODES[@]}"; do
+        local ns="$NETNS_PREFIX-$node"
+        tc -n "$ns" qdisc del dev eth0 root 2>/dev/null || true
+        if [ "$1" != off ]; then
+            tc -n "$ns" qdisc add dev eth0 root tbf rate "$1" burst 64kb latency 100ms
+        fi
+    done
+    echo "testcluster: the link between the nodes is ${1/off/at full speed}"
+}
+
+# The address of each node ("" for localhost where the network is not up).
+net_base() { if [ -f "$NET_STATE" ]; then sed -n 's/^SUBNET=//p' "$NET_STATE"; fi; }
 
 running() {
     [ -f "$DIR/slurmctld.pid" ] && kill -0 "$(cat "$DIR/slurmctld.pid")" 2>/dev/null
@@ -127,20 +232,24 @@ write_config() {
         fi
     done
     mkdir -p "$ETC" "$DIR/state" "$DIR/log" "$DIR/gpus"
-    local gres="" nodes="" port=17001
+    local gres="" nodes="" port=17001 base index=1 host=localhost
+    base=$(net_base)
+    if [ -n "$base" ]; then host="localhost(${base%.0}.1)"; fi  # the nodes reach it on the bridge
     for node in "${NODES[@]}"; do
         mkdir -p "$DIR/gpus/$node"
         for i in 0 1 2 3; do
             [ -c "$DIR/gpus/$node/gpu$i" ] || mknod "$DIR/gpus/$node/gpu$i" c 195 "$i"
         done
         gres+="NodeName=$node Name=gpu File=$DIR/gpus/$node/gpu[0-3]"$'\n'
-        nodes+="NodeName=$node NodeHostname=localhost Port=$port CPUs=32 RealMemory=64000 Gres=gpu:4 State=UNKNOWN"$'\n'
-        port=$((port + 1))
+        local addr=localhost
+        if [ -n "$base" ]; then addr=$(node_addr "$base" "$index"); fi
+        nodes+="NodeName=$node NodeHostname=localhost NodeAddr=$addr Port=$port CPUs=32 RealMemory=64000 Gres=gpu:4 State=UNKNOWN"$'\n'
+        port=$((port + 1)) index=$((index + 1))
     done
     cat > "$CONF" <<EOF
 $MARKER (scripts/testcluster.sh): two nodes, fake GPUs, state in $DIR
 ClusterName=dlscaletest
-SlurmctldHost=localhost
+SlurmctldHost=$host
 SlurmctldPort=16817
 SlurmUser=root
 AuthType=auth/munge
@@ -195,10 +304,14 @@ EOF
 ensure_hosts() {
     # the node names are hostnames for the workers' TF_CONFIG: they must resolve; each
     # line added carries the marker, so that stop removes it and nothing else
+    local base i=0 addr
+    base=$(net_base)
     for node in "${NODES[@]}"; do
+        i=$((i + 1)) addr=127.0.0.1
+        if [ -n "$base" ]; then addr=$(node_addr "$base" "$i"); fi
         if [ "$HOSTS" = /etc/hosts ]; then getent hosts "$node" >/dev/null && continue; fi
         grep -qE "^[^#]*[[:space:]]$node([[:space:]]|$)" "$HOSTS" 2>/dev/null && continue
-        echo "127.0.0.1 $node $MARKER" >> "$HOSTS"
+        echo "$addr $node $MARKER" >> "$HOSTS"
     done
 }
 
@@ -224,6 +337,7 @@ start() {
     # a throw-away cluster: no jobs, node states or accounting survive an earlier start
     rm -rf "$DIR/state" "$DIR"/spool-* "$DIR"/*.pid "$DIR/mysql"
     start_munge
+    net_up
     write_config
     ensure_hosts
     export SLURM_CONF="$CONF"
@@ -264,12 +378,13 @@ stop() {
     end_daemons "$DIR"/slurmd-*.pid "$DIR/slurmctld.pid" "$DIR/slurmdbd.pid"
     end_daemons "$DIR/mysql-run/mysqld.pid" "$DIR/munged.pid"
     remove_config
+    net_down
     # the nodes' freezer cgroups slurmd made (proctrack/cgroup): empty now, removed
     for node in "${NODES[@]}"; do
         [ -d "$CGROUPS/freezer/slurm_$node" ] || continue
         find "$CGROUPS/freezer/slurm_$node" -depth -type d -exec rmdir {} + 2>/dev/null || true
     done
-    echo "testcluster: stopped; removed its configuration from $ETC and its lines from $HOSTS"
+    echo "testcluster: stopped; removed its configuration from $ETC, its lines from $HOSTS and its network"
 }
 
 case "${1:-}" in
@@ -279,7 +394,11 @@ case "${1:-}" in
     stop) stop ;;
     env) env_lines ;;
     config) write_config; ensure_hosts ;;
+    link) [ -n "${2:-}" ] || die "usage: $0 link RATE|off (RATE as tc writes it: 100mbit)"
+        set_link "$2" ;;
+    net-up) net_up ;;
+    net-down) net_down ;;
     status)
         if running; then SLURM_CONF="$CONF" sinfo -N; else echo "testcluster: not running"; exit 1; fi ;;
-    *) echo "usage: $0 start|stop|status|env|config|node NODE" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|status|env|config|node NODE|link RATE|net-up|net-down" >&2; exit 2 ;;
 esac

@@ -88,3 +88,66 @@ def test_env_sets_nothing_for_slurms_default_place():
                           env={k: v for k, v in os.environ.items() if not k.startswith("DLSCALE_")})
     assert done.returncode == 0
     assert "export" not in done.stdout
+
+
+def ip_state() -> dict[str, str]:
+    """What the machine's network looks like from its own namespace."""
+    return {name: subprocess.run(["ip", *args], capture_output=True, text=True,
+                                 check=True).stdout
+            for name, args in (("addr", ["-br", "addr"]),
+                               ("route", ["route", "show", "table", "all"]),
+                               ("netns", ["netns", "list"]), ("link", ["-br", "link"]))}
+
+
+def run_net(tmp_path, *args, **env):
+    env = dict(os.environ, DLSCALE_CLUSTER_DIR=str(tmp_path / "state"),
+               DLSCALE_NETNS_PREFIX=f"dlt{os.getpid() % 10000}", **env)
+    return subprocess.run(["bash", str(SCRIPT), *args], env=env, capture_output=True,
+                          text=True, timeout=60)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+def test_the_nodes_network_is_removed_whole_and_never_overlaps_the_machines(tmp_path):
+    """The nodes' namespaces, veth pairs and bridge: a subnet that no address or route of
+    this machine uses (the test cluster's own network, if up, among them), and after
+    net-down `ip addr`, `ip route`, `ip netns` and the links are as net-up found them."""
+    before = ip_state()
+    done = run_net(tmp_path, "net-up")
+    assert done.returncode == 0, done.stderr
+    try:
+        base = (tmp_path / "state/net.env").read_text().strip().removeprefix("SUBNET=")
+        assert base.startswith("10.213.") and base.endswith(".0")
+        assert f"{base.removesuffix('.0')}.1/24" not in before["addr"]
+        prefix = f"dlt{os.getpid() % 10000}"
+        up = ip_state()
+        assert f"{prefix}-n1" in up["netns"] and f"{prefix}-n2" in up["netns"]
+        # the machine's namespace gets the bridge's one address and its subnet's route
+        added = set(up["addr"].split()) - set(before["addr"].split())
+        assert f"{base.removesuffix('.0')}.1/24" in added
+        assert [line.strip() for line in up["route"].splitlines()
+                if line not in before["route"]
+                and "table local" not in line] == [
+            f"{base}/24 dev {prefix}-br proto kernel scope link src {base.removesuffix('.0')}.1"]
+        # node 1 reaches node 2 through the bridge, inside their namespaces
+        reach = subprocess.run(
+            ["nsenter", f"--net=/run/netns/{prefix}-n1", "ip", "route", "get",
+             f"{base.removesuffix('.0')}.12"], capture_output=True, text=True)
+        assert reach.returncode == 0 and "dev eth0" in reach.stdout, reach.stderr
+    finally:
+        done = run_net(tmp_path, "net-down")
+    assert done.returncode == 0, done.stderr
+    assert ip_state() == before
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces need root")
+def test_a_subnet_that_overlaps_the_machines_own_is_refused_before_anything_is_added(tmp_path):
+    route = subprocess.run(["ip", "-4", "route"], capture_output=True, text=True).stdout
+    taken = next(word for line in route.splitlines() for word in line.split()[:1]
+                 if "/" in word)  # the subnet of this machine's own interface
+    before = ip_state()
+    done = run_net(tmp_path, "net-up", DLSCALE_CLUSTER_SUBNET=taken)
+    assert done.returncode == 1
+    assert f"subnet {taken} overlaps" in done.stderr and "expected one that no" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert ip_state() == before
+    assert not (tmp_path / "state/net.env").exists()

@@ -69,6 +69,7 @@ BATCH = f"{RESULTS}/batch"
 COMPILE_CACHE = f"{RESULTS}/compile_cache"
 DATA = f"{RESULTS}/data"
 DOWNLOADS = "resources/downloads"
+NETWORK = f"{RESULTS}/network"  # the probes of the link between nodes (dlscale.train.probe)
 PLAN = f"{RESULTS}/plan.json"  # the points the last snakemake run planned (dlscale status)
 REPORT_PAGE = f"{RESULTS}/report/first-page.rst"  # the report's first page (firstpage.py)
 # what planning found in external logs, read again by the rule that tabulates each (and by

@@ -389,6 +389,18 @@ def given_links(network: dict | None) -> dict[str, tuple[Link, str]]:
     return out
 
 
+def probe_links(paths: list[Path] | None) -> dict[str, dict[str, tuple[Link, str]]]:
+    """The network's probes (dlscale.train.probe) as the link between nodes, by strategy:
+    the probe over the most nodes of each strategy."""
+    found: dict[str, dict] = {}
+    for path in paths or []:
+        probe = json.loads(Path(path).read_text())
+        if probe["nodes"] > found.get(probe["strategy"], {}).get("nodes", 1):
+            found[probe["strategy"]] = probe
+    return {s: {"between_nodes": (Link(*ab), f"{MEASURED} (probe: {p['nodes']} nodes)")}
+            for s, p in found.items() if (ab := alpha_beta(p["collective"], p["gpus"]))}
+
+
 def external_models(scaling: pd.DataFrame, runs: pd.DataFrame) -> list[str]:
     """The models of the series whose runs are all external logs."""
     theirs = runs.groupby("series")["source"].agg(lambda s: set(s) == {"external"})
@@ -408,13 +420,14 @@ def gradient_sizes(scaling: pd.DataFrame, runs: pd.DataFrame, build) -> dict[str
 
 
 def tables(scaling: pd.DataFrame, runs: pd.DataFrame, runs_dir: Path,
-           sizes: dict[str, int] | None = None, network: dict | None = None
-           ) -> tuple[pd.DataFrame, pd.DataFrame]:
+           sizes: dict[str, int] | None = None, network: dict | None = None,
+           probes: list[Path] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(breakdown.csv, prediction.csv); `sizes`: gradient bytes by model, for the series
     without breakdown.json (external logs). A series over several node counts is one
     series: its doublings cross node boundaries over the link measured between nodes, or
-    the one `network` (analysis.network) gives."""
-    given = given_links(network)
+    the one `network` (analysis.network) gives, or the network's `probes` measured (they
+    win over what is given)."""
+    given, probed = given_links(network), probe_links(probes)
     found = read_breakdowns(runs, runs_dir)
     breakdown = point_rows(scaling, runs, found)
     rows = []
@@ -432,5 +445,6 @@ def tables(scaling: pd.DataFrame, runs: pd.DataFrame, runs_dir: Path,
         rows += series_prediction(series, points, breakdown, by_point, size,
                                   shared_cores=devices == {"cpu"},
                                   gpus_per_node=int(counts.max()) if len(counts) else None,
-                                  network=given)
+                                  network={**given, **probed.get(
+                                      points["strategy"].iloc[0], {})})
     return breakdown, pd.DataFrame(rows, columns=PREDICTION_ORDER)

@@ -1,0 +1,38 @@
+#!/usr/bin/env python3
+"""Time the all-reduce across one node count of the study (rule probe_network).
+
+  probe_network.py --probe-out results/network/multiworker/nodes2.json \
+      --largest-bytes 6316072 -- TRAIN.PY'S FLAGS
+
+Runs on every worker that launch.py starts, with the flags of the study's largest point
+on that node count (its strategy, devices and software); the chief writes the JSON:
+the all-reduce's seconds per buffer size (dlscale.train.probe says how they are timed).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from dlscale.core.cli import exit_without_teardown
+
+
+def main(argv=None) -> int:
+    from dlscale.train import probe
+    from dlscale.train.settings import parse
+
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--probe-out", type=Path, required=True, help="the JSON to write")
+    parser.add_argument("--largest-bytes", type=int, required=True,
+                        help="the largest buffer to time (the study's largest gradient)")
+    parser.add_argument("train_flags", nargs=argparse.REMAINDER, help="-- then train.py's flags")
+    args = parser.parse_args(argv)
+    flags = args.train_flags[1:] if args.train_flags[:1] == ["--"] else args.train_flags
+    if args.largest_bytes < 4:
+        parser.error(f"--largest-bytes must be at least 4, got {args.largest_bytes}")
+    return probe.run(parse(flags, __doc__), args.largest_bytes, args.probe_out)
+
+
+if __name__ == "__main__":
+    exit_without_teardown(main)

@@ -1,0 +1,103 @@
+"""The network's probe: planned once per strategy and node count over one node, timed
+up to a size that the link makes long enough, and used by the prediction as the link
+between nodes (measured), ahead of a network the user gives."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pytest
+from test_explain import ALPHA, BANDWIDTH, COMPUTE, GRADIENT, SIZES, breakdown_of, records, series
+from test_plan import study
+
+from dlscale.core.contract import NETWORK
+from dlscale.plan import probes
+from dlscale.reporting import explain
+from dlscale.train.probe import probe_sizes
+
+SWEEP = {"models": ["SimpleCNN", "MLP"], "gpus": [1, 2, 4], "nodes": [1, 2],
+         "strategy": ["multiworker"]}
+
+
+def test_one_probe_per_strategy_and_node_count_on_its_largest_point(tmp_path):
+    plan = study(tmp_path, sweep=SWEEP, training={"device": "cpu"})
+    found = probes.plan(plan.points, plan.config)
+    assert list(found) == ["multiworker/nodes2"]
+    p = found["multiworker/nodes2"]
+    assert (p.gpus, p.nodes, p.tasks, p.tasks_per_node) == (4, 2, 4, 2)
+    assert probes.probe_file("multiworker/nodes2") == f"{NETWORK}/multiworker/nodes2.json"
+    # the worker: probe_network.py with the point's flags, a fixed batch, the largest
+    # gradient of the study's models (MLP's, from the models table)
+    words = shlex.split(probes.worker_command(plan, p, "results/network/x.json"))
+    assert words[1].endswith("scripts/probe_network.py")
+    assert words[words.index("--largest-bytes") + 1] == "100685864"
+    assert words[words.index("--batch-per-gpu") + 1] == "1"
+    assert words[words.index("--nodes") + 1] == "2" and "--" in words
+    # one node only, or no breakdown: nothing to probe
+    one = study(tmp_path, sweep={**SWEEP, "nodes": [1]})
+    assert probes.plan(one.points, one.config) == {}
+    off = study(tmp_path, sweep=SWEEP, analysis={"breakdown": 0})
+    assert probes.plan(off.points, off.config) == {}
+
+
+def test_the_probe_times_sizes_four_times_apart_up_to_the_gradient():
+    assert probe_sizes(100) == [4096]
+    assert probe_sizes(70000) == [4096, 16384, 65536, 70000]
+    assert probe_sizes(65536) == [4096, 16384, 65536]
+
+
+def write_probe(path, nodes, ranks, link: explain.Link, strategy="multiworker"):
+    path.write_text(json.dumps({
+        "strategy": strategy, "nodes": nodes, "gpus": ranks, "hosts": ["n1", "n2"],
+        "collective": {"bytes": SIZES, "seconds": [link.ring_s(ranks, s) for s in SIZES]}}))
+    return path
+
+
+def test_a_probe_predicts_the_first_point_past_a_node_from_one_node_points(tmp_path):
+    """No fit point crossed a node: the probe's link between nodes is what the held-out
+    2-node point is predicted with, marked measured, its latency and bandwidth given back;
+    a link the user gives for that level loses to the measured one."""
+    intra = explain.Link(ALPHA, BANDWIDTH)
+    inter = explain.Link(80e-6, BANDWIDTH / 50)
+    probe = write_probe(tmp_path / "nodes2.json", 2, 2, inter)
+    links = explain.probe_links([probe])
+    assert list(links) == ["multiworker"]
+    (link, source), = links["multiworker"].values()
+    assert link.alpha == pytest.approx(80e-6) and link.bandwidth == pytest.approx(BANDWIDTH / 50)
+    assert source.startswith(explain.MEASURED) and "probe: 2 nodes" in source
+
+    def ring(n, nodes, size):
+        return explain.allreduce_time(n, nodes, size, intra, inter)
+
+    points = [(1, 1), (2, 1), (2, 2)]
+    steps = {k: COMPUTE + ring(*k, GRADIENT) for k in points}
+    frame = series(steps)
+    exposed = {k: steps[k] - COMPUTE for k in points}
+    fit = records(points[:2], ring)
+    given = {"between_nodes": (explain.Link(1e-6, BANDWIDTH), explain.GIVEN)}
+    rows = explain.series_prediction("Net", frame, breakdown_of(frame, exposed), fit,
+                                     gpus_per_node=2, network={**given, **links["multiworker"]})
+    held = next(r for r in rows if r["role"] == "held out")
+    assert (held["gpus"], held["nodes"]) == (2, 2)
+    assert abs(held["error"]) < 1e-9 and held["verdict"] == "explained"
+    assert held["bus_bandwidth_inter_gbs"] == pytest.approx(BANDWIDTH / 50 / 1e9)
+    assert "between nodes: measured (probe: 2 nodes)" in held["link_source"]
+    # a slower link probed: a proportionally slower communication predicted there
+    slower = explain.probe_links([write_probe(tmp_path / "slow.json", 2, 2,
+                                              explain.Link(80e-6, BANDWIDTH / 100))])
+    again = explain.series_prediction("Net", frame, breakdown_of(frame, exposed), fit,
+                                      gpus_per_node=2, network=slower["multiworker"])
+    held_slow = next(r for r in again if r["role"] == "held out")
+    assert held_slow["comm_s"] == pytest.approx(
+        explain.Link(80e-6, BANDWIDTH / 100).ring_s(2, GRADIENT))
+    assert held_slow["comm_s"] > 1.9 * held["comm_s"] - 4 * 80e-6
+
+
+def test_the_probe_over_the_most_nodes_of_a_strategy_is_taken(tmp_path):
+    two = write_probe(tmp_path / "a.json", 2, 2, explain.Link(1e-5, 1e9))
+    four = write_probe(tmp_path / "b.json", 4, 4, explain.Link(2e-5, 5e8))
+    other = write_probe(tmp_path / "c.json", 2, 2, explain.Link(1e-5, 2e9), strategy="horovod")
+    links = explain.probe_links([four, two, other])
+    assert links["multiworker"]["between_nodes"][0].bandwidth == pytest.approx(5e8)
+    assert links["horovod"]["between_nodes"][0].bandwidth == pytest.approx(2e9)
