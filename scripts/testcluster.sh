@@ -154,7 +154,7 @@ set_link() {
         local ns="$NETNS_PREFIX-$node"
         tc -n "$ns" qdisc del dev eth0 root 2>/dev/null || true
         if [ "$1" != off ]; then
-            tc -n "$ns" qdisc add dev eth0 root tbf rate "$1" burst 64kb latency 100ms
+            tc -n "$ns" qdisc add dev eth0 root tbf rate "$1" burst 64kb latency 500ms
         fi
     done
     echo "testcluster: the link between the nodes is ${1/off/at full speed}"

@@ -142,8 +142,8 @@ FROM_STEP_TIMES = ("no timed all-reduce (an external log): the communication is 
                    "the step times of 1 GPU and the next count, with the gradient of the "
                    f"model at {ASSUMED_CLASSES} classes and {ASSUMED_SIZE} px; no latency or "
                    "bandwidth is claimed")
-NO_NETWORK = ("across nodes: no link between nodes was measured on a smaller point or "
-              "given, so nothing is predicted past a node boundary")
+NO_NETWORK = ("across nodes: no link between nodes was measured on a smaller point or by "
+              "a probe, or given, so nothing is predicted past a node boundary")
 MEASURED, FITTED, GIVEN = "measured", "fitted from step times", "given"
 LEVELS = ("within a node", "between nodes")
 
