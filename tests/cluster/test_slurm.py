@@ -641,7 +641,8 @@ def test_a_slowed_link_between_the_nodes_is_probed_and_predicts_the_two_node_poi
     Keras 3 on JAX (CPU collectives across processes, gloo), is one series; the 2-node
     point is held out and predicted from the one-node points and the network's probe
     (within 15 % on JAX, 20 % on TensorFlow: see below), the link's figures marked
-    measured and within 20 % of the set rate. At half the rate the probe, run again alone, predicts the communication twice as long."""
+    measured and within 20 % of the set rate. At half the rate the probe, run again alone,
+    predicts the communication twice as long."""
     set_link("100mbit")
     try:
         held = {}
