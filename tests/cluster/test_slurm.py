@@ -459,6 +459,11 @@ def test_a_requeued_job_and_a_failed_node_each_resume_the_point_in_one_study(tmp
     assert [e["epoch"] for e in map(json.loads, (folder / "epochs.jsonl").read_text().split(
         "\n")[:-1])] == [1, 2, 3, 4, 5, 6]
     assert (folder / "train.log").read_text().count("resuming from the backup") == 2
+    # its window (in epoch 1, before the requeues) is kept: the resumed attempts, which
+    # trace nothing, leave the first attempt's breakdown whole (issue 78, 1)
+    breakdown = json.loads((folder / "breakdown.json").read_text())
+    assert breakdown["summary"]["steps"] > 0, breakdown.get("notes")
+    assert not [n for n in breakdown.get("notes", []) if "wrote no trace" in n], breakdown
     runs = pd.read_csv(tmp_path / "results/tables/runs.csv")
     assert runs["counted"].all()
     dry = run_snakemake(tmp_path, *PROFILE, config, TABLES, "-n")

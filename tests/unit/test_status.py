@@ -129,3 +129,24 @@ def test_the_summary_lists_the_flags_of_the_last_scaling_table(tmp_path):
     assert lines[len(POINTS) + 1:] == [
         f"flag: {row['series']}, {row['gpus']} GPU(s): accuracy "
         f"{row['accuracy_delta']:+.3f} against 1 GPU, beyond the tolerance 0.05"]
+
+
+def test_a_point_whose_lock_another_host_holds_names_the_holder(tmp_path):
+    """A training on another host (another study's job on a node) holds the point's lock
+    and this host cannot tell whether it still runs: the point waits, the holder named
+    (it read `waiting` and nothing more); a holder that ended long ago is not named."""
+    folder = study(tmp_path, {})
+    run = folder / "results/runs/MLP/gpus2/rep1"
+    run.mkdir(parents=True)
+    (run / ".lock").write_text(json.dumps({"host": "n9-elsewhere", "pid": 4242,
+                                           "since": "2026-11-28T10:00:00+00:00"}))
+    statuses = {s.key: s for s in status.study_status(folder)}
+    assert statuses["MLP/gpus2/rep1"].state == "waiting"
+    assert statuses["MLP/gpus2/rep1"].detail == (
+        "lock held by host n9-elsewhere, pid 4242, since 2026-11-28T10:00:00+00:00: whether "
+        "it still runs cannot be told from this host")
+    (run / ".lock").write_text(json.dumps({"host": socket.gethostname(), "pid": 2 ** 22 + 7,
+                                           "since": "2026-11-28T10:00:00+00:00"}))
+    statuses = {s.key: s for s in status.study_status(folder)}
+    assert (statuses["MLP/gpus2/rep1"].state, statuses["MLP/gpus2/rep1"].detail) == (
+        "waiting", "")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 import time
 from dataclasses import dataclass, field
@@ -36,7 +37,7 @@ from dlscale.core.contract import (
 from dlscale.core.errors import one_line
 from dlscale.core.files import read_jsonl
 from dlscale.jobs import slurm
-from dlscale.jobs.locks import current_holder, holder_state
+from dlscale.jobs.locks import current_holder, describe, holder_state
 
 
 @dataclass
@@ -134,6 +135,20 @@ def running(status: PointStatus, run: Path) -> PointStatus:
     return status
 
 
+def held_elsewhere(status: PointStatus, run: Path, who: dict) -> PointStatus:
+    """A point whose lock another host's training holds (another study's SLURM job on
+    a node, say): running where squeue knows that job, else waiting, the holder named."""
+    held = "gone" if who.get("host") == socket.gethostname() else holder_state(who)
+    if held == "live":
+        status.state = "running"
+        running(status, run)
+        status.detail += f"; lock held by {describe(who)}"
+    elif held == "unknown":
+        status.detail = (f"lock held by {describe(who)}: whether it still runs cannot be "
+                         "told from this host")
+    return status
+
+
 def point_status(folder: Path, point: dict, jobs: dict[str, dict]) -> PointStatus:
     key = point["key"]
     run = folder / RUNS / key
@@ -156,6 +171,8 @@ def point_status(folder: Path, point: dict, jobs: dict[str, dict]) -> PointStatu
     if lock_holder_alive(run) and not (run / RUN_JSON).exists():
         status.state = "running"
         return running(status, run)
+    if (who := current_holder(run)) and not (run / RUN_JSON).exists():
+        return held_elsewhere(status, run, who)
     try:
         record = RunRecord.read(run / RUN_JSON)
     except RecordError:
