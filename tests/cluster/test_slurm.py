@@ -163,6 +163,11 @@ def test_cancelled_point_is_reported_others_finish_and_rerun_resumes_only_it(tmp
     records = [json.loads(x) for x in (tmp_path / target).with_name("epochs.jsonl").read_text()
                .splitlines()]
     assert [r["epoch"] for r in records] == [1, 2, 3, 4, 5, 6]
+    # the cancelled attempt's window (epoch 1) is kept by the resumed one, which times
+    # the all-reduce after training: a breakdown for the point (issue 78, 1)
+    breakdown = json.loads((tmp_path / target).with_name("breakdown.json").read_text())
+    assert breakdown["summary"]["steps"] > 0, breakdown.get("notes")
+    assert len(breakdown["collective"]["seconds"]) > 1, breakdown["collective"]
 
 
 def test_every_strategy_on_one_and_two_nodes_through_slurm(tmp_path, archive):
