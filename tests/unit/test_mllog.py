@@ -75,6 +75,34 @@ def test_epochs_logged_only_in_blocks_each_take_their_blocks_share():
     assert "epochs logged in blocks" in run.warnings[0]
 
 
+def test_each_timed_evaluation_is_a_column_of_its_own_never_in_an_epochs_time():
+    """The Dell result evaluates after epochs 3, 7, 11, ... (eval_start 189.387 s,
+    eval_stop 191.307 s after run_start for the first): eval_seconds of those epochs, empty
+    for the others; the epochs' seconds are their own start to stop, as before."""
+    [run] = parse_file_runs(str(MLPERF / DELL[0]))
+    assert run.epochs[3]["eval_seconds"] == pytest.approx(1.920)
+    assert run.epochs[3]["seconds"] == pytest.approx(61.924)
+    assert [e for e in range(1, 36) if pd.notna(run.epochs[e].get("eval_seconds"))] == [
+        3, 7, 11, 15, 19, 23, 27, 31, 35]  # empty elsewhere
+    assert "eval_seconds" in run.epochs.columns
+    # a log that times no evaluation has no such column
+    [google] = parse_file_runs(str(MLPERF / "Google_tpu-v4-128-TF.txt"))
+    assert "eval_seconds" not in google.epochs.columns
+
+
+def test_a_blocks_evaluation_is_kept_out_of_its_epochs_share():
+    """Epochs logged only in blocks, with the evaluation timed inside the block (the Dell
+    result with its epoch_start and epoch_stop lines left out, here in the test): block 1
+    runs 191.307 s, its evaluation 1.920 s of it, so each of its 3 epochs takes 63.129 s
+    (63.769 s with the evaluation counted in, as before)."""
+    lines = [line for line in (MLPERF / DELL[0]).read_text().splitlines(keepends=True)
+             if '"key": "epoch_start"' not in line and '"key": "epoch_stop"' not in line]
+    [run] = parse_runs("".join(lines), "blocks.txt")
+    assert [run.epochs[e]["seconds"] for e in (1, 2, 3)] == [pytest.approx(63.129, abs=1e-3)] * 3
+    assert run.epochs[3]["eval_seconds"] == pytest.approx(1.920)
+    assert "less its evaluations" in run.warnings[0]
+
+
 def test_a_result_cut_inside_its_run_keeps_the_finished_epochs(tmp_path):
     lines = (MLPERF / DELL[0]).read_text().splitlines(keepends=True)
     cut = next(i for i, line in enumerate(lines) if '"epoch_num": 6}' in line

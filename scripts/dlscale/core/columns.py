@@ -170,6 +170,9 @@ EPOCHS = (
            source=_record("failure")),
     Column("train_input", "", "what the run trained on: the shards, or synthetic input", True,
            source=_record("train_input")),
+    Column("eval_seconds", "s", "an outside log's evaluations after the epoch, where it times "
+           "them (MLLOG's eval_start to eval_stop); never part of `seconds`", True,
+           source="MLLOG eval_start, eval_stop"),
 )
 
 # breakdown.csv: one row per point (dlscale.reporting.explain), after scaling.csv's first six

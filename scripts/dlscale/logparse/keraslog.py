@@ -398,8 +398,8 @@ def parse_file_runs(path: str, patterns: dict[str, re.Pattern] | None = None,
 # The shape of what parse_file_runs keeps: a change to ParsedLog or EpochTable, or to what
 # a file is read as (DLLogger's lines, read since format 3), bumps it. 4: epochs' lines as
 # a column, ParsedLog with slots. 5: tqdm epoch bars and torchrun prefixes. 6: the lines
-# in the table alone (no `ended` on ParsedLog).
-PARSED_FORMAT = 6
+# in the table alone (no `ended` on ParsedLog). 7: MLLOG evaluations timed (eval_seconds).
+PARSED_FORMAT = 7
 
 
 def keep(path: Path, stamp: tuple, found) -> None:

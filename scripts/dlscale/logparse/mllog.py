@@ -3,8 +3,10 @@
 An MLPerf training result (`result_N.txt`) is one run: `run_start` ... `run_stop` (with its
 `status`), epochs as `epoch_start`/`epoch_stop` (`metadata.epoch_num`) or only as blocks
 (`block_start`/`block_stop` with `first_epoch_num` and `epoch_count`: each epoch of a
-block takes its share of the block's time, the epochs numbered on from 1), `eval_accuracy`
-given to the epoch it follows, and the submission's keys, before or after the run:
+block takes its share of the block's time less the evaluations timed inside it, the
+epochs numbered on from 1), `eval_accuracy` given to the epoch it follows, each
+evaluation's time (`eval_start` to `eval_stop`) to the epoch it follows as `eval_seconds`,
+never in an epoch's `seconds`, and the submission's keys, before or after the run:
 `global_batch_size`, `d_batch_size`, `train_samples`, `submission_platform`
 ("2xDSS8440x8A100-PCIE-40GB": 2 nodes of 8 accelerators). Times are `time_ms`. A run
 stopped at its quality target is complete at its last epoch.
@@ -25,8 +27,8 @@ from dlscale.logparse.loglines import ParsedLog
 
 MARK = ":::MLLOG"
 MXNET_TIME = re.compile(r"\bEpoch\[(\d+)\] Time cost=([0-9.]+)")
-STARTS, STOPS = {"epoch_start", "block_start", "run_start"}, {"epoch_stop", "block_stop",
-                                                                "run_stop"}
+STARTS = {"epoch_start", "block_start", "run_start", "eval_start"}
+STOPS = {"epoch_stop", "block_stop", "run_stop", "eval_stop"}
 WHERE = ("file", "lineno")  # metadata that names the printing code, not the event
 # epoch seconds the cross-check lets pass: a log's rounding and a moment between lines
 TOLERANCE_S, TOLERANCE = 0.25, 0.05
@@ -97,11 +99,18 @@ class Run:
         for first, count in self.blocks.items():
             start, stop = self.times.get(("block_start", first)), self.times.get(
                 ("block_stop", first))
-            if start is not None and stop is not None:
-                share = (stop - start) / count
+            if start is not None and stop is not None:  # its evaluations are not training
+                share = (stop - start - sum(b - a for a, b in self.evaluations()
+                                            if start <= a and b <= stop)) / count
                 found += [(start + k * share, start + (k + 1) * share) for k in range(count)]
-        return sorted(found), ("epochs logged in blocks: each its block's share"
-                               if found else None)
+        return sorted(found), ("epochs logged in blocks: each its block's share (less its "
+                               "evaluations)" if found else None)
+
+    def evaluations(self) -> list[tuple[float, float]]:
+        """Each timed evaluation's (start, stop) in ms (eval_start and eval_stop)."""
+        return sorted((start, self.times["eval_stop", n]) for (key, n), start
+                      in self.times.items() if key == "eval_start" and ("eval_stop", n)
+                      in self.times and self.times["eval_stop", n] >= start)
 
 
 class MLLogReader:
@@ -147,11 +156,16 @@ class MLLogReader:
             parsed = ParsedLog(path, line=run.line)
             accuracy = self.by_epoch(run.evals, intervals)
             speed = self.by_epoch(run.throughput, intervals)
+            evaluated = self.by_epoch([(a, (b - a) / 1000) for a, b in run.evaluations()],
+                                      intervals, add=True)
             for epoch, (start, stop) in enumerate(intervals, 1):
                 parsed.epochs[epoch] = {"seconds": (stop - start) / 1000,
                                         "val_accuracy": accuracy.get(epoch),
                                         "logged_images_per_s": speed.get(epoch),
-                                        "loss_unknown": True}  # MLPerf logs no loss
+                                        "loss_unknown": True,  # MLPerf logs no loss
+                                        # a column of its own where the log times them
+                                        **({"eval_seconds": evaluated.get(epoch)}
+                                           if evaluated else {})}
             parsed.last = len(intervals)
             if note:
                 parsed.warnings.append(f"{path} (line {run.line}): {note}")
@@ -162,10 +176,11 @@ class MLLogReader:
         return found
 
     @staticmethod
-    def by_epoch(values: list[tuple[float, float]], intervals: list[tuple[float, float]]
-                 ) -> dict[int, float]:
+    def by_epoch(values: list[tuple[float, float]], intervals: list[tuple[float, float]],
+                 add: bool = False) -> dict[int, float]:
         """{epoch: value} of timed values (an evaluation, a throughput), each given to the
-        epoch whose time holds it, else to the last one stopped before it."""
+        epoch whose time holds it, else to the last one stopped before it; `add`: values
+        given to one epoch are summed (else the last is kept)."""
         stops = [stop for _, stop in intervals]
         found = {}
         for at, value in values:
@@ -173,9 +188,9 @@ class MLLogReader:
                 continue
             epoch = bisect.bisect_left(stops, at)  # the first epoch stopping at or after
             if epoch < len(intervals) and intervals[epoch][0] < at:
-                found[epoch + 1] = value
-            elif epoch:
-                found[epoch] = value
+                epoch += 1
+            if epoch:
+                found[epoch] = found.get(epoch, 0.0) + value if add else value
         return found
 
     def settle(self, run: Run, parsed: ParsedLog) -> None:
