@@ -24,7 +24,7 @@ def test_deeplearningexamples_resnet50_json_gives_its_epochs_settings_and_summar
     assert [round(r["logged_images_per_s"], 2) for r in run.rows()] == [648.93, 675.03]
     assert [r["val_accuracy"] for r in run.rows()] == [0.0, 0.0]
     assert run.epochs_total == 2 and not run.cut
-    assert run.facts == {"log_format": "dllogger", "amp": True,
+    assert run.facts == {"log_format": "dllogger", "amp": True, "gpus_from": "log",
                          "summary_images_per_s": pytest.approx(661.98, abs=0.01),
                          "summary_compute_images_per_s": pytest.approx(663.98, abs=0.01)}
 

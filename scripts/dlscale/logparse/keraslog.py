@@ -20,6 +20,8 @@ from pathlib import Path
 
 from dlscale.logparse.dllogger import MARK as DLL
 from dlscale.logparse.dllogger import DLLogReader
+from dlscale.logparse.launch import HINT as LAUNCH_HINT
+from dlscale.logparse.launch import LaunchReader
 from dlscale.logparse.loglines import (  # noqa: F401 (what readers of logs import from here)
     ANSI,
     EpochTable,
@@ -196,6 +198,7 @@ class LogReader:
         self.pieces: dict[tuple[str, str], list[str]] = {}
         self.mllog: MLLogReader | None = None  # MLPerf's lines, once one came (logs.mllog)
         self.dllog: DLLogReader | None = None  # NVIDIA DLLogger's, once one came
+        self.launch = LaunchReader()  # what the lines say of the launch (logs.launch)
 
     def feed(self, line: str, ended: bool = True) -> None:
         """The next line; `ended` False for text after the last newline of a log that
@@ -209,6 +212,8 @@ class LogReader:
             line = ANSI.sub("", line)
         if line and not line.isspace():
             self.tail.append(line)  # stripped when quoted
+        if LAUNCH_HINT.search(line) is not None:
+            self.launch.feed(self.number, line)
         pieces = tagged_pieces(line) if "]<std" in line else None
         if pieces is None:
             # srun --label's "0: ", "12: " (split_stream), torchrun's "[default0]:", else
@@ -278,7 +283,11 @@ class LogReader:
         return None
 
     def runs(self) -> list[ParsedLog]:
-        """Every run read (see parse_lines); once, at the end."""
+        """Every run read (see parse_lines), the GPU count of its launch where its lines
+        state none (logs.launch); once, at the end."""
+        return self.launch.apply(self.read_runs(), self.path)
+
+    def read_runs(self) -> list[ParsedLog]:
         finished = {name: parser.finish() for name, parser in self.parsers.items()}
         runs = combine(finished)
         if self.mllog is not None and (found := self.mllog.parsed(self.path, runs)):

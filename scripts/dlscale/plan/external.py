@@ -79,6 +79,9 @@ def resolve(item: dict, where: str, cache: str | None = None) -> tuple[list[dict
                                 f"says {name} {conf}, the log says {seen}; using {conf}")
             if conf is not None or seen is not None:
                 values[name] = conf if conf is not None else seen
+            if name == "gpus" and name in values:  # runs.csv's gpus_from
+                values["gpus_from"] = "config" if conf is not None else run.facts.get(
+                    "gpus_from", "log")
         for name in GIVEN_PER_RUN:
             if isinstance(item.get(name), list):
                 values[name] = item[name][index]

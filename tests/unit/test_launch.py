@@ -1,0 +1,79 @@
+"""The GPU count of a run whose lines state none, from what its log says of the launch
+(dlscale.logparse.launch), on real outputs: MLPerf results (tests/data/mlperf), Horovod's
+benchmark page (tests/data/benchmark-outputs)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from conftest import ROOT
+
+from dlscale.logparse.keraslog import parse_file_runs, parse_runs
+from dlscale.logparse.launch import LaunchReader
+from dlscale.plan.external import resolve
+
+MLPERF = ROOT / "tests" / "data" / "mlperf"
+BENCH = ROOT / "tests" / "data" / "benchmark-outputs"
+
+
+def launch_of(path) -> tuple:
+    reader = LaunchReader()
+    for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        reader.feed(number, line)
+    return reader.said(0, math.inf)
+
+
+@pytest.mark.parametrize("name, said", [
+    # a set-up step of one task (`srun -N 1 -n 1 ... mpirun -np 1`) before the job's launch
+    ("Dell_2xDSS8440x8A100-PCIE-40GB.txt", [("launcher", 16, "mpirun -np 16", 39),
+                                             ("ranks", 16, "16 ranks' Node[k] start lines",
+                                              339)]),
+    ("Dell_3xDSS8440x8A100-PCIE-40GB.txt", [("launcher", 24, "mpirun -np 24", 57),
+                                             ("ranks", 24, "24 ranks' Node[k] start lines",
+                                              413)]),
+    ("NVIDIA_dgxa100_ngc21.05_mxnet.txt", [("launcher", 8, "srun -n 8", 23),
+                                            ("ranks", 8, "8 ranks' Node[k] start lines", 266)]),
+])
+def test_an_mlperf_jobs_launch_agrees_with_what_its_result_states(name, said):
+    found, _nodes = launch_of(MLPERF / name)
+    assert found == said
+    [run] = parse_file_runs(str(MLPERF / name))
+    assert run.settings["gpus"] == said[0][1] and run.facts["gpus_from"] == "log"
+    assert not [w for w in run.warnings if "GPU(s)" in w]
+
+
+def test_a_run_that_states_no_gpu_count_takes_its_launchers():
+    """Horovod's benchmark page: `total images/sec: 1656.82` after `horovodrun -np 16`; the
+    page's later examples launch 16 and 4: the largest launch is the job's."""
+    [run] = parse_file_runs(str(BENCH / "horovod_docs_benchmarks.rst"))
+    assert run.settings["gpus"] == 16
+    assert run.facts["gpus_from"] == "horovodrun -np 16 (line 32)"
+    entry = {"log": str(BENCH / "horovod_docs_benchmarks.rst"), "model": "ResNet101",
+             "global_batch": 1024}
+    [values], _ = resolve(entry, "external_runs[0]")
+    assert (values["gpus"], values["gpus_from"]) == (16, "horovodrun -np 16 (line 32)")
+    [values], _ = resolve({**entry, "gpus": 16}, "external_runs[0]")
+    assert values["gpus_from"] == "config"
+
+
+def test_without_the_batch_lines_an_mlperf_result_takes_its_gpus_from_the_launch():
+    """NVIDIA's MXNet result names no GPU count in its platform (`1xNVIDIA DGX A100`); its
+    batch does (3264 in all, 408 per device). Without its d_batch_size line (left out here)
+    the job's `srun --ntasks=8` line says 8, and the 8 ranks' start lines agree."""
+    lines = [line for line in (MLPERF / "NVIDIA_dgxa100_ngc21.05_mxnet.txt").read_text(
+        errors="replace").splitlines(keepends=True) if '"key": "d_batch_size"' not in line]
+    [run] = parse_runs("".join(lines), "mxnet.txt")
+    assert run.settings["gpus"] == 8 and run.facts["gpus_from"] == "srun -n 8 (line 23)"
+    assert not [w for w in run.warnings if "GPU(s)" in w]
+
+
+def test_a_launch_that_disagrees_with_the_run_is_a_warning_and_the_run_is_kept():
+    """The Dell 2-node result with its launch edited here to 12 processes: the result's
+    own 16 GPUs are kept, and the warning names the launch and its line."""
+    text = (MLPERF / "Dell_2xDSS8440x8A100-PCIE-40GB.txt").read_text(errors="replace")
+    [run] = parse_runs(text.replace("-np 16", "-np 12"), "edited.txt")
+    assert run.settings["gpus"] == 16
+    [warning] = [w for w in run.warnings if "GPU(s)" in w]
+    assert warning == ("edited.txt (run from line 13): its own lines say 16 GPU(s); "
+                       "mpirun -np 12 (line 39) says 12: 16 kept")
