@@ -175,8 +175,8 @@ def test_every_strategy_on_one_and_two_nodes_through_slurm(tmp_path, archive):
     and Horovod on one node (horovodrun with Gloo) and across two (the course's multi-node
     Horovod, UQ: mpiexec -np $SLURM_NTASKS: OpenMPI's mpirun inside the job reaches the
     other node through srun, not ssh; as root, OpenMPI asks for --allow-run-as-root),
-    beside MirroredStrategy (on one node only: on 2 it is left out); then Keras 3 on JAX
-    across the two nodes (one process per node, met through jax.distributed)."""
+    beside MirroredStrategy (on one node only: on 2 it is left out). Keras 3 on JAX across
+    the two nodes is the test bed's (test_a_slowed_link_between_the_nodes_...)."""
     if not HOROVOD_READY and not IN_CI:
         pytest.skip("the Horovod environment is not built (make horovod)")
     config = sweep_config(tmp_path / "c.yaml", archive,
@@ -206,20 +206,6 @@ def test_every_strategy_on_one_and_two_nodes_through_slurm(tmp_path, archive):
         ("SimpleCNN horovod", 1), ("SimpleCNN horovod", 2), ("SimpleCNN mirrored", 1),
         ("SimpleCNN multiworker", 1), ("SimpleCNN multiworker", 2)]
     assert not (runs / "nodes2/mirrored").exists()
-
-    # the next study in the same folder: the data prepared above is used as it is
-    config = sweep_config(tmp_path / "jax.yaml", archive,
-                          sweep="{models: [SimpleCNN], gpus: [2], nodes: [2]}",
-                          training="{keras: 3, backend: jax, epochs: 2, batch_per_gpu: 16, "
-                                   "device: cpu}",
-                          analysis="{accuracy_tolerance: 1.0}")
-    proc = run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", TABLES)
-    assert "rule prepare_dataset" not in proc.stdout
-    run = json.loads((runs / "gpus2/rep1/run.json").read_text())
-    assert (run["status"], run["strategy"], run["backend"], run["workers"]) == (
-        "completed", "dataparallel", "jax", 2)
-    assert run["env"]["SLURM_JOB_NODELIST"] == "n[1-2]" and run["env"]["SLURM_NTASKS"] == "2"
-    assert len(run["devices"]) == 2 and run["keras"].startswith("3.")
 
 
 def test_a_sweep_with_a_timeout_and_a_failure_reports_both_and_reruns_only_them(tmp_path):
@@ -682,6 +668,14 @@ def test_a_slowed_link_between_the_nodes_is_probed_and_predicts_the_two_node_poi
             assert "between nodes: measured (probe: 2 nodes)" in row["link_source"]
             assert abs(row["bus_bandwidth_inter_gbs"] / SET_RATE_GBS - 1) <= 0.20, row.to_dict()
             held[name] = (folder, config, row)
+        # Keras 3 on JAX across the two nodes: one process per node, met through
+        # jax.distributed (gloo between them)
+        run = json.loads((tmp_path / "jax/results/runs/MLP/nodes2/gpus2/rep1/run.json"
+                          ).read_text())
+        assert (run["status"], run["strategy"], run["backend"], run["workers"]) == (
+            "completed", "dataparallel", "jax", 2)
+        assert run["env"]["SLURM_JOB_NODELIST"] == "n[1-2]" and run["env"]["SLURM_NTASKS"] == "2"
+        assert len(run["devices"]) == 2 and run["keras"].startswith("3.")
 
         set_link("50mbit")
         folder, config, before = held["tf"]
