@@ -10,7 +10,7 @@ import pytest
 from conftest import ROOT
 
 from dlscale.logparse.keraslog import parse_file_runs, parse_runs
-from dlscale.logparse.launch import LaunchReader
+from dlscale.logparse.launch import LaunchReader, might_say
 from dlscale.plan.external import resolve
 
 MLPERF = ROOT / "tests" / "data" / "mlperf"
@@ -20,7 +20,8 @@ BENCH = ROOT / "tests" / "data" / "benchmark-outputs"
 def launch_of(path) -> tuple:
     reader = LaunchReader()
     for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-        reader.feed(number, line)
+        if might_say(line):
+            reader.feed(number, line)
     return reader.said(0, math.inf)
 
 

@@ -20,8 +20,7 @@ from pathlib import Path
 
 from dlscale.logparse.dllogger import MARK as DLL
 from dlscale.logparse.dllogger import DLLogReader
-from dlscale.logparse.launch import HINT as LAUNCH_HINT
-from dlscale.logparse.launch import LaunchReader
+from dlscale.logparse.launch import LaunchReader, might_say
 from dlscale.logparse.loglines import (  # noqa: F401 (what readers of logs import from here)
     ANSI,
     EpochTable,
@@ -212,7 +211,7 @@ class LogReader:
             line = ANSI.sub("", line)
         if line and not line.isspace():
             self.tail.append(line)  # stripped when quoted
-        if LAUNCH_HINT.search(line) is not None:
+        if might_say(line):
             self.launch.feed(self.number, line)
         pieces = tagged_pieces(line) if "]<std" in line else None
         if pieces is None:
