@@ -10,7 +10,8 @@ import pytest
 from conftest import ROOT
 
 from dlscale.logparse.keraslog import parse_file_runs, parse_runs
-from dlscale.logparse.launch import LaunchReader, might_say
+from dlscale.logparse.launch import DEVICE_LIST, LaunchReader, might_say
+from dlscale.logparse.loglines import ParsedLog
 from dlscale.plan.external import resolve
 
 MLPERF = ROOT / "tests" / "data" / "mlperf"
@@ -78,3 +79,38 @@ def test_a_launch_that_disagrees_with_the_run_is_a_warning_and_the_run_is_kept()
     [warning] = [w for w in run.warnings if "GPU(s)" in w]
     assert warning == ("edited.txt (run from line 13): its own lines say 16 GPU(s); "
                        "mpirun -np 12 (line 39) says 12: 16 kept")
+
+
+def decided(lines: list[str], **run) -> ParsedLog:
+    """A run read with `run`'s settings and facts, the launch of `lines` applied."""
+    reader = LaunchReader()
+    for number, line in enumerate(lines, 1):
+        if might_say(line):
+            reader.feed(number, line)
+    parsed = ParsedLog("job.out", line=len(lines) + 1, **run)
+    return reader.apply([parsed], "job.out")[0]
+
+
+def test_one_workers_device_list_is_multiplied_by_the_workers_the_launch_started():
+    """Where only TensorFlow's device list of one worker said a count (the keras reader
+    marks it so), the launch's processes multiply it; without a launch it stays."""
+    srun = "+ srun -n 4 -N 2 python train.py"
+    run = decided([srun], settings={"gpus": 2},
+                  facts={"gpus_from": DEVICE_LIST, "devices_per_worker": 2})
+    assert (run.settings["gpus"], run.settings["nodes"]) == (8, 2)
+    assert run.facts == {"gpus_from": "srun -n 4 (line 1) x 2 devices a worker",
+                         "nodes_from": "srun -N 2 (line 1)"}
+    assert not run.warnings
+    alone = decided(["Epoch 1/2"], settings={"gpus": 2},
+                    facts={"gpus_from": DEVICE_LIST, "devices_per_worker": 2})
+    assert alone.settings["gpus"] == 2 and alone.facts["gpus_from"] == DEVICE_LIST
+
+
+def test_a_launch_of_one_process_with_several_gpus_is_no_conflict():
+    """MirroredStrategy: one process holds the node's GPUs, `srun -n 1` and
+    `SLURM_NTASKS=1` say one task; a launch of 8 beside a log's 4 is a warning."""
+    run = decided(["+ srun -n 1 python train.py", "SLURM_NTASKS=1"], settings={"gpus": 4})
+    assert run.settings["gpus"] == 4 and not run.warnings
+    run = decided(["+ mpirun -np 8 python train.py"], settings={"gpus": 4})
+    assert run.warnings == ["job.out (run from line 2): its own lines say 4 GPU(s); "
+                            "mpirun -np 8 (line 1) says 8: 4 kept"]

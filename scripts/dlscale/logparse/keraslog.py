@@ -20,7 +20,7 @@ from pathlib import Path
 
 from dlscale.logparse.dllogger import MARK as DLL
 from dlscale.logparse.dllogger import DLLogReader
-from dlscale.logparse.launch import LaunchReader, might_say
+from dlscale.logparse.launch import DEVICE_LIST, LaunchReader, might_say
 from dlscale.logparse.loglines import (  # noqa: F401 (what readers of logs import from here)
     ANSI,
     EpochTable,
@@ -301,7 +301,11 @@ class LogReader:
                 for run in self.parsers[name].runs:
                     stated.update(run.settings)
         for run in runs:
-            run.settings = job_gpus({**stated, **run.settings})
+            merged = {**stated, **run.settings}
+            if "gpus" not in merged and "devices" in merged:  # one worker's: logs.launch
+                run.facts["gpus_from"] = DEVICE_LIST  # may multiply it by the workers
+                run.facts["devices_per_worker"] = merged["devices"]
+            run.settings = job_gpus(merged)
         if not any(r.epochs or r.images_per_s is not None for r in runs):
             if self.binary:
                 raise LogError(f"{self.path} is binary (it holds NUL bytes): expected a "

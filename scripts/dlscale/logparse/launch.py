@@ -9,7 +9,10 @@ per GPU count holds its runs in that order); of several launches there, the larg
 (a job's set-up steps run one task: `srun -n 1 ... mpirun -np 1` before `mpirun -np 16`).
 The source goes into the run's `gpus_from`; where sources, or the run's own statement,
 disagree, a warning names both and the first is kept (the run's own, then the launcher,
-the environment, Lightning's line, the ranks).
+the environment, Lightning's line, the ranks); a launch of one process is no conflict (a
+MirroredStrategy job holds several GPUs in one). Where only one worker's device list
+(TensorFlow's `Using MirroredStrategy with devices (...)`) said a count, the launch's
+processes multiply it: each worker holds that many.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ ENV_NODES = re.compile(r"\b(SLURM_NNODES|SLURM_JOB_NUM_NODES)[=:] ?(\d+)\b")
 MEMBER = re.compile(r"initializing distributed: GLOBAL_RANK: \d+, MEMBER: \d+/(\d+)")
 RANK_START = re.compile(r"\bNode\[(\d+)\] start\b")
 ORDER = ("launcher", "environment", "lightning", "ranks")  # the first kept on a conflict
+DEVICE_LIST = "one worker's device list"  # a run's gpus_from where that alone said it
 
 
 class LaunchReader:
@@ -90,9 +94,19 @@ class LaunchReader:
             last = runs[index + 1].line if index + 1 < len(runs) else math.inf
             found, nodes = self.said(first, last)
             where = f"{path} (run from line {run.line})"
-            if "gpus" in run.settings:
+            devices = run.facts.pop("devices_per_worker", None)
+            if run.facts.get("gpus_from") == DEVICE_LIST and found:
+                # one worker's devices times the workers its launch started
+                _kind, count, what, line = found[0]
+                run.settings["gpus"] = devices * count
+                run.facts["gpus_from"] = (f"{what} (line {line})" + (
+                    f" x {devices} devices a worker" if devices > 1 else ""))
+                found = []  # said once, by the launch
+            elif "gpus" in run.settings:
                 run.facts.setdefault("gpus_from", "log")
-                found = [("log", run.settings["gpus"], "its own lines", run.line), *found]
+                # a launch of one process with several GPUs (MirroredStrategy) is no conflict
+                found = [("log", run.settings["gpus"], "its own lines", run.line),
+                         *(f for f in found if f[1] > 1)]
             elif found:
                 _kind, count, what, line = found[0]
                 run.settings["gpus"] = count
