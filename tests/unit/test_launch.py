@@ -114,3 +114,17 @@ def test_a_launch_of_one_process_with_several_gpus_is_no_conflict():
     run = decided(["+ mpirun -np 8 python train.py"], settings={"gpus": 4})
     assert run.warnings == ["job.out (run from line 2): its own lines say 4 GPU(s); "
                             "mpirun -np 8 (line 1) says 8: 4 kept"]
+
+
+def test_a_torchrun_jobs_rank_prefixes_count_its_processes_where_nothing_else_does():
+    """torchrun's `[rank0]:` and `[rank1]:` prefixes (tests/data/pytorch, captured here):
+    with Lightning's `Starting with 2 processes` line (left out here in the second read)
+    the count is the log's; without it, the two prefixes say 2."""
+    path = ROOT / "tests" / "data" / "pytorch" / "torchrun_rank_prefix.out"
+    [run] = parse_file_runs(str(path))
+    assert (run.settings["gpus"], run.facts["gpus_from"]) == (2, "log")
+    text = "".join(line for line in path.read_text().splitlines(keepends=True)
+                   if "Starting with" not in line)
+    [run] = parse_runs(text, "prefixes.out")
+    assert (run.settings["gpus"], run.facts["gpus_from"]) == (2, "2 ranks' line prefixes")
+    assert not run.warnings

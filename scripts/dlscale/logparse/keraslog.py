@@ -284,7 +284,8 @@ class LogReader:
     def runs(self) -> list[ParsedLog]:
         """Every run read (see parse_lines), the GPU count of its launch where its lines
         state none (logs.launch); once, at the end."""
-        return self.launch.apply(self.read_runs(), self.path)
+        return self.launch.apply(self.read_runs(), self.path,
+                                 prefixes=sum(1 for name in self.parsers if name))
 
     def read_runs(self) -> list[ParsedLog]:
         finished = {name: parser.finish() for name, parser in self.parsers.items()}

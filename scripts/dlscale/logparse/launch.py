@@ -3,8 +3,9 @@ for a run whose own lines state no GPU count: the launcher's command line (`mpir
 16`, `srun --ntasks=8 -N 2`, `horovodrun -np 4`, as a job script's `set -x` echoes it),
 the environment a job echoes (`SLURM_NTASKS=8`, `WORLD_SIZE=8`, `SLURM_NNODES=2`),
 PyTorch Lightning 1.x's `initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/4`, and
-MXNet's per-rank `Node[k] start` lines (the ranks counted). Each run takes what was said
-from the previous run's first line to the next run's (a job script running one launch
+MXNet's per-rank `Node[k] start` lines (the ranks counted), and last the distinct rank
+prefixes of the lines (srun -l's `1: `, torchrun's `[rank1]:`). Each run takes what was
+said from the previous run's first line to the next run's (a job script running one launch
 per GPU count holds its runs in that order); of several launches there, the largest
 (a job's set-up steps run one task: `srun -n 1 ... mpirun -np 1` before `mpirun -np 16`).
 The source goes into the run's `gpus_from`; where sources, or the run's own statement,
@@ -39,8 +40,14 @@ ENV_TASKS = re.compile(r"\b(SLURM_NTASKS|WORLD_SIZE|OMPI_COMM_WORLD_SIZE|PMI_SIZ
 ENV_NODES = re.compile(r"\b(SLURM_NNODES|SLURM_JOB_NUM_NODES)[=:] ?(\d+)\b")
 MEMBER = re.compile(r"initializing distributed: GLOBAL_RANK: \d+, MEMBER: \d+/(\d+)")
 RANK_START = re.compile(r"\bNode\[(\d+)\] start\b")
-ORDER = ("launcher", "environment", "lightning", "ranks")  # the first kept on a conflict
+# the first kept on a conflict
+ORDER = ("launcher", "environment", "lightning", "ranks", "prefixes")
 DEVICE_LIST = "one worker's device list"  # a run's gpus_from where that alone said it
+
+
+def named(what: str, line: int | None) -> str:
+    """A source as a row or a warning names it: with its line where it has one."""
+    return what if line is None else f"{what} (line {line})"
 
 
 class LaunchReader:
@@ -86,21 +93,25 @@ class LaunchReader:
                     default=None, key=lambda found: found[0])
         return [(kind, *best[kind]) for kind in ORDER if kind in best], nodes
 
-    def apply(self, runs: list, path: str) -> list:
+    def apply(self, runs: list, path: str, prefixes: int = 0) -> list:
         """The runs with the GPU count (and nodes) of their launch where they state none,
-        `gpus_from` in their facts, and a warning where what is said disagrees."""
+        `gpus_from` in their facts, and a warning where what is said disagrees.
+        `prefixes`: the distinct rank prefixes of the log's lines (srun -l's `0: `,
+        torchrun's `[rank1]:`), the processes where nothing else says."""
         for index, run in enumerate(runs):
             first = runs[index - 1].line if index else 0
             last = runs[index + 1].line if index + 1 < len(runs) else math.inf
             found, nodes = self.said(first, last)
+            if prefixes > 1:
+                found.append(("prefixes", prefixes, f"{prefixes} ranks' line prefixes", None))
             where = f"{path} (run from line {run.line})"
             devices = run.facts.pop("devices_per_worker", None)
             if run.facts.get("gpus_from") == DEVICE_LIST and found:
                 # one worker's devices times the workers its launch started
                 _kind, count, what, line = found[0]
                 run.settings["gpus"] = devices * count
-                run.facts["gpus_from"] = (f"{what} (line {line})" + (
-                    f" x {devices} devices a worker" if devices > 1 else ""))
+                run.facts["gpus_from"] = named(what, line) + (
+                    f" x {devices} devices a worker" if devices > 1 else "")
                 found = []  # said once, by the launch
             elif "gpus" in run.settings:
                 run.facts.setdefault("gpus_from", "log")
@@ -110,12 +121,12 @@ class LaunchReader:
             elif found:
                 _kind, count, what, line = found[0]
                 run.settings["gpus"] = count
-                run.facts["gpus_from"] = f"{what} (line {line})"
+                run.facts["gpus_from"] = named(what, line)
             if found and (other := [f for f in found[1:] if f[1] != found[0][1]]):
                 kind, count, what, line = found[0]
-                first = what if kind == "log" else f"{what} (line {line})"
+                first = what if kind == "log" else named(what, line)
                 run.warnings.append(f"{where}: {first} say {count} GPU(s); " + ", ".join(
-                    f"{w} (line {n}) says {c}" for _k, c, w, n in other) + f": {count} kept")
+                    f"{named(w, n)} says {c}" for _k, c, w, n in other) + f": {count} kept")
             if nodes and "nodes" not in run.settings:
                 run.settings["nodes"] = nodes[0]
                 run.facts["nodes_from"] = f"{nodes[1]} (line {nodes[2]})"
