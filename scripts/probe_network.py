@@ -3,10 +3,13 @@
 
   probe_network.py --probe-out results/network/multiworker/nodes2.json \
       --largest-bytes 6316072 -- TRAIN.PY'S FLAGS
+  probe_network.py --probe-out results/network/multiworker/nodes2.json --failed LOG
 
 Runs on every worker that launch.py starts, with the flags of the study's largest point
 on that node count (its strategy, devices and software); the chief writes the JSON:
 the all-reduce's seconds per buffer size (dlscale.train.probe says how they are timed).
+Where the workers fail, the rule calls it again with --failed: the JSON then says why, the
+prediction goes without the probe, and the study's tables are made as ever.
 """
 
 from __future__ import annotations
@@ -24,12 +27,17 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--probe-out", type=Path, required=True, help="the JSON to write")
-    parser.add_argument("--largest-bytes", type=int, required=True,
+    parser.add_argument("--largest-bytes", type=int,
                         help="the largest buffer to time (the study's largest gradient)")
+    parser.add_argument("--failed", type=Path, metavar="LOG",
+                        help="the probe's workers failed: write what LOG's last line says "
+                             "as the probe's record, so that the tables are still made")
     parser.add_argument("train_flags", nargs=argparse.REMAINDER, help="-- then train.py's flags")
     args = parser.parse_args(argv)
     flags = args.train_flags[1:] if args.train_flags[:1] == ["--"] else args.train_flags
-    if args.largest_bytes < 4:
+    if args.failed:
+        return probe.record_failure(args.probe_out, args.failed)
+    if args.largest_bytes is None or args.largest_bytes < 4:
         parser.error(f"--largest-bytes must be at least 4, got {args.largest_bytes}")
     return probe.run(parse(flags, __doc__), args.largest_bytes, args.probe_out)
 

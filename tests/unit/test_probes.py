@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
+import sys
 
 import pytest
+from conftest import ROOT
 from test_explain import ALPHA, BANDWIDTH, COMPUTE, GRADIENT, SIZES, breakdown_of, records, series
 from test_plan import study
 
@@ -101,3 +104,22 @@ def test_the_probe_over_the_most_nodes_of_a_strategy_is_taken(tmp_path):
     links = explain.probe_links([four, two, other])
     assert links["multiworker"]["between_nodes"][0].bandwidth == pytest.approx(5e8)
     assert links["horovod"]["between_nodes"][0].bandwidth == pytest.approx(2e9)
+
+
+def test_a_failed_probe_says_why_and_the_prediction_goes_without_it(tmp_path):
+    """The rule's fallback (probe_network.py --failed LOG) writes the log's last line as
+    the probe's record and succeeds, so that the study's tables are still made; the
+    prediction takes no link from it."""
+    log = tmp_path / "nodes2.log"
+    log.write_text("starting\nRuntimeError: Collective ops timed out after 60 s\n\n")
+    out = tmp_path / "nodes2.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "probe_network.py"),
+                           "--probe-out", str(out), "--failed", str(log)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads(out.read_text())
+    assert record == {"error": "the probe failed (RuntimeError: Collective ops timed out "
+                               f"after 60 s); see {log}"}
+    good = write_probe(tmp_path / "good.json", 2, 2, explain.Link(1e-5, 1e9),
+                       strategy="horovod")
+    assert list(explain.probe_links([out, good])) == ["horovod"]

@@ -393,9 +393,9 @@ def probe_links(paths: list[Path] | None) -> dict[str, dict[str, tuple[Link, str
     """The network's probes (dlscale.train.probe) as the link between nodes, by strategy:
     the probe over the most nodes of each strategy."""
     found: dict[str, dict] = {}
-    for path in paths or []:
-        probe = json.loads(Path(path).read_text())
-        if probe["nodes"] > found.get(probe["strategy"], {}).get("nodes", 1):
+    for probe in (json.loads(Path(path).read_text()) for path in paths or []):
+        if "collective" in probe and probe["nodes"] > found.get(probe["strategy"], {}).get(
+                "nodes", 1):  # a failed probe says why instead (dlscale.train.probe)
             found[probe["strategy"]] = probe
     return {s: {"between_nodes": (Link(*ab), f"{MEASURED} (probe: {p['nodes']} nodes)")}
             for s, p in found.items() if (ab := alpha_beta(p["collective"], p["gpus"]))}

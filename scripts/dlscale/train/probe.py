@@ -73,3 +73,16 @@ def run(settings: Settings, largest: int, out: Path) -> int:
               + ", ".join(f"{b} B {s * 1e3:.2f} ms" for b, s in
                           zip(collective["bytes"], collective["seconds"], strict=True)))
     return 0
+
+
+def record_failure(out: Path, log: Path) -> int:
+    """The probe's record where its workers failed: why, from the log's last line."""
+    try:
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines()
+                 if line.strip()]
+    except OSError:
+        lines = []
+    why = lines[-1][:300] if lines else "no output"
+    write_json_atomic(out, {"error": f"the probe failed ({why}); see {log}"})
+    print(f"probe: failed ({why}); the prediction goes without it", flush=True)
+    return 0
