@@ -128,3 +128,16 @@ def test_a_torchrun_jobs_rank_prefixes_count_its_processes_where_nothing_else_do
     [run] = parse_runs(text, "prefixes.out")
     assert (run.settings["gpus"], run.facts["gpus_from"]) == (2, "2 ranks' line prefixes")
     assert not run.warnings
+
+
+def test_a_job_that_echoes_slurms_counts_reads_its_gpus_and_nodes_from_them():
+    """tests/data/launch/env_echo.out, captured on the test cluster: a MultiWorkerMirrored
+    job whose lines state no count but its script's echo of SLURM_NTASKS, SLURM_NNODES and
+    WORLD_SIZE (line 1), which agree."""
+    [run] = parse_file_runs(str(ROOT / "tests" / "data" / "launch" / "env_echo.out"))
+    assert (run.settings["gpus"], run.settings["nodes"]) == (2, 2)
+    assert run.facts["gpus_from"] == "SLURM_NTASKS=2 (line 1)"
+    assert run.facts["nodes_from"] == "SLURM_NNODES=2 (line 1)"
+    assert [(r["epoch"], r["seconds"], r["loss"]) for r in run.rows()] == [
+        (1, 0.734, 2.4706), (2, 0.156, 2.4098)]
+    assert not run.warnings
