@@ -23,12 +23,14 @@ def bench_sizes(largest: int) -> list[int]:
     return sorted({int(BENCH_SMALLEST * ratio ** i) // 4 * 4 for i in range(BENCH_SIZES)})
 
 
-def time_allreduce(backend, sizes: list[int]) -> list[float]:
+def time_allreduce(backend, sizes: list[int], enough=None) -> list[float]:
     """Seconds of one all-reduce (sum) of each size's float32 buffer over the point's
     replicas, through the strategy the training used, timed as nccl-tests times it: a
     warm-up awaited, then BENCH_ITERS all-reduces issued back to back and awaited once at
     their end (per call, the median of BENCH_REPEATS such groups), with nothing brought
-    to the host but one number per replica. Every worker takes part."""
+    to the host but one number per replica. Every worker takes part. `enough(seconds)`:
+    the sizes after the first it says True of are not timed (every worker must get the
+    same answer)."""
     import statistics
 
     prepare = allreduce_runner(backend)
@@ -42,7 +44,16 @@ def time_allreduce(backend, sizes: list[int]) -> list[float]:
             go(BENCH_ITERS)
             times.append((time.perf_counter() - t0) / BENCH_ITERS)
         out.append(round(statistics.median(times), 7))
+        if enough is not None and enough(out[-1]):
+            break
     return out
+
+
+def record(sizes: list[int], seconds: list[float], started: float) -> dict:
+    """breakdown.json's (and the probe's) record of the sizes timed since `started`."""
+    return {"op": "all-reduce", "dtype": "float32", "bytes": sizes[:len(seconds)],
+            "seconds": seconds, "repeats": BENCH_REPEATS,
+            "took_s": round(time.perf_counter() - started, 3)}
 
 
 def allreduce_runner(backend):
@@ -113,5 +124,4 @@ def measure_collective(backend, size: int) -> dict | None:
         seconds = time_allreduce(backend, sizes)
     except Exception as exc:  # noqa: BLE001 - never a failed point
         return {"error": f"{type(exc).__name__}: {str(exc).strip()[:200]}"}
-    return {"op": "all-reduce", "dtype": "float32", "bytes": sizes, "seconds": seconds,
-            "repeats": BENCH_REPEATS, "took_s": round(time.perf_counter() - t0, 3)}
+    return record(sizes, seconds, t0)

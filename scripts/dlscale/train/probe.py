@@ -35,16 +35,10 @@ def measure(backend, largest: int) -> dict:
     """The all-reduce's median seconds per size, 4 KiB up to `largest` bytes, stopping
     after the first size whose call took PROBE_CALL_S or more; every worker agrees on
     where to stop (the chief's time decides)."""
-    sizes, seconds = [], []
-    t0 = time.perf_counter()
-    for size in probe_sizes(largest):
-        took = allreduce.time_allreduce(backend, [size])[0]
-        sizes.append(size)
-        seconds.append(took)
-        if backend.agree(backend.chief and took >= PROBE_CALL_S):
-            break
-    return {"op": "all-reduce", "dtype": "float32", "bytes": sizes, "seconds": seconds,
-            "repeats": allreduce.BENCH_REPEATS, "took_s": round(time.perf_counter() - t0, 3)}
+    sizes, t0 = probe_sizes(largest), time.perf_counter()
+    seconds = allreduce.time_allreduce(
+        backend, sizes, enough=lambda took: backend.agree(backend.chief and took >= PROBE_CALL_S))
+    return allreduce.record(sizes, seconds, t0)
 
 
 def run(settings: Settings, largest: int, out: Path) -> int:
