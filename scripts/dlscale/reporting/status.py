@@ -106,12 +106,6 @@ def job_comment(rule: str, key: str) -> str:
     return f"rule_{rule}_wildcards_{key.replace('/', '_')}"
 
 
-def lock_holder_alive(run: Path) -> bool:
-    """Whether the training that holds the run folder's lock runs on this host (another
-    host's is known from squeue only)."""
-    return holder_state(current_holder(run), active={}) == "live"
-
-
 def running(status: PointStatus, run: Path) -> PointStatus:
     """Fill in the epochs of a running point from its live records."""
     live = run / STATE / EPOCHS
@@ -135,15 +129,18 @@ def running(status: PointStatus, run: Path) -> PointStatus:
     return status
 
 
-def held_elsewhere(status: PointStatus, run: Path, who: dict) -> PointStatus:
-    """A point whose lock another host's training holds (another study's SLURM job on
-    a node, say): running where squeue knows that job, else waiting, the holder named."""
-    held = "gone" if who.get("host") == socket.gethostname() else holder_state(who)
-    if held == "live":
+def held(status: PointStatus, run: Path, who: dict) -> PointStatus:
+    """A point whose lock a training holds, its run.json not written yet: running where
+    that training runs (this host's process, or another host's job that squeue lists:
+    another study's SLURM job on a node, say, named), else waiting, the holder named
+    where this host cannot tell whether it runs."""
+    state = holder_state(who)  # this host's by its process; another's through squeue
+    if state == "live":
         status.state = "running"
         running(status, run)
-        status.detail += f"; lock held by {describe(who)}"
-    elif held == "unknown":
+        if who.get("host") != socket.gethostname():
+            status.detail += f"; lock held by {describe(who)}"
+    elif state == "unknown":
         status.detail = (f"lock held by {describe(who)}: whether it still runs cannot be "
                          "told from this host")
     return status
@@ -168,11 +165,8 @@ def point_status(folder: Path, point: dict, jobs: dict[str, dict]) -> PointStatu
             running(status, run)
             status.detail += f" (job {job['job']})"
             return status
-    if lock_holder_alive(run) and not (run / RUN_JSON).exists():
-        status.state = "running"
-        return running(status, run)
     if (who := current_holder(run)) and not (run / RUN_JSON).exists():
-        return held_elsewhere(status, run, who)
+        return held(status, run, who)
     try:
         record = RunRecord.read(run / RUN_JSON)
     except RecordError:
