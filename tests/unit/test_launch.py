@@ -96,13 +96,13 @@ def test_one_workers_device_list_is_multiplied_by_the_workers_the_launch_started
     marks it so), the launch's processes multiply it; without a launch it stays."""
     srun = "+ srun -n 4 -N 2 python train.py"
     run = decided([srun], settings={"gpus": 2},
-                  facts={"gpus_from": DEVICE_LIST, "devices_per_worker": 2})
+                  facts={"gpus_from": DEVICE_LIST})
     assert (run.settings["gpus"], run.settings["nodes"]) == (8, 2)
     assert run.facts == {"gpus_from": "srun -n 4 (line 1) x 2 devices a worker",
                          "nodes_from": "srun -N 2 (line 1)"}
     assert not run.warnings
     alone = decided(["Epoch 1/2"], settings={"gpus": 2},
-                    facts={"gpus_from": DEVICE_LIST, "devices_per_worker": 2})
+                    facts={"gpus_from": DEVICE_LIST})
     assert alone.settings["gpus"] == 2 and alone.facts["gpus_from"] == DEVICE_LIST
 
 

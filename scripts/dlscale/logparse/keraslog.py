@@ -305,7 +305,6 @@ class LogReader:
             merged = {**stated, **run.settings}
             if "gpus" not in merged and "devices" in merged:  # one worker's: logs.launch
                 run.facts["gpus_from"] = DEVICE_LIST  # may multiply it by the workers
-                run.facts["devices_per_worker"] = merged["devices"]
             run.settings = job_gpus(merged)
         if not any(r.epochs or r.images_per_s is not None for r in runs):
             if self.binary:

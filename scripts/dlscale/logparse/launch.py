@@ -105,9 +105,9 @@ class LaunchReader:
             if prefixes > 1:
                 found.append(("prefixes", prefixes, f"{prefixes} ranks' line prefixes", None))
             where = f"{path} (run from line {run.line})"
-            devices = run.facts.pop("devices_per_worker", None)
             if run.facts.get("gpus_from") == DEVICE_LIST and found:
-                # one worker's devices times the workers its launch started
+                # one worker's devices (the count it gave) times the workers launched
+                devices = run.settings["gpus"]
                 _kind, count, what, line = found[0]
                 run.settings["gpus"] = devices * count
                 run.facts["gpus_from"] = named(what, line) + (
@@ -124,8 +124,8 @@ class LaunchReader:
                 run.facts["gpus_from"] = named(what, line)
             if found and (other := [f for f in found[1:] if f[1] != found[0][1]]):
                 kind, count, what, line = found[0]
-                first = what if kind == "log" else named(what, line)
-                run.warnings.append(f"{where}: {first} say {count} GPU(s); " + ", ".join(
+                kept = what if kind == "log" else named(what, line)
+                run.warnings.append(f"{where}: {kept} say {count} GPU(s); " + ", ".join(
                     f"{named(w, n)} says {c}" for _k, c, w, n in other) + f": {count} kept")
             if nodes and "nodes" not in run.settings:
                 run.settings["nodes"] = nodes[0]
