@@ -101,8 +101,13 @@ sys.exit("testcluster: no 10.213.X.0/24 is free of this machine's addresses and 
 PY
 }
 
-# base of the subnet (a.b.c.0) -> the bridge's address (.1) and node i's (.10+i)
-node_addr() { local base=$1 i=$2; echo "${base%.0}.$((10 + i))"; }
+# node i's address (i from 1: .10+i of the nodes' subnet, whose .1 is the bridge's) where
+# the nodes' network is up, else $2
+node_address() {
+    local base
+    base=$(net_base)
+    if [ -n "$base" ]; then echo "${base%.0}.$((10 + $1))"; else echo "$2"; fi
+}
 
 # no IPv6 (its link-local address and route) on a link of ours in the machine's namespace
 no_ipv6() {
@@ -129,7 +134,7 @@ net_up() {
         ip link add "$ns" type veth peer name eth0 netns "$ns"
         no_ipv6 "$ns"
         ip link set "$ns" master "$bridge" up
-        ip -n "$ns" addr add "$(node_addr "$base" "$i")/24" dev eth0
+        ip -n "$ns" addr add "$(node_address "$i")/24" dev eth0
         ip -n "$ns" link set eth0 up
         ip -n "$ns" link set lo up
         i=$((i + 1))
@@ -160,7 +165,7 @@ set_link() {
     echo "testcluster: the link between the nodes is ${1/off/at full speed}"
 }
 
-# The address of each node ("" for localhost where the network is not up).
+# The nodes' subnet (a.b.c.0), or nothing where their network is not up.
 net_base() { if [ -f "$NET_STATE" ]; then sed -n 's/^SUBNET=//p' "$NET_STATE"; fi; }
 
 running() {
@@ -241,9 +246,7 @@ write_config() {
             [ -c "$DIR/gpus/$node/gpu$i" ] || mknod "$DIR/gpus/$node/gpu$i" c 195 "$i"
         done
         gres+="NodeName=$node Name=gpu File=$DIR/gpus/$node/gpu[0-3]"$'\n'
-        local addr=localhost
-        if [ -n "$base" ]; then addr=$(node_addr "$base" "$index"); fi
-        nodes+="NodeName=$node NodeHostname=localhost NodeAddr=$addr Port=$port CPUs=32 RealMemory=64000 Gres=gpu:4 State=UNKNOWN"$'\n'
+        nodes+="NodeName=$node NodeHostname=localhost NodeAddr=$(node_address "$index" localhost) Port=$port CPUs=32 RealMemory=64000 Gres=gpu:4 State=UNKNOWN"$'\n'
         port=$((port + 1)) index=$((index + 1))
     done
     cat > "$CONF" <<EOF
@@ -304,11 +307,9 @@ EOF
 ensure_hosts() {
     # the node names are hostnames for the workers' TF_CONFIG: they must resolve; each
     # line added carries the marker, so that stop removes it and nothing else
-    local base i=0 addr
-    base=$(net_base)
+    local i=0 addr
     for node in "${NODES[@]}"; do
-        i=$((i + 1)) addr=127.0.0.1
-        if [ -n "$base" ]; then addr=$(node_addr "$base" "$i"); fi
+        i=$((i + 1)) addr=$(node_address "$i" 127.0.0.1)
         if [ "$HOSTS" = /etc/hosts ]; then getent hosts "$node" >/dev/null && continue; fi
         grep -qE "^[^#]*[[:space:]]$node([[:space:]]|$)" "$HOSTS" 2>/dev/null && continue
         echo "$addr $node $MARKER" >> "$HOSTS"
