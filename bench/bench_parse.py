@@ -11,7 +11,7 @@ lines as DeepLearningExamples print them, an entry every 10 iterations and one p
 of 100 iterations; or (--shape runs) one process's 20-epoch Keras output, each run ending
 with its evaluate() line, again and again (a job script that trains many times: a run
 each). Then times, in one process, what planning and the
-parse_logs rule call: keraslog.parse_file_runs on the file, and reports the time, the
+parse_logs rule call: reader.parse_file_runs on the file, and reports the time, the
 lines per second and the process's peak resident memory.
 """
 
@@ -27,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from dlscale.logparse.keraslog import parse_file_runs  # noqa: E402
+from dlscale.logparse.reader import parse_file_runs  # noqa: E402
 
 
 def fill(path: Path, megabytes: float, block, head: str = "") -> tuple[int, int]:

@@ -13,7 +13,7 @@ import tabulate_run
 from conftest import ROOT
 
 from dlscale.core.contract import RunRecord, Status
-from dlscale.logparse.keraslog import parse_text, read_text
+from dlscale.logparse.reader import parse_text, read_text
 from dlscale.reporting import runtable
 from dlscale.reporting.analysis import scaling, summarize_runs, t95
 

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from conftest import ROOT
 
-from dlscale.logparse.keraslog import parse_file_runs, parse_runs
+from dlscale.logparse.reader import parse_file_runs, parse_runs
 
 DLL = ROOT / "tests" / "data" / "dllogger"
 
@@ -92,7 +92,7 @@ def test_dlscale_parse_log_reads_a_dllogger_capture(tmp_path):
 def test_the_live_view_shows_each_epoch_once_a_later_one_began(name):
     """A command's output is read as it comes (dlscale.launch.command): its DLLogger
     epochs show while it runs, in one run object, and end as the whole file reads."""
-    from dlscale.logparse.keraslog import LogReader
+    from dlscale.logparse.reader import LogReader
 
     reader, seen = LogReader(name), []
     for line in (DLL / name).read_text().splitlines():
@@ -107,7 +107,7 @@ def test_the_live_view_shows_each_epoch_once_a_later_one_began(name):
 
 
 def test_a_dllogger_line_without_epochs_leaves_the_live_view_to_the_keras_lines():
-    from dlscale.logparse.keraslog import LogReader
+    from dlscale.logparse.reader import LogReader
 
     reader = LogReader("mixed.out")
     for line in ("DLL 2026-11-27 10:00:00.000000 - PARAMETER batch_size : 32 ",

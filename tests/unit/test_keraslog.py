@@ -7,7 +7,7 @@ import re
 import pytest
 from conftest import ROOT
 
-from dlscale.logparse.keraslog import (
+from dlscale.logparse.reader import (
     LogError,
     compile_patterns,
     parse_file_runs,
@@ -203,7 +203,7 @@ def test_a_last_line_without_its_end_leaves_the_epoch_unfinished(ending):
 
 
 def test_a_pattern_matching_something_that_is_not_a_number_is_a_warning():
-    from dlscale.logparse.keraslog import compile_patterns
+    from dlscale.logparse.reader import compile_patterns
 
     patterns = compile_patterns({"gpus": r"running on (\S+) GPUs"})
     text = ("running on four GPUs\nEpoch 1/1\n4/4 - 1s - loss: 2.0 - accuracy: 0.2\n")
@@ -465,15 +465,15 @@ def test_text_quoted_from_a_log_has_its_control_characters_escaped(tmp_path):
 def test_a_log_is_parsed_once_and_read_back_while_it_is_unchanged(tmp_path, monkeypatch):
     """Planning parses an external log and keeps what it found (dlscale.core.contract.PARSED);
     the rule that tabulates it, later runs and SLURM's job steps read that back."""
-    import dlscale.logparse.keraslog as keraslog
+    import dlscale.logparse.reader as reader
 
     log = tmp_path / "job.out"
     log.write_text("Epoch 1/2\n8/8 - 2s - loss: 2.0 - accuracy: 0.2\n"
                    "Epoch 2/2\n8/8 - 1s - loss: 1.5 - accuracy: 0.3\n")
     cache = tmp_path / "parsed"
     parses = []
-    real = keraslog.read_file
-    monkeypatch.setattr(keraslog, "read_file", lambda *a, **k: parses.append(1) or real(*a, **k))
+    real = reader.read_file
+    monkeypatch.setattr(reader, "read_file", lambda *a, **k: parses.append(1) or real(*a, **k))
     first = parse_file_runs(str(log), None, str(cache))
     again = parse_file_runs(str(log), None, str(cache))
     assert len(parses) == 1
@@ -503,20 +503,20 @@ def test_the_live_reader_is_linear_in_a_line_without_newline(monkeypatch):
     only), read 64 KB at a time: the unfinished line is compacted only when it has doubled,
     so the bytes compacted are a few times the input (every chunk re-joined and compacted
     was about 128 times it), and the line is the one read at once."""
-    from dlscale.logparse import keraslog
+    from dlscale.logparse import lines as logtext
 
     seen = []
-    real = keraslog.compact
-    monkeypatch.setattr(keraslog, "compact", lambda line: seen.append(len(line)) or real(line))
+    real = logtext.compact
+    monkeypatch.setattr(logtext, "compact", lambda line: seen.append(len(line)) or real(line))
     bar = b"".join(b"\r%d/100000 [====] - loss: 0.5" % i for i in range(500_000))
     text = b"Epoch 1/1" + bar + b"\n4/4 - 1s - loss: 0.4\nthe end"
-    lines = keraslog.Lines()
+    lines = logtext.Lines()
     got = [line for lo in range(0, len(text), 65536) for line in lines.add(text[lo:lo + 65536])]
     assert sum(seen) < 4 * len(text), (sum(seen), len(text))
     # a long line is compacted to its first and last segments, as it grows: what is left
     # is at most a few chunks of the bar, ending on its last state
     first, last = got
-    assert first.startswith("Epoch 1/1\r") and len(first) < 2 * keraslog.LONG_LINE
+    assert first.startswith("Epoch 1/1\r") and len(first) < 2 * logtext.LONG_LINE
     assert first.endswith("\r499999/100000 [====] - loss: 0.5")
     assert last == "4/4 - 1s - loss: 0.4"
     assert lines.rest() == "the end"
@@ -526,13 +526,13 @@ def test_a_16_mb_line_of_text_costs_the_live_reader_a_few_times_its_bytes(monkey
     """A line without newline or carriage return cannot be compacted: it was joined and
     searched again at every 64 KB chunk (quadratic: a 60 MB line read past a command's
     time limit). Now it is joined once and searched only when it has doubled."""
-    from dlscale.logparse import keraslog
+    from dlscale.logparse import lines as logtext
 
     seen = []
-    real = keraslog.compact
-    monkeypatch.setattr(keraslog, "compact", lambda line: seen.append(len(line)) or real(line))
+    real = logtext.compact
+    monkeypatch.setattr(logtext, "compact", lambda line: seen.append(len(line)) or real(line))
     text = b"x" * (16 << 20) + b"\nend"
-    lines = keraslog.Lines()
+    lines = logtext.Lines()
     got = [line for lo in range(0, len(text), 65536) for line in lines.add(text[lo:lo + 65536])]
     assert sum(seen) < 4 * len(text), (sum(seen), len(text))
     assert [len(line) for line in got] == [16 << 20] and lines.rest() == "end"
@@ -541,7 +541,7 @@ def test_a_16_mb_line_of_text_costs_the_live_reader_a_few_times_its_bytes(monkey
 def test_the_live_reader_gives_the_lines_of_the_whole_text_whatever_the_chunks():
     import random
 
-    from dlscale.logparse.keraslog import Lines
+    from dlscale.logparse.reader import Lines
 
     rng = random.Random(3)
     text = "".join(rng.choice(["a", "b\r", "\n", "é", " "]) for _ in range(20_000)).encode()
@@ -594,10 +594,10 @@ def test_a_huge_line_without_a_newline_is_held_in_bounded_memory(monkeypatch):
     peaked at 3.2 GB (issue 78, 14): a line keeps at most MAX_LINE bytes, its first and
     last halves. Here MAX_LINE is 1 MiB and the line 24 MiB, fed in 64 KiB chunks.
     (`dlscale parse-log` on the 1 GB line: docs/benchmarks.md, "Parsing logs".)"""
-    from dlscale.logparse import keraslog
+    from dlscale.logparse import lines as logtext
 
-    monkeypatch.setattr(keraslog, "MAX_LINE", 1 << 20)
-    lines, chunk, held = keraslog.Lines(), b"x" * (1 << 16), []
+    monkeypatch.setattr(logtext, "MAX_LINE", 1 << 20)
+    lines, chunk, held = logtext.Lines(), b"x" * (1 << 16), []
     got = lines.add((STUDY / "ResNet50_1gpu.out").read_bytes())
     for _ in range(24 * 16):
         got += lines.add(chunk)

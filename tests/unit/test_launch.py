@@ -1,5 +1,5 @@
 """The GPU count of a run whose lines state none, from what its log says of the launch
-(dlscale.logparse.launch), on real outputs: MLPerf results (tests/data/mlperf), Horovod's
+(dlscale.logparse.formats.launch), on real outputs: MLPerf results (tests/data/mlperf), Horovod's
 benchmark page (tests/data/benchmark-outputs)."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import math
 import pytest
 from conftest import ROOT
 
-from dlscale.logparse.keraslog import parse_file_runs, parse_runs
-from dlscale.logparse.launch import DEVICE_LIST, LaunchReader, might_say
-from dlscale.logparse.loglines import ParsedLog
+from dlscale.logparse.formats.launch import DEVICE_LIST, LaunchReader, might_say
+from dlscale.logparse.reader import parse_file_runs, parse_runs
+from dlscale.logparse.runs import ParsedLog
 from dlscale.plan.external import resolve
 
 MLPERF = ROOT / "tests" / "data" / "mlperf"

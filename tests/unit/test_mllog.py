@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 from conftest import ROOT
 
-from dlscale.logparse.keraslog import parse_file_runs, parse_runs
-from dlscale.logparse.mllog import platform_counts
+from dlscale.logparse.formats.mllog import platform_counts
+from dlscale.logparse.reader import parse_file_runs, parse_runs
 
 MLPERF = ROOT / "tests" / "data" / "mlperf"
 DELL = ("Dell_DSS8440x8A100-PCIE-40GB.txt", "Dell_2xDSS8440x8A100-PCIE-40GB.txt",

@@ -135,9 +135,17 @@ LAYERS = ("plan", "reporting", "launch", "train", "logparse", "data", "jobs", "c
 
 
 def package_modules() -> dict[str, Path]:
-    """{"group.module": path} of every module of the package ("console" at its top)."""
-    return {".".join(path.relative_to(PACKAGE).with_suffix("").parts): path
-            for path in sorted(PACKAGE.rglob("*.py")) if path.name != "__init__.py"}
+    """{"group.module": path} of every module of the package ("console" at its top), a
+    package inside a group by its own name ("logparse.formats")."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        if path.name == "__init__.py":
+            parts = parts[:-1]
+            if len(parts) < 2:  # the package's and its groups' own: nothing in them
+                continue
+        found[".".join(parts)] = path
+    return found
 
 
 def package_imports() -> dict[str, set[str]]:
@@ -198,6 +206,32 @@ def test_the_subpackages_import_only_those_below_them():
     core = [path.name for name, path in package_modules().items()
             if name.startswith("core.") and "subprocess" in path.read_text()]
     assert core == []
+
+
+def test_a_log_format_imports_no_other_format_and_the_reader_is_three_modules():
+    """Each log format (a module, or a package, under dlscale/logparse/formats) imports only
+    the shared machinery (logparse.lines, logparse.runs), never another format; the
+    reader and the formats share no module beyond those and the reader itself; and the
+    registry lists every format: a new format is its module, its line there, its test."""
+    from dlscale.logparse import formats
+
+    graph = package_imports()
+
+    def format_of(name: str) -> str:
+        return ".".join(name.split(".")[:3])
+
+    inside = [name for name in graph if name.startswith("logparse.formats.")]
+    wrong = sorted(f"{name} -> {imported}" for name in inside for imported in graph[name]
+                   if format_of(imported) != format_of(name)
+                   and imported not in ("logparse.lines", "logparse.runs"))
+    assert wrong == []
+    used = {imported for name in [*inside, "logparse.reader", "logparse.formats"]
+            for imported in graph[name] if imported.startswith("logparse.")
+            and not imported.startswith("logparse.formats")}
+    assert used | {"logparse.reader"} == {"logparse.reader", "logparse.lines", "logparse.runs"}
+    registered = {fmt.__name__.removeprefix("dlscale.") for fmt in
+                  (*formats.LOG, *formats.STREAM, formats.LAUNCH)}
+    assert registered == {format_of(name) for name in inside}
 
 
 def test_only_dlscale_slurm_calls_slurms_commands():

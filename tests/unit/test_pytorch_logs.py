@@ -1,4 +1,4 @@
-"""The PyTorch world's logs on real captures: tqdm's epoch bars (dlscale.logparse.loglines)
+"""The PyTorch world's logs on real captures: tqdm's epoch bars (dlscale.logparse.formats.tqdm)
 as Lightning draws them (tests/data/pytorch), and a Trainer's closing total (hf-trainer)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from conftest import ROOT
 
-from dlscale.logparse.keraslog import parse_file_runs, parse_runs
-from dlscale.logparse.loglines import bar_state, metrics
+from dlscale.logparse.formats.tqdm import bar_state, metrics
+from dlscale.logparse.reader import parse_file_runs, parse_runs
 
 DATA = ROOT / "tests" / "data" / "pytorch"
 
@@ -93,7 +93,7 @@ def test_a_line_another_process_prints_into_a_bar_leaves_its_epochs_as_they_were
 def test_lightnings_rich_bar_in_a_file_holds_no_epoch_but_the_last_and_is_refused():
     """tests/data/pytorch/README.md: where rich is installed and the output is a file,
     Lightning prints only the last epoch's bar, wrapped: not read, said in one line."""
-    from dlscale.logparse.keraslog import LogError
+    from dlscale.logparse.reader import LogError
 
     with pytest.raises(LogError, match="torchrun_rich.out: no finished epoch found .*"
                                        "max_epochs=2. reached"):

@@ -7,7 +7,7 @@ GPUs, and `tasks` SLURM tasks that the command starts itself, e.g. with srun, wh
 sees the allocation as in a batch script: dlscale.jobs.slurm). `{out_dir}` is a folder of
 the run folder's own (COMMAND_OUT) that the command may empty: dlscale's files are beside
 it. What the command prints goes to the run folder's train.log and is read as it comes
-by the same readers as external logs (dlscale.logparse.keraslog: Keras lines from every version,
+by the same readers as external logs (dlscale.logparse.reader: Keras lines from every version,
 srun/mpirun prefixes, benchmark totals, the command's own `patterns`); each finished
 epoch reaches the live epochs.jsonl when its line arrives. The run record and
 epochs.jsonl are written from that reading, so the tables, plots, references and
@@ -140,7 +140,7 @@ def epoch_record(row: dict, args) -> dict:
 def read_output(reader, args) -> tuple[list[dict], dict, str | None, dict[int, int]]:
     """(epoch records, facts for the record, why there is no result or None, the line
     of the log at which each epoch's result came) of the output `reader` has read."""
-    from dlscale.logparse.keraslog import LogError
+    from dlscale.logparse.reader import LogError
 
     try:
         runs = reader.runs()
@@ -175,12 +175,12 @@ def summarize_epoch(record: dict, sampler, end: float) -> None:
 
 class Output:
     """The command's output as it comes: kept in train.log, echoed to the job's log, and
-    read line by line (keraslog.LogReader). Each epoch the output finishes is appended to
+    read line by line (reader.LogReader). Each epoch the output finishes is appended to
     the live epochs.jsonl as its line arrives, so `dlscale status` follows a command as
     it follows dlscale's own training; the whole record is written at the end."""
 
     def __init__(self, log: Path, epochs: Path, args, sampler):
-        from dlscale.logparse.keraslog import Lines, LogReader, compile_patterns
+        from dlscale.logparse.reader import Lines, LogReader, compile_patterns
 
         self.log = open(log, "ab", buffering=0)  # noqa: SIM115 (closed by finish)
         self.epochs, self.args, self.sampler = epochs, args, sampler
@@ -271,8 +271,8 @@ def ending(returncode: int, epochs: list[dict], facts: dict, problem: str | None
 
 def last_lines(path: Path, count: int) -> list[str]:
     """The last `count` non-empty lines of a file (its last 64 kB), as messages quote them
-    (keraslog.quoted); binary output is called so."""
-    from dlscale.logparse.keraslog import quoted
+    (lines.quoted); binary output is called so."""
+    from dlscale.logparse.reader import quoted
 
     size = path.stat().st_size
     with open(path, "rb") as handle:

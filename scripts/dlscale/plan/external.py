@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dlscale.logparse.keraslog import (
+from dlscale.logparse.reader import (
     LogError,
     compile_patterns,
     parse_file_runs,
@@ -33,7 +33,7 @@ def configured(item: dict, name: str, run: int):
 def resolve(item: dict, where: str, cache: str | None = None) -> tuple[list[dict], list[str]]:
     """([{gpus, global_batch, line}, ...] one per run of the log, warnings).
     ValueError with a one-line message naming the entry and what is wrong. `cache`: where
-    the parse is kept for the rule that tabulates the log (keraslog.parse_file_runs)."""
+    the parse is kept for the rule that tabulates the log (reader.parse_file_runs)."""
     patterns = compile_patterns(item.get("patterns"), f"{where}.patterns")
     log = item["log"]
     try:

@@ -36,7 +36,7 @@ from dlscale.core.vocabulary import scaled_lr
 from dlscale.data.datasets import DATASETS, FOLDER, find_cached
 from dlscale.jobs.outcomes import failed_record, planned_attempt, runtime_factor
 from dlscale.launch import command as user_command
-from dlscale.logparse.keraslog import compile_patterns
+from dlscale.logparse.reader import compile_patterns
 from dlscale.plan import modelimports
 from dlscale.plan.analysisplan import AnalysisPlan, meta_flags
 from dlscale.plan.sweep import Point, command_spec, folder_listing, plan_sweep

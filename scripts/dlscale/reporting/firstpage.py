@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlscale.logparse.keraslog import printable
+from dlscale.logparse.reader import printable
 from dlscale.reporting.explain import WINDOW_SLOWER
 
 # characters with a meaning in reStructuredText inline text: written escaped

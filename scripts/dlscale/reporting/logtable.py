@@ -4,7 +4,7 @@
       --per-run '[{"gpus": 1, "global_batch": 256}, {"gpus": 2, "global_batch": 512}, ...]'
 
 Reads any Keras version's verbose=2 lines and verbose=1 progress bars (see
-dlscale/logparse/keraslog.py); other output is ignored. A file may hold several runs (a job that
+dlscale/logparse/reader.py); other output is ignored. A file may hold several runs (a job that
 ran the script once per GPU count): each gets its `log_run` number (1, 2, ...) and the
 settings the log states (gpus, global batch), and the script says how many runs each
 file held. A run that ends inside an epoch gives its finished epochs and a warning; a
@@ -28,7 +28,7 @@ from dlscale.core.cli import parse_meta
 from dlscale.core.contract import Status
 from dlscale.core.files import write_rows
 from dlscale.core.vocabulary import EPOCH_METRICS
-from dlscale.logparse.keraslog import LogError, ParsedLog, compile_patterns, parse_file_runs
+from dlscale.logparse.reader import LogError, ParsedLog, compile_patterns, parse_file_runs
 
 
 def table(parsed: ParsedLog, meta: dict):
@@ -62,7 +62,7 @@ def log_runs(path, meta: dict, per_run: list[dict] | None, patterns: dict,
     """(the columns, the rows) of a log holding one or more runs, each with its `log_run`
     number, the settings the log states and, over them, the values given per run; the
     rows are made as they are written. `cache`: the folder where planning kept its parse
-    of the log (keraslog.parse_file_runs)."""
+    of the log (reader.parse_file_runs)."""
     if per_run is not None and len(per_run) == 1 and per_run[0].get("failed"):
         # planning found no finished epoch: one row that says so (summarize_runs lists it)
         failed = per_run[0]

@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 import re
 
+NAME = "launch"
+
 
 def might_say(line: str) -> bool:
     """Whether a line may say something of the launch: every line a pattern below can
@@ -51,7 +53,7 @@ def named(what: str, line: int | None) -> str:
 
 
 class LaunchReader:
-    """What a log's lines say of the launch, line by line (fed by keraslog.LogReader)."""
+    """What a log's lines say of the launch, line by line (fed by dlscale.logparse.reader)."""
 
     def __init__(self):
         # (line, kind, count, what) for the GPU count; (line, count, what) for nodes

@@ -21,8 +21,9 @@ import json
 import re
 from datetime import datetime
 
-from dlscale.logparse.loglines import ParsedLog
+from dlscale.logparse.runs import LogFormat, ParsedLog
 
+NAME = "dllogger"
 MARK = "DLL"
 TEXT = re.compile(r"^DLLL? (\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?)\S* - (.*)$")
 METRIC = re.compile(r"(\S+) : (\S+)(?: +(?!\S+ : )([^\s:]+))?")
@@ -72,15 +73,15 @@ class Run:
         self.summary: dict = {}
 
 
-class DLLogReader:
-    """The DLLogger lines of a log, fed one at a time (LogReader hands them on)."""
+class Reader(LogFormat):
+    """The DLLogger lines of a log, fed one at a time (the reader hands them on)."""
 
     def __init__(self):
         self.runs: list[Run] = []
         self.units: dict[str, str] = {}
         self.live: tuple[Run, ParsedLog] | None = None  # the live view's run (current)
 
-    def feed(self, number_: int, text: str) -> bool:
+    def read(self, number_: int, text: str) -> bool:
         """Take `text` if it is a DLLogger line; whether it was."""
         entry = self.entry(text)
         if entry is None:
@@ -141,7 +142,7 @@ class DLLogReader:
                 self.units.setdefault(name, unit)
         return at, step, data
 
-    def parsed(self, path: str) -> list[ParsedLog]:
+    def runs_of(self, path: str, others: list[ParsedLog]) -> list[ParsedLog]:
         found = []
         for run in self.runs:
             parsed = ParsedLog(path, line=run.line)

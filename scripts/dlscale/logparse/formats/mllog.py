@@ -23,8 +23,9 @@ import bisect
 import json
 import re
 
-from dlscale.logparse.loglines import ParsedLog
+from dlscale.logparse.runs import LogFormat, ParsedLog
 
+NAME = "mllog"
 MARK = ":::MLLOG"
 MXNET_TIME = re.compile(r"\bEpoch\[(\d+)\] Time cost=([0-9.]+)")
 STARTS = {"epoch_start", "block_start", "run_start", "eval_start"}
@@ -113,9 +114,11 @@ class Run:
                       in self.times and self.times["eval_stop", n] >= start)
 
 
-class MLLogReader:
-    """The MLLOG lines of a log, fed one at a time (LogReader hands them on), and the
-    framework's own epoch times beside them."""
+class Reader(LogFormat):
+    """The MLLOG lines of a log, fed one at a time (the reader hands them on), and the
+    framework's own epoch times beside them: every line after the first MLLOG line."""
+
+    ALL_LINES = True
 
     def __init__(self):
         self.runs: list[Run] = []
@@ -123,19 +126,19 @@ class MLLogReader:
         self.mxnet: dict[int, float] = {}  # epoch (one-based) -> Time cost
         self.bad = 0
 
-    def feed(self, number: int, text: str) -> None:
+    def read(self, number: int, text: str) -> bool:
         if not text.startswith(MARK):
             found = MXNET_TIME.search(text)
             if found:
                 self.mxnet.setdefault(int(found[1]) + 1, float(found[2]))
-            return
+            return False
         try:
             event = json.loads(text[len(MARK):])
         except ValueError:
             event = None
         if not isinstance(event, dict):
             self.bad += 1
-            return
+            return True
         run = self.runs[-1] if self.runs else None
         if run is None or (event.get("key") == "run_start" and run.status is not None):
             # a second run: it keeps what was said after the last one's stop
@@ -145,8 +148,9 @@ class MLLogReader:
         if run.status is not None and event.get("key") not in STOPS:
             run.after.setdefault(event.get("key"), event.get("value"))
         run.add(event, self.copies)
+        return True
 
-    def parsed(self, path: str, others: list[ParsedLog]) -> list[ParsedLog]:
+    def runs_of(self, path: str, others: list[ParsedLog]) -> list[ParsedLog]:
         """The runs as ParsedLog, checked against the framework's own lines."""
         found = []
         for run in self.runs:

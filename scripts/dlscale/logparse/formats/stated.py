@@ -1,0 +1,119 @@
+"""Settings a log states, in any format's company: the echoed command line
+(`--batch_size 64 --epochs 10 --gpus 4`), `Num_replicas: 2`, `Batch_size: 4096`, `Model
+ResNet50 2 GPUs`, TensorFlow's `Using MirroredStrategy with devices (...)`, `Number of
+devices: 4`, Horovod's size, Lightning's `Starting with 2 processes`, and the user's
+setting patterns; and what a script prints after evaluate() (`Test accuracy: 0.87`).
+
+The same setting stated again after a run's results begins the next run.
+"""
+
+from __future__ import annotations
+
+import re
+
+from dlscale.logparse.lines import ANSI
+from dlscale.logparse.runs import ALIASES, RESULT_PATTERNS, StreamFormat
+
+NAME = "stated"
+# setting -> patterns with one group (the value); the same setting stated again after a
+# run's epochs begins the next run. batch_per_gpu from the command line is the study's
+# --batch_size (per GPU); Batch_size: in a header is the global batch.
+SETTINGS: dict[str, list[re.Pattern]] = {
+    "gpus": [re.compile(r"--(?:n_gpus|num_gpus|gpus)[= ](\d+)\b"),
+             re.compile(r"^\s*Num_replicas:\s*(\d+)\s*$"),
+             re.compile(r"^\s*Model\s+\S+\s+(\d+)\s+GPUs?\b"),
+             re.compile(r"Number of devices:\s*(\d+)"),
+             re.compile(r"^\s*Number of [GC]PUs:\s*(\d+)\s*$"),  # Horovod's benchmark
+             re.compile(r"\b[Hh]orovod size:?\s*(\d+)"),
+             re.compile(r"\bhvd\.size\(\)\s*[:=]\s*(\d+)"),
+             # PyTorch Lightning's rank 0: "All distributed processes registered.
+             # Starting with 2 processes"
+             re.compile(r"processes registered\. Starting with (\d+) processes")],
+    "global_batch": [re.compile(r"^\s*Batch_size:\s*(\d+)\s*$"),
+                     re.compile(r"^\s*Batch size:\s*(\d+) global\s*$")],  # tf_cnn_benchmarks
+    "batch_per_gpu": [re.compile(r"--batch[_-]size[= ](\d+)\b"),
+                      re.compile(r"^\s*Batch size:\s*(\d+)\s*$")],  # Horovod's benchmark
+    "epochs": [re.compile(r"--epochs[= ](\d+)\b")],
+}
+MIRRORED = re.compile(r"Using MirroredStrategy with devices \((.*)\)")
+DEVICES = re.compile(r"^\s*Devices:\s*\[(.*)\]\s*$")  # tf_cnn_benchmarks' header
+# what a script prints after evaluate(): "Test accuracy: 0.87", "test loss = 0.41"
+TEST_PRINT = re.compile(r"^\s*test[ _](loss|accuracy|acc)\s*[:=]\s*"
+                        r"(-?(?:nan|inf|\d+(?:\.\d+)?(?:e[-+]?\d+)?))\s*(%?)\s*$",
+                        re.IGNORECASE)
+
+
+# Every line that SETTINGS or MIRRORED can match holds one of these: most lines are
+# looked at once, not once per pattern.
+SETTINGS_HINT = re.compile(r"--|_replicas|Model|devices|orovod size|hvd\.size|Batch_size|"
+                           r"MirroredStrategy|Number of|Batch size|Devices:|Starting with")
+
+
+def settings_in(line: str, patterns: dict | None = None, warn=None) -> dict[str, int]:
+    """The run settings a line states, as integers; a user pattern whose group matched
+    something that is not a number is said through `warn(message)`, not dropped silently."""
+    found = {}
+    if SETTINGS_HINT.search(line) is not None:
+        for key, regexes in SETTINGS.items():
+            for regex in regexes:
+                if (m := regex.search(line)) is not None:
+                    found[key] = int(m.group(1))
+                    break
+        if (m := MIRRORED.search(line) or DEVICES.match(line)) is not None:
+            # the devices of one worker: the job's count only where nothing states that
+            # (`job_gpus`), since each worker of a multi-worker job prints its own
+            found["devices"] = len(re.findall(r"'[^']*'|\"[^\"]*\"", m.group(1)))
+    for key, regex in (patterns or {}).items():
+        if key in RESULT_PATTERNS:
+            continue
+        if (m := regex.search(line)) is not None:
+            try:
+                found[key] = int(float(m.group(1)))
+            except (TypeError, ValueError):
+                if warn is not None:
+                    warn(f"pattern {key} matched {m.group(1)!r}, which is not a number: "
+                         "ignored")
+    return found
+
+
+def job_gpus(settings: dict[str, int]) -> dict[str, int]:
+    """A run's settings with its GPU count decided: what a line stated for the whole job
+    (Number of devices:, Horovod's size, --n_gpus...) over one worker's device list."""
+    if "devices" in settings:
+        settings = dict(settings)
+        devices = settings.pop("devices")
+        settings.setdefault("gpus", devices)
+    return settings
+
+
+def settings_sequence(text: str, patterns: dict[str, re.Pattern] | None = None
+                      ) -> list[dict[str, int]]:
+    """Settings per run from a file that holds only them (a job's .err): a setting
+    stated again begins the next run's."""
+    runs: list[dict[str, int]] = [{}]
+    for line in ANSI.sub("", text).splitlines():
+        for key, value in settings_in(line, patterns).items():
+            if key in runs[-1]:
+                runs.append({})
+            runs[-1][key] = value
+    return [job_gpus(run) for run in (runs if runs[-1] else runs[:-1])]
+
+
+class Reader(StreamFormat):
+    """Settings and test prints of one stream."""
+
+    def read(self, number: int, text: str) -> bool:
+        stream = self.stream
+        warn = None if not stream.patterns else (
+            lambda message, at=number:
+            stream.runs[-1].warnings.append(f"{stream.path}:{at}: {message}"))
+        if found := settings_in(text, stream.patterns, warn):
+            stream.fresh_run(number).settings.update(found)
+            return True
+        run = stream.runs[-1]
+        if (printed := TEST_PRINT.match(text)) is not None and (run.epochs or run.lanes):
+            name, value = printed.group(1).lower(), float(printed.group(2))
+            run.test[f"test_{ALIASES.get(name, name)}"] = value / (100 if printed.group(3)
+                                                                   else 1)
+            return True
+        return False
