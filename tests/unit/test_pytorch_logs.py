@@ -3,6 +3,8 @@ as Lightning draws them (tests/data/pytorch), and a Trainer's closing total (hf-
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from conftest import ROOT
 
@@ -98,3 +100,84 @@ def test_lightnings_rich_bar_in_a_file_holds_no_epoch_but_the_last_and_is_refuse
     with pytest.raises(LogError, match="torchrun_rich.out: no finished epoch found .*"
                                        "max_epochs=2. reached"):
         parse_file_runs(str(DATA / "torchrun_rich.out"))
+
+
+LIGHTNING_SLURM = ROOT / "tests" / "data" / "lightning-slurm"
+
+
+def finished_states(path, epoch: int) -> list[str]:
+    """The file's `Epoch k: 100%` states of one epoch, in order, read with a split of its
+    own (carriage returns and newlines), not the parser's."""
+    text = path.read_text(encoding="utf-8")
+    return [s for s in re.split(r"[\r\n]", text) if s.startswith(f"Epoch {epoch}: 100%")]
+
+
+@pytest.mark.parametrize("name, epochs, steps", [
+    ("lit1-1.out", 6, 132),   # validation each epoch, its bars drawn below the epoch's
+    ("lit1-2.out", 10, 128),  # a callback's print after each epoch's state, on its line
+    ("lit1-3.out", 10, 128),  # no print at all: the whole training on one 318 KB line
+])
+def test_a_lightning_1x_slurm_job_reads_each_epoch_from_its_last_finished_state(
+        name, epochs, steps):
+    """tests/data/lightning-slurm/README.md: Lightning 1.9.5 under sbatch, two nodes, one
+    task each. Each epoch's time is its steps over the rate of its last 100% state (read
+    here from the file by a split of its own); the GPU count is the job's (Starting with 2
+    processes, and MEMBER: 2/2 agrees). lit1-3.out was read as its last epoch alone: a
+    line that long was compacted to its first and last states."""
+    path = LIGHTNING_SLURM / name
+    [run] = parse_file_runs(str(path))
+    rows = run.rows()
+    assert [r["epoch"] for r in rows] == list(range(1, epochs + 1))
+    rates = [float(re.search(r"(\d+\.\d+)it/s", finished_states(path, e)[-1])[1])
+             for e in range(epochs)]
+    assert [r["seconds"] for r in rows] == pytest.approx([steps / rate for rate in rates])
+    assert all(r["steps"] == steps and r["loss"] is not None for r in rows)
+    assert "v_num" not in rows[0]
+    assert run.settings["gpus"] == 2 and run.warnings == [] and not run.cut
+
+
+def test_a_lightning_epoch_keeps_each_metric_from_its_earlier_finished_states():
+    """Lightning 1.x ends an epoch with several 100% states (lit1-2.out: the first without
+    train_loss_epoch, the last with it); an epoch's last finished state gives its time,
+    each metric its last value in any of its states, and a state a print cut short (no
+    closing bracket) is still a state."""
+    states = finished_states(LIGHTNING_SLURM / "lit1-2.out", 0)
+    assert "train_loss_epoch" not in states[0] and "train_loss_epoch" in states[-1]
+    [run] = parse_runs(
+        "Epoch 0: 100%|██████████| 132/132 [00:00<00:00, 159.60it/s, loss=2.3, v_num=0, "
+        "val_loss=2.300, val_acc=0.113]\r"
+        "Epoch 0: 100%|██████████| 132/132 [00:00<00:00, 158.10it/s, loss=2.25, v_nu\n")
+    [row] = run.rows()
+    assert (row["loss"], row["val_loss"], row["val_accuracy"]) == (2.25, 2.3, 0.113)
+    assert row["seconds"] == pytest.approx(132 / 158.10)
+
+
+EXAMPLES = ROOT / "tests" / "data" / "pytorch-examples"
+
+
+@pytest.mark.parametrize("name", ["ddp_1rank.out", "ddp_2ranks.out"])
+def test_pytorch_examples_output_is_epochs_timed_by_the_runs_total(name):
+    """tests/data/pytorch-examples/README.md: `Train Epoch:` lines, a `Test set:` line a
+    epoch, `Total time: 1.65s`, then the model's repr. Each `Test set:` line ends its
+    epoch (its accuracy the epoch's validation), the last training loss is the epoch's,
+    and the total time, shared over the 3 epochs, is each one's, the run saying so."""
+    path = EXAMPLES / name
+    text = path.read_text()
+    [run] = parse_file_runs(str(path))
+    rows = run.rows()
+    tests = re.findall(r"Test set: Average loss: ([\d.]+), Accuracy: (\d+)/512", text)
+    losses = [re.findall(r"Loss: ([\d.]+)", block)[-1]
+              for block in text.split("Test set:")[:-1]]
+    seconds = float(re.search(r"Total time: ([\d.]+)s", text)[1])
+    assert [r["epoch"] for r in rows] == [1, 2, 3]
+    assert [r["val_accuracy"] for r in rows] == [int(k) / 512 for _, k in tests]
+    assert [r["val_loss"] for r in rows] == [float(v) for v, _ in tests]
+    assert [r["loss"] for r in rows] == [float(v) for v in losses]
+    assert [r["seconds"] for r in rows] == pytest.approx([seconds / 3] * 3)
+    assert run.facts["epoch_time_from"].startswith(f"the run's total time ({seconds:g} s")
+    assert {r["samples"] for r in rows} == {2048} and run.warnings == []
+
+
+def test_a_total_time_line_leaves_epochs_that_have_times_alone():
+    [run] = parse_runs("Epoch 1/1\n8/8 - 2s - loss: 2.0 - accuracy: 0.2\nTotal time: 9.5s\n")
+    assert run.rows()[0]["seconds"] == 2.0 and "epoch_time_from" not in run.facts

@@ -25,22 +25,30 @@ def lines_of(text: str):
 
 
 # A line longer than this is compacted as it is read (read_file): progress bars that
-# rewrite themselves with \r or \b make one "line" of a whole epoch's updates, and
-# only its first segment (a launcher's prefix) and its last one are ever read.
+# rewrite themselves with \r or \b make one "line" of a whole epoch's updates (of a
+# whole training, where nothing else is printed), and only its first segment (a
+# launcher's prefix), the finished states of its bars and its last segment are ever read.
 LONG_LINE = 1 << 16
 # a line still longer once compacted (no carriage return to cut it at: a binary blob, a
 # huge print) keeps its first and last halves of this many bytes: the memory a line takes
 # stays bounded whatever its length (a 1 GB line peaked at 3.2 GB)
 MAX_LINE = 1 << 24
+FINISHED = b"100%|"  # a finished state of a percent bar (tqdm's: an epoch's last states)
 
 
 def compact(line: bytes) -> bytes:
-    """A line's first segment and its last non-blank one (see LONG_LINE), found from
-    the ends: no list of its segments is made; at most MAX_LINE bytes of it."""
+    """A line's first segment, every finished bar state (FINISHED) and its last non-blank
+    segment (see LONG_LINE), found without a list of its segments; at most MAX_LINE
+    bytes of it."""
     line = _last_state(line)
     if len(line) <= MAX_LINE:
         return line
     return line[:MAX_LINE // 2] + b"\r" + line[-(MAX_LINE // 2):]
+
+
+def _segment_start(line: bytes, head: int, end: int) -> int:
+    """Where the segment that holds `end` begins: after the \r or \b before it."""
+    return max(line.rfind(b"\r", head, end), line.rfind(b"\x08", head, end)) + 1
 
 
 def _last_state(line: bytes) -> bytes:
@@ -49,12 +57,23 @@ def _last_state(line: bytes) -> bytes:
         return line
     head = min(cuts)
     end = len(line)
+    last = b""
     while end > head:
-        start = max(line.rfind(b"\r", head, end), line.rfind(b"\x08", head, end))
+        start = _segment_start(line, head, end) - 1
         if line[start + 1:end].strip():
-            return line[:head] + b"\r" + line[start + 1:end]
+            last = line[start + 1:end]
+            break
         end = start
-    return line[:head] + b"\r"
+    kept, at = [], line.find(FINISHED, head, end)
+    while at >= 0:  # each finished state before the last segment, whole
+        start = _segment_start(line, head, at)
+        stop = min((i for i in (line.find(b"\r", at, end), line.find(b"\x08", at, end))
+                    if i >= 0), default=end)
+        if stop >= end:
+            break  # (the last segment's own)
+        kept.append(line[start:stop])
+        at = line.find(FINISHED, stop, end)
+    return line[:head] + b"\r" + b"".join(state + b"\r" for state in kept) + last
 
 
 UTF16_MARKS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)  # a log that begins so is UTF-16

@@ -9,6 +9,7 @@ Adding a format: its module here, its line below, its test (docs/development.md)
 from dlscale.logparse.formats import (
     custom,
     dllogger,
+    examples,
     hftrainer,
     keras,
     launch,
@@ -23,6 +24,6 @@ from dlscale.logparse.formats import (
 LOG = (mllog, dllogger)
 # One stream's formats (runs.StreamFormat): each line is offered to them in this order
 # until one reads it. The user's patterns first; Keras' lines, most of a long log, next.
-STREAM = (custom, keras, tqdm, hftrainer, totals, stated)
+STREAM = (custom, keras, tqdm, examples, hftrainer, totals, stated)
 # What the lines say of the launch (the GPU count and nodes where a run states none).
 LAUNCH = launch

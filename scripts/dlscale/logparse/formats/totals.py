@@ -1,7 +1,15 @@
-"""Benchmarks that report throughput, not epochs: a run's images/s over all its GPUs.
+"""Totals a run prints: a benchmark's throughput, or the run's total time.
+
+Benchmarks that report throughput, not epochs: a run's images/s over all its GPUs.
 Horovod's synthetic benchmarks: "Total img/sec on 2 GPU(s): 2976.1 +-4.3" (after its
 warm-up, per-iteration and per-GPU lines); tf_cnn_benchmarks: "total images/sec: 1656.82"
-(its per-step "images/sec:" lines are per worker and not used)."""
+(its per-step "images/sec:" lines are per worker and not used).
+
+A run's total time (`Total time: 2.27s`, `elapsed time: 95.2sec`, `Training time
+0:05:12`), after epochs whose lines give no time (PyTorch's examples print none): shared
+evenly over those epochs, and the run's `epoch_time_from` says so. Where the epochs have
+times of their own, the line is left alone.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +20,10 @@ from dlscale.logparse.runs import StreamFormat
 NAME = "totals"
 HOROVOD_TOTAL = re.compile(r"Total img/sec on (\d+) [GC]PU\(s\):\s*(\d+(?:\.\d+)?)")
 TF_CNN_TOTAL = re.compile(r"^\s*total images/sec:\s*(\d+(?:\.\d+)?)\s*$")
+RUN_TIME = re.compile(r"^\s*(?:total(?: training)? time|training time|elapsed time|time elapsed)"
+                      r"\s*[:=]?\s*(?:(\d+):(\d\d):(\d\d(?:\.\d+)?)|(\d+(?:\.\d+)?)\s*"
+                      r"(s|secs?|seconds|min|minutes|h|hours)?)\s*$", re.IGNORECASE)
+UNIT = {"min": 60.0, "minutes": 60.0, "h": 3600.0, "hours": 3600.0}
 
 
 def throughput(text: str) -> tuple[float, int | None] | None:
@@ -24,14 +36,48 @@ def throughput(text: str) -> tuple[float, int | None] | None:
 
 
 
+def run_time(text: str) -> tuple[float, float] | None:
+    """(seconds, the resolution printed) of a run's total time line, or None."""
+    m = RUN_TIME.match(text)
+    if m is None:
+        return None
+    hours, minutes, secs, value, unit = m.groups()
+    if hours is not None:
+        return int(hours) * 3600 + int(minutes) * 60 + float(secs), resolution(secs)
+    scale = UNIT.get((unit or "s").lower(), 1.0)
+    return float(value) * scale, resolution(value) * scale
+
+
+def resolution(number: str) -> float:
+    """The step of a printed number's last digit (0.01 for `2.27`)."""
+    return 10.0 ** -len(number.partition(".")[2])
+
+
 class Reader(StreamFormat):
-    """A benchmark's total line begins a run of its own (after any results)."""
+    """A benchmark's total line begins a run of its own (after any results); a run's
+    total time gives its epochs without a time their share."""
 
     def read(self, number: int, text: str) -> bool:
+        if "ime" in text and (found := run_time(text)) is not None:
+            return self.share(number, *found)
         if "/sec" not in text or (total := throughput(text)) is None:
             return False
         run = self.stream.fresh_run(number)
         run.images_per_s, gpus = total
         if gpus is not None:
             run.settings["gpus"] = gpus
+        return True
+
+    def share(self, number: int, seconds: float, step: float) -> bool:
+        """The run's epochs, none of them timed, each given an even share of `seconds`."""
+        run = self.runs[-1]
+        table = run.epochs
+        if not table or any(table[epoch]["seconds"] is not None for epoch in table.index):
+            return False
+        count = len(table)
+        for epoch in table.index:
+            table.set(epoch, "seconds", seconds / count)
+            table.set(epoch, "seconds_resolution", step / count)
+        run.facts["epoch_time_from"] = (f"the run's total time ({seconds:g} s, line {number}) "
+                                        f"shared over its {count} epochs")
         return True

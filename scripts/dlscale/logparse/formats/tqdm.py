@@ -10,8 +10,14 @@ epoch's bar begins or the log ends, validation included. Its time is the steps o
 tqdm's rate: Lightning's bar is not smoothed, so the rate is steps over the elapsed
 time, printed to 0.01 (the elapsed `00:00` is whole seconds). Lightning counts epochs
 from 0 (`Epoch 0`); a bar named `Epoch k/N` counts from 1 and states N. The metrics in
-its postfix: `*_epoch` before `*_step`, `train_` dropped, `acc` read as accuracy.
-Tests: tests/unit/test_pytorch_logs.py, on real captures (tests/data/pytorch).
+its postfix: `*_epoch` before `*_step`, `train_` dropped, `acc` read as accuracy;
+`v_num` (Lightning 1.x's version, the job ID under SLURM) is no metric.
+
+Lightning 1.x ends an epoch with several 100% states (after training, after
+validation, with the epoch's means), and a callback's print can follow a state on its
+line or cut it short: the epoch's last finished state gives its time, and each metric its
+last value in any of them. Tests: tests/unit/test_pytorch_logs.py, on real captures
+(tests/data/pytorch; tests/data/lightning-slurm, a SLURM job of two nodes).
 """
 
 from __future__ import annotations
@@ -23,7 +29,8 @@ from dlscale.logparse.runs import StreamFormat
 NAME = "tqdm"
 # a bar's state: the epoch (and N), its percent, the steps done of all, the rate, postfix
 BAR = re.compile(r"^Epoch (\d+)(?:/(\d+))?:\s+(\d+)%\|[^|]*\|\s*(\d+)/(\d+|\?)\s*"
-                 r"\[[^\],]*(?:,\s*(\d+(?:\.\d+)?)(it/s|s/it))?(?:,\s*([^\]]*))?\]")
+                 r"\[[^\],]*(?:,\s*(\d+(?:\.\d+)?)(it/s|s/it))?(?:,\s*([^\]]*))?")
+TIMES = ("seconds", "seconds_resolution", "seconds_per_step", "steps", "samples")
 BAR_NAMES = {"loss": "loss", "acc": "accuracy", "accuracy": "accuracy",
          "val_loss": "val_loss", "val_acc": "val_accuracy", "val_accuracy": "val_accuracy"}
 
@@ -91,6 +98,11 @@ class Reader(StreamFormat):
         if self.pending is not None and self.pending[0] != epoch:
             self.flush()
         if record is not None:
+            if self.pending is not None:  # the same epoch's earlier state: its metrics
+                earlier = self.pending[2]   # stay where this one lacks them
+                record = {**{k: v for k, v in earlier.items() if k not in TIMES}, **record}
+                if "loss" in earlier:
+                    record.pop("loss_unknown", None)
             self.pending = (epoch, total, record, number)
         return True
 
