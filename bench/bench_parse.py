@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Log parser benchmark (issue 22: a 200 MB job output in under a minute, bounded memory).
 
-  python bench/bench_parse.py [--mb 200] [--shape keras|runs|dllogger] [--work DIR]
+  python bench/bench_parse.py [--mb 200] [--shape keras|runs|dllogger|lightning|examples]
+      [--work DIR]
 
 Writes a job output of the given size as a long job would leave it: `srun --label`
 prefixes from two tasks, each printing its own Keras lines (tf-keras verbose=2 epoch
@@ -10,9 +11,11 @@ warning between epochs now and then; or (--shape dllogger) one process's NVIDIA 
 lines as DeepLearningExamples print them, an entry every 10 iterations and one per epoch
 of 100 iterations; or (--shape runs) one process's 20-epoch Keras output, each run ending
 with its evaluate() line, again and again (a job script that trains many times: a run
-each). Then times, in one process, what planning and the
-parse_logs rule call: reader.parse_file_runs on the file, and reports the time, the
-lines per second and the process's peak resident memory.
+each); or (--shape lightning) a Lightning 1.x training, each epoch one line of bar states
+joined by carriage returns; or (--shape examples) PyTorch's examples' `Train Epoch:` and
+`Test set:` lines with a total time at the end. Then times, in one process, what
+planning and the parse_logs rule call: reader.parse_file_runs on the file, and reports
+the time, the lines per second and the process's peak resident memory.
 """
 
 from __future__ import annotations
@@ -106,16 +109,56 @@ def write_runs(path: Path, megabytes: float) -> tuple[int, int]:
     return fill(path, megabytes, run)
 
 
+def write_lightning(path: Path, megabytes: float) -> tuple[int, int]:
+    """One Lightning 1.x training's output as tests/data/lightning-slurm/lit1-2.out holds it:
+    each epoch one physical line of 129 bar states joined by carriage returns (128 steps),
+    two finished states and a callback's print ending it; and (epochs, lines)."""
+
+    def epoch(n: int) -> list[str]:
+        e, states = n - 1, []
+        for k in range(129):
+            states.append(f"\rEpoch {e}: {100 * k // 128:3d}%|{'█' * (10 * k // 128):<10}| "
+                          f"{k}/128 [00:00<00:00, {140 + (n + k) % 20}.{k % 100:02d}it/s, "
+                          f"loss=2.3{k % 10}, v_num=7, train_loss_step=2.{300 + k % 50}]")
+        states.append(f"\rEpoch {e}: 100%|██████████| 128/128 [00:00<00:00, "
+                      f"{150 + n % 20}.17it/s, loss=2.31, v_num=7, train_loss_step=2.300, "
+                      f"train_loss_epoch=2.310]epoch {e} done, saving\n")
+        return ["".join(states)]
+
+    return fill(path, megabytes, epoch)
+
+
+def write_examples(path: Path, megabytes: float) -> tuple[int, int]:
+    """One run in the style of PyTorch's examples (tests/data/pytorch-examples): per epoch
+    ten `Train Epoch:` lines and a `Test set:` line, the total time at the end; and
+    (epochs, lines)."""
+    target = int(megabytes * 1e6)
+
+    def epoch(n: int) -> list[str]:
+        block = [f"Train Epoch: {n} [{640 * k}/60000 ({640 * k * 100 // 60000}%)]\tLoss: "
+                 f"{2.0 / (1 + k + n % 50):.6f}\n" for k in range(10)]
+        return block + ["\n", f"Test set: Average loss: {1.0 / (1 + n % 9):.4f}, Accuracy: "
+                        f"{9000 + n % 900}/10000 ({90 + n % 9}%)\n", "\n"]
+
+    epochs, lines = fill(path, megabytes - 0.001, epoch)
+    with open(path, "a") as out:
+        out.write(f"Total time: {epochs * 12.5:.2f}s\n")
+    assert path.stat().st_size <= target + 100
+    return epochs, lines + 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=float, default=200.0, help="log size in MB (default 200)")
-    parser.add_argument("--shape", choices=("keras", "dllogger", "runs"), default="keras")
+    parser.add_argument("--shape", choices=("keras", "dllogger", "runs", "lightning", "examples"),
+                        default="keras")
     parser.add_argument("--work", type=Path, default=Path("/tmp/dlscale-bench-parse"))
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     log = args.work / "job.out"
-    write = {"keras": write_log, "dllogger": write_dllogger, "runs": write_runs}[args.shape]
+    write = {"keras": write_log, "dllogger": write_dllogger, "runs": write_runs,
+             "lightning": write_lightning, "examples": write_examples}[args.shape]
     epochs, lines = write(log, args.mb)
     streams = 2 if args.shape == "keras" else 1
     count, epochs = (epochs, 20) if args.shape == "runs" else (1, epochs)
