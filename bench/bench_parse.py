@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Log parser benchmark (issue 22: a 200 MB job output in under a minute, bounded memory).
 
-  python bench/bench_parse.py [--mb 200] [--shape keras|runs|dllogger|lightning|examples]
+  python bench/bench_parse.py [--mb 200] [--shape keras|runs|dllogger|lightning|examples|hftrainer]
       [--work DIR]
 
 Writes a job output of the given size as a long job would leave it: `srun --label`
@@ -13,7 +13,8 @@ of 100 iterations; or (--shape runs) one process's 20-epoch Keras output, each r
 with its evaluate() line, again and again (a job script that trains many times: a run
 each); or (--shape lightning) a Lightning 1.x training, each epoch one line of bar states
 joined by carriage returns; or (--shape examples) PyTorch's examples' `Train Epoch:` and
-`Test set:` lines with a total time at the end. Then times, in one process, what
+`Test set:` lines with a total time at the end; or (--shape hftrainer) a Hugging Face
+Trainer's dicts logged every few steps and its summary. Then times, in one process, what
 planning and the parse_logs rule call: reader.parse_file_runs on the file, and reports
 the time, the lines per second and the process's peak resident memory.
 """
@@ -147,18 +148,40 @@ def write_examples(path: Path, megabytes: float) -> tuple[int, int]:
     return epochs, lines + 1
 
 
+def write_hftrainer(path: Path, megabytes: float) -> tuple[int, int]:
+    """One Hugging Face Trainer run logging every few steps (transformers 5 prints the
+    numbers as text), 100 dicts an epoch and an evaluation's, the summary at the end; and
+    (epochs, lines)."""
+
+    def epoch(n: int) -> list[str]:
+        block = [f"{{'loss': '{2.0 / (1 + k % 50 + n % 50):.4g}', 'grad_norm': "
+                 f"'0.5{k % 10}57', 'learning_rate': '2.656e-05', "
+                 f"'epoch': '{round(n - 1 + (k + 1) / 100, 4)}'}}\n" for k in range(100)]
+        return block + [f"{{'eval_loss': '2.307', 'eval_runtime': '0.0223', "
+                        f"'eval_samples_per_second': '2869', 'eval_steps_per_second': "
+                        f"'358.6', 'epoch': '{n}'}}\n"]
+
+    epochs, lines = fill(path, megabytes - 0.001, epoch)
+    with open(path, "a") as out:
+        out.write(f"{{'train_runtime': '{epochs * 0.25:.4f}', 'train_samples_per_second': "
+                  f"'1182', 'train_steps_per_second': '73.87', 'train_loss': '2.302', "
+                  f"'epoch': '{epochs}'}}\n")
+    return epochs, lines + 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=float, default=200.0, help="log size in MB (default 200)")
-    parser.add_argument("--shape", choices=("keras", "dllogger", "runs", "lightning", "examples"),
-                        default="keras")
+    parser.add_argument("--shape", choices=("keras", "dllogger", "runs", "lightning", "examples",
+                                            "hftrainer"), default="keras")
     parser.add_argument("--work", type=Path, default=Path("/tmp/dlscale-bench-parse"))
     args = parser.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     log = args.work / "job.out"
     write = {"keras": write_log, "dllogger": write_dllogger, "runs": write_runs,
-             "lightning": write_lightning, "examples": write_examples}[args.shape]
+             "lightning": write_lightning, "examples": write_examples,
+             "hftrainer": write_hftrainer}[args.shape]
     epochs, lines = write(log, args.mb)
     streams = 2 if args.shape == "keras" else 1
     count, epochs = (epochs, 20) if args.shape == "runs" else (1, epochs)

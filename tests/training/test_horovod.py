@@ -39,10 +39,14 @@ def test_two_horovod_ranks_train_and_only_rank_0_writes(small_data, tmp_path):
     # trace; its timeline, recorded beside the trace, puts them in the steps
     window = json.loads((tmp_path / "breakdown.json").read_text())
     assert window["communication"] == "separable" and window["summary"]["steps"] == 3
-    assert window["method"].endswith("and Horovod's timeline") and window["notes"] == []
+    # on two busy cores an operation of the last step can run a millisecond after its
+    # marker (a CI run: 1.1 ms, 6 % of these tiny steps' compute, over the 5 % at which
+    # stepsplit.trailing_note speaks): that note is the machine's load, any other a fault
+    notes = [n for n in window["notes"] if "after the last traced step ended" not in n]
+    assert window["method"].endswith("and Horovod's timeline") and notes == []
     summary = window["summary"]
     assert 0 < summary["comm_exposed_s"] <= summary["comm_total_s"] < summary["wall_s"]
-    assert run["breakdown"] == {"file": "breakdown.json", "notes": []}
+    assert run["breakdown"] == {"file": "breakdown.json", "notes": window["notes"]}
     assert len(window["collective"]["seconds"]) > 1  # hvd.allreduce timed on both ranks
 
 

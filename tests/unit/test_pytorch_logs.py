@@ -63,19 +63,48 @@ def test_bars_of_two_trainings_in_one_output_are_two_runs():
     assert runs[0].rows()[0]["seconds"] == pytest.approx(2.0)
 
 
+def test_a_trainers_logged_dicts_are_its_epochs_timed_by_its_train_runtime():
+    """tests/data/hf-trainer/README.md: per epoch a dict of the loss and one of the
+    evaluation (`'epoch': '1'`), and the closing train_runtime and samples/s, the only
+    time the Trainer prints: the runtime shared over the 2 epochs, the samples/s the run's
+    logged throughput. Before, the dicts were not read and the run had no epoch."""
+    path = ROOT / "tests" / "data" / "hf-trainer" / "trainer.out"
+    text = path.read_text(encoding="utf-8")
+    [run] = parse_file_runs(str(path))
+    losses = [float(v) for v in re.findall(r"\{'loss': '([\d.]+)'", text)]
+    evals = [float(v) for v in re.findall(r"\{'eval_loss': '([\d.]+)'", text)]
+    seconds = float(re.search(r"'train_runtime': '([\d.]+)'", text)[1])
+    rows = run.rows()
+    assert [r["epoch"] for r in rows] == [1, 2]
+    assert [r["loss"] for r in rows] == losses and [r["val_loss"] for r in rows] == evals
+    assert [r["seconds"] for r in rows] == pytest.approx([seconds / 2] * 2)
+    assert run.images_per_s == 1182.0 and run.settings == {"epochs": 2}
+    assert {k: run.facts[k] for k in ("train_seconds", "train_loss", "log_format")} == {
+        "train_seconds": seconds, "train_loss": 2.302, "log_format": "hf-trainer"}
+    assert run.facts["epoch_time_from"] == (
+        f"the Trainer's train_runtime ({seconds:g} s, line 13) shared over its 2 epochs")
+
+
+def test_a_trainer_that_logs_every_few_steps_gives_each_epoch_its_last_loss():
+    [run] = parse_runs("{'loss': 2.5, 'learning_rate': 1e-05, 'epoch': 0.5}\n"
+                       "{'loss': 2.25, 'learning_rate': 1e-05, 'epoch': 1.0}\n"
+                       "{'loss': 2.0, 'learning_rate': 1e-05, 'epoch': 1.5}\n"
+                       "{'eval_loss': 1.9, 'eval_accuracy': 0.4, 'epoch': 2.0}\n"
+                       "{'train_runtime': 10.0, 'train_samples_per_second': 80.0, "
+                       "'epoch': 2.0}\n", "steps.out")
+    assert [(r["epoch"], r["loss"], r["seconds"]) for r in run.rows()] == [
+        (1, 2.25, 5.0), (2, 2.0, 5.0)]
+    assert (run.rows()[1]["val_loss"], run.rows()[1]["val_accuracy"]) == (1.9, 0.4)
+
+
 def test_a_trainer_that_prints_only_its_total_is_one_run_of_that_throughput():
-    """tests/data/hf-trainer/README.md: Hugging Face's Trainer prints no epoch's time,
-    only its closing train_runtime and train_samples_per_second."""
-    [run] = parse_file_runs(str(ROOT / "tests" / "data" / "hf-trainer" / "trainer.out"))
-    assert run.images_per_s == 1182.0 and not run.epochs
-    assert run.facts == {"train_seconds": 0.4332, "train_loss": 2.302,
-                         "log_format": "hf-trainer"}
-    assert run.settings == {"epochs": 2}
-    # transformers 4 printed the numbers as numbers
+    """transformers 4 printed the numbers as numbers; without logged epochs the summary
+    is one run of its throughput, as a benchmark's total is."""
     [run] = parse_runs("{'train_runtime': 12.5, 'train_samples_per_second': 80.0, "
                        "'epoch': 3.0}\n", "old.out")
     assert (run.images_per_s, run.facts["train_seconds"], run.settings) == (
         80.0, 12.5, {"epochs": 3})
+    assert not run.epochs and "train_seconds_resolution" not in run.facts
 
 
 def test_a_line_another_process_prints_into_a_bar_leaves_its_epochs_as_they_were():
@@ -92,14 +121,21 @@ def test_a_line_another_process_prints_into_a_bar_leaves_its_epochs_as_they_were
     assert run.rows() == before.rows() and run.warnings == []
 
 
-def test_lightnings_rich_bar_in_a_file_holds_no_epoch_but_the_last_and_is_refused():
+def test_lightnings_rich_bar_in_a_file_is_its_last_epoch_read_alone_with_a_warning():
     """tests/data/pytorch/README.md: where rich is installed and the output is a file,
-    Lightning prints only the last epoch's bar, wrapped: not read, said in one line."""
-    from dlscale.logparse.reader import LogError
-
-    with pytest.raises(LogError, match="torchrun_rich.out: no finished epoch found .*"
-                                       "max_epochs=2. reached"):
-        parse_file_runs(str(DATA / "torchrun_rich.out"))
+    Lightning prints only the last epoch's bar (`Epoch 1/1`, counted from 0: the second
+    of 2), its metrics wrapped over the lines below, each behind torchrun's `[rank0]:`
+    (a line `[rank0]:   2.351 val_loss:` went to no rank's stream before: its colon and
+    space read as srun's label). That epoch is read, its time 8 steps over the rate, and
+    a warning says no epoch before it is in the file. It was refused before."""
+    [run] = parse_file_runs(str(DATA / "torchrun_rich.out"))
+    [row] = run.rows()
+    assert (row["epoch"], run.epochs_total, row["steps"]) == (2, 2, 8)
+    assert row["seconds"] == pytest.approx(8 / 214.54)
+    assert (row["loss"], row["val_loss"], row["val_accuracy"]) == (2.318, 2.302, 0.125)
+    assert run.settings["gpus"] == 2 and run.streams == 1
+    [warning] = run.warnings
+    assert "Rich progress bar leaves only its last state in a file: epoch 2 of 2" in warning
 
 
 LIGHTNING_SLURM = ROOT / "tests" / "data" / "lightning-slurm"
@@ -174,7 +210,7 @@ def test_pytorch_examples_output_is_epochs_timed_by_the_runs_total(name):
     assert [r["val_loss"] for r in rows] == [float(v) for v, _ in tests]
     assert [r["loss"] for r in rows] == [float(v) for v in losses]
     assert [r["seconds"] for r in rows] == pytest.approx([seconds / 3] * 3)
-    assert run.facts["epoch_time_from"].startswith(f"the run's total time ({seconds:g} s")
+    assert run.facts["epoch_time_from"].startswith(f"the run's total time ({seconds:g} s, line")
     assert {r["samples"] for r in rows} == {2048} and run.warnings == []
 
 

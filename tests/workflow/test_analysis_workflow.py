@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pandas as pd
@@ -139,6 +140,12 @@ def test_job_outputs_of_every_launcher_and_a_crashed_job_end_in_tables_plots_rep
     assert table.loc[("Lit (external)", 2), "epoch_time_s"] == pytest.approx(
         (8 / 119.04 + 8 / 159.81) / 2)
     assert table.loc[("Bert (external)", 1), "images_per_s"] == 1182.0
+    # the Trainer's logged dicts are its 2 epochs, timed by its train_runtime, shared
+    runtime = float(re.search(r"'train_runtime': '([\d.]+)'", (
+        data / "hf-trainer" / "trainer.out").read_text(encoding="utf-8"))[1])
+    assert table.loc[("Bert (external)", 1), "epoch_time_s"] == pytest.approx(runtime / 2)
+    assert runs.loc["external/Bert/trainer", "epoch_time_from"].startswith(
+        f"the Trainer's train_runtime ({runtime:g} s, line 13)")
     # DLLogger (tests/data/dllogger/README.md): each epoch's time between its entries
     assert table.loc[("DLKeras (external)", 1), "epoch_time_s"] == pytest.approx(
         (1.288 + 0.357) / 2, abs=1e-3)

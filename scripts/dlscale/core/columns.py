@@ -141,8 +141,9 @@ RUNS = tuple(replace(c, runs=c.runs or CARRIED) for c in (
            "own lines), or its launch (mpirun -np 16, srun -n 8, SLURM_NTASKS=8 ..., with "
            "the line)", True, runs=CARRIED),
     Column("epoch_time_from", "", "where an outside log's epoch times came from when its "
-           "lines give none of their own: its total time line, shared evenly over its "
-           "epochs (PyTorch's examples)", True, runs=CARRIED),
+           "lines give none of their own: its total time line (PyTorch's examples) or a "
+           "Trainer's train_runtime, shared evenly over its epochs, with its line", True,
+           runs=CARRIED),
     Column("logged_images_per_s", "images/s", "a benchmark's printed throughput", True,
            source=_record("logged_images_per_s")),
     Column("notes", "", "what went wrong beside the training", True, source=_record("notes"),

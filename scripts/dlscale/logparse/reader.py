@@ -32,15 +32,46 @@ from dlscale.logparse.lines import (  # noqa: F401 (what readers of logs import 
     tagged_pieces,
 )
 from dlscale.logparse.runs import (  # noqa: F401 (what readers of logs import from here)
+    RESULT_PATTERNS,
     LogError,
     ParsedLog,
     Stream,
     absorb,
-    compile_patterns,
 )
 
 MARKS = tuple(fmt.MARK for fmt in LOG)  # the first line of a whole log's format begins so
 might_say = LAUNCH.might_say  # (a name of this module's: every line asks it)
+
+
+def compile_patterns(patterns: dict[str, str] | None, where: str = "patterns") -> dict:
+    """User patterns (JUBE/ReFrame style): a regex with exactly one group, the value.
+    Compiled with RE2, whose matching time is linear in the line (a Python regex such as
+    '(a+)+$' can take hours on one long line). ValueError naming the key and the pattern
+    for one that RE2 does not accept or that has no group or several."""
+    import re2
+
+    options = re2.Options()
+    options.log_errors = False  # the error is ours to report, in one line
+    compiled = {}
+    for key, text in (patterns or {}).items():
+        try:
+            regex = re2.compile(text, options)
+        except re2.error as exc:
+            why = exc.args[0].decode(errors="replace") if exc.args and isinstance(
+                exc.args[0], bytes) else str(exc)
+            raise ValueError(f"{where}.{key}: '{text}' is not a regular expression RE2 "
+                             f"accepts ({why}; RE2 has no lookarounds or backreferences)"
+                             ) from None
+        if regex.groups != 1:
+            raise ValueError(
+                f"{where}.{key}: '{text}' has {regex.groups or 'no'} group"
+                f"{'s' if regex.groups != 1 else ''}: expected exactly one, the value, e.g. "
+                "'Num_replicas: (\\d+)' (make other groups non-capturing: (?:...))")
+        compiled[key] = regex
+    if compiled.keys() & {"loss", "accuracy"} and "epoch_time" not in compiled:
+        raise ValueError(f"{where}: loss and accuracy are read from the lines epoch_time "
+                         "matches: give epoch_time too")
+    return compiled
 
 
 def read_file(path, patterns: dict[str, re.Pattern] | None = None,
@@ -93,8 +124,9 @@ class LogReader:
         if pieces is None:
             # srun --label's "0: ", "12: " (split_stream), torchrun's "[default0]:", else
             # no stream
-            stream, text = (split_stream(line) if line.find(": ", 0, 12) > 0 else
-                            split_torchrun(line) if line.startswith("[") else ("", line))
+            # (torchrun's first: `[rank0]:  2.351` holds a colon and a space too)
+            stream, text = (split_torchrun(line) if line.startswith("[") else
+                            split_stream(line) if line.find(": ", 0, 12) > 0 else ("", line))
             if not self.pieces:  # the common case, without a call more
                 parser = self.parsers.get(stream)
                 if parser is not None and ended and not self.watching and not text.startswith(
@@ -268,7 +300,8 @@ def parse_file_runs(path: str, patterns: dict[str, re.Pattern] | None = None,
 # a column, ParsedLog with slots. 5: tqdm epoch bars and torchrun prefixes. 6: the lines
 # in the table alone (no `ended` on ParsedLog). 7: MLLOG evaluations timed (eval_seconds).
 # 8: one reader over a registry of formats (the classes kept moved to logparse.runs).
-PARSED_FORMAT = 8
+# 9: PyTorch's examples, a run's total time, a Trainer's logged dicts read as epochs.
+PARSED_FORMAT = 9
 
 
 def keep(path: Path, stamp: tuple, found) -> None:

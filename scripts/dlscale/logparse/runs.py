@@ -275,36 +275,45 @@ def absorb(run: ParsedLog, other: ParsedLog) -> None:
 RESULT_PATTERNS = ("epoch_time", "loss", "accuracy", "images_per_s")
 
 
-def compile_patterns(patterns: dict[str, str] | None, where: str = "patterns") -> dict:
-    """User patterns (JUBE/ReFrame style): a regex with exactly one group, the value.
-    Compiled with RE2, whose matching time is linear in the line (a Python regex such as
-    '(a+)+$' can take hours on one long line). ValueError naming the key and the pattern
-    for one that RE2 does not accept or that has no group or several."""
-    import re2
 
-    options = re2.Options()
-    options.log_errors = False  # the error is ours to report, in one line
-    compiled = {}
-    for key, text in (patterns or {}).items():
+# a progress bar's metric names (Lightning's: `train_loss_step`, `val_acc`) as recorded
+BAR_NAMES = {"loss": "loss", "acc": "accuracy", "accuracy": "accuracy",
+             "val_loss": "val_loss", "val_acc": "val_accuracy", "val_accuracy": "val_accuracy"}
+
+
+def logged_metrics(pairs) -> dict[str, float]:
+    """The metrics among a progress bar's (name, value) pairs: `*_epoch` before `*_step`,
+    a plain name before both, `train_` dropped, `acc` read as accuracy; others (`v_num`,
+    a learning rate) are no metric."""
+    found: dict[str, tuple[int, float]] = {}
+    for name, value in pairs:
+        rank = 2 if name.endswith("_epoch") else 1 if name.endswith("_step") else 3
+        base = name.removesuffix("_epoch").removesuffix("_step").removeprefix("train_")
+        canonical = BAR_NAMES.get(base)
         try:
-            regex = re2.compile(text, options)
-        except re2.error as exc:
-            why = exc.args[0].decode(errors="replace") if exc.args and isinstance(
-                exc.args[0], bytes) else str(exc)
-            raise ValueError(f"{where}.{key}: '{text}' is not a regular expression RE2 "
-                             f"accepts ({why}; RE2 has no lookarounds or backreferences)"
-                             ) from None
-        if regex.groups != 1:
-            raise ValueError(
-                f"{where}.{key}: '{text}' has {regex.groups or 'no'} group"
-                f"{'s' if regex.groups != 1 else ''}: expected exactly one, the value, e.g. "
-                "'Num_replicas: (\\d+)' (make other groups non-capturing: (?:...))")
-        compiled[key] = regex
-    if compiled.keys() & {"loss", "accuracy"} and "epoch_time" not in compiled:
-        raise ValueError(f"{where}: loss and accuracy are read from the lines epoch_time "
-                         "matches: give epoch_time too")
-    return compiled
+            number = float(value)
+        except ValueError:
+            continue
+        if canonical is not None and found.get(canonical, (0, 0.0))[0] < rank:
+            found[canonical] = (rank, number)
+    return {name: value for name, (_rank, value) in found.items()}
 
+
+def share_total(run: ParsedLog, seconds: float, step: float, what: str, number: int) -> bool:
+    """A run's total time given to its epochs, none of which has a time of its own, in
+    even shares (`step`: the total's printed resolution); the run's `epoch_time_from`
+    names `what` the total was and its line. False, and nothing changed, where an epoch
+    has a time."""
+    table = run.epochs
+    if not table or any(table[epoch]["seconds"] is not None for epoch in table.index):
+        return False
+    count = len(table)
+    for epoch in table.index:
+        table.set(epoch, "seconds", seconds / count)
+        table.set(epoch, "seconds_resolution", step / count)
+    run.facts["epoch_time_from"] = (f"{what} ({seconds:g} s, line {number}) shared over its "
+                                    f"{count} epochs")
+    return True
 
 
 class StreamFormat:

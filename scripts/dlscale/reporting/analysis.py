@@ -248,15 +248,17 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
         mean = seconds.mean()
         std = seconds.std(ddof=1) if n > 1 else np.nan
         first = point_runs.iloc[0]
+        # images an epoch over its time; a log's own throughput where it gives no images
+        # an epoch (a Trainer's samples/s), or no epoch at all (a benchmark's total)
+        per_epoch = pd.to_numeric(point_runs["images_per_epoch"], errors="coerce").mean()
         rows.append({
             "series": series, "model": first["model"], "strategy": first["strategy"],
             "precision": first["precision"], "nodes": nodes, "gpus": gpus,
             "global_batch": first["global_batch"], "repeats": len(point_runs),
             "epochs_used": n, "epoch_time_s": mean, "epoch_time_std": std,
             "epoch_time_ci95": t95(n - 1) * std / math.sqrt(n) if n > 1 else np.nan,
-            "images_per_s": (pd.to_numeric(point_runs["images_per_epoch"],
-                                           errors="coerce").mean() / mean
-                             if n else pd.to_numeric(point_runs["images_per_s"]).mean()),
+            "images_per_s": (per_epoch / mean if n and not pd.isna(per_epoch)
+                             else pd.to_numeric(point_runs["images_per_s"]).mean()),
             "final_accuracy": point_runs["final_accuracy"].mean(),
             "test_accuracy": point_runs["test_accuracy"].astype(float).mean(),
             "scaling": first["scaling"],

@@ -14,6 +14,7 @@ from dlscale.logparse.formats import (
     keras,
     launch,
     mllog,
+    richbar,
     stated,
     totals,
     tqdm,
@@ -24,6 +25,6 @@ from dlscale.logparse.formats import (
 LOG = (mllog, dllogger)
 # One stream's formats (runs.StreamFormat): each line is offered to them in this order
 # until one reads it. The user's patterns first; Keras' lines, most of a long log, next.
-STREAM = (custom, keras, tqdm, examples, hftrainer, totals, stated)
+STREAM = (custom, keras, tqdm, richbar, examples, hftrainer, totals, stated)
 # What the lines say of the launch (the GPU count and nodes where a run states none).
 LAUNCH = launch

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from dlscale.logparse.runs import StreamFormat
+from dlscale.logparse.runs import StreamFormat, share_total
 
 NAME = "totals"
 HOROVOD_TOTAL = re.compile(r"Total img/sec on (\d+) [GC]PU\(s\):\s*(\d+(?:\.\d+)?)")
@@ -59,25 +59,11 @@ class Reader(StreamFormat):
 
     def read(self, number: int, text: str) -> bool:
         if "ime" in text and (found := run_time(text)) is not None:
-            return self.share(number, *found)
+            return share_total(self.runs[-1], *found, "the run's total time", number)
         if "/sec" not in text or (total := throughput(text)) is None:
             return False
         run = self.stream.fresh_run(number)
         run.images_per_s, gpus = total
         if gpus is not None:
             run.settings["gpus"] = gpus
-        return True
-
-    def share(self, number: int, seconds: float, step: float) -> bool:
-        """The run's epochs, none of them timed, each given an even share of `seconds`."""
-        run = self.runs[-1]
-        table = run.epochs
-        if not table or any(table[epoch]["seconds"] is not None for epoch in table.index):
-            return False
-        count = len(table)
-        for epoch in table.index:
-            table.set(epoch, "seconds", seconds / count)
-            table.set(epoch, "seconds_resolution", step / count)
-        run.facts["epoch_time_from"] = (f"the run's total time ({seconds:g} s, line {number}) "
-                                        f"shared over its {count} epochs")
         return True

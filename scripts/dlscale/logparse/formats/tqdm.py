@@ -24,17 +24,13 @@ from __future__ import annotations
 
 import re
 
-from dlscale.logparse.runs import StreamFormat
+from dlscale.logparse.runs import StreamFormat, logged_metrics
 
 NAME = "tqdm"
 # a bar's state: the epoch (and N), its percent, the steps done of all, the rate, postfix
 BAR = re.compile(r"^Epoch (\d+)(?:/(\d+))?:\s+(\d+)%\|[^|]*\|\s*(\d+)/(\d+|\?)\s*"
                  r"\[[^\],]*(?:,\s*(\d+(?:\.\d+)?)(it/s|s/it))?(?:,\s*([^\]]*))?")
 TIMES = ("seconds", "seconds_resolution", "seconds_per_step", "steps", "samples")
-BAR_NAMES = {"loss": "loss", "acc": "accuracy", "accuracy": "accuracy",
-         "val_loss": "val_loss", "val_acc": "val_accuracy", "val_accuracy": "val_accuracy"}
-
-
 def bar_state(text: str) -> tuple[int, int | None, dict | None] | None:
     """(epoch counted from 1, epochs in all or None, the epoch's record when the bar is at
     100% with a rate, else None) of a bar's state; None for any other text."""
@@ -61,22 +57,8 @@ def bar_state(text: str) -> tuple[int, int | None, dict | None] | None:
 
 def metrics(postfix: str) -> dict[str, float]:
     """The metrics of a bar's postfix (`train_loss_step=2.3, val_acc=0.125, v_num=0`)."""
-    found: dict[str, tuple[int, float]] = {}
-    for pair in postfix.split(","):
-        name, equals, value = pair.strip().partition("=")
-        if not equals:
-            continue
-        rank = 2 if name.endswith("_epoch") else 1 if name.endswith("_step") else 3
-        base = name.removesuffix("_epoch").removesuffix("_step").removeprefix("train_")
-        canonical = BAR_NAMES.get(base)
-        try:
-            number = float(value)
-        except ValueError:
-            continue
-        # a plain name, else the epoch's mean, else the last step's
-        if canonical is not None and found.get(canonical, (0, 0.0))[0] < rank:
-            found[canonical] = (rank, number)
-    return {name: value for name, (_rank, value) in found.items()}
+    pairs = (pair.strip().partition("=") for pair in postfix.split(","))
+    return logged_metrics((name, value) for name, equals, value in pairs if equals)
 
 
 class Reader(StreamFormat):
