@@ -186,6 +186,11 @@ def test_a_lightning_epoch_keeps_each_metric_from_its_earlier_finished_states():
     [row] = run.rows()
     assert (row["loss"], row["val_loss"], row["val_accuracy"]) == (2.25, 2.3, 0.113)
     assert row["seconds"] == pytest.approx(132 / 158.10)
+    # a first state without a loss leaves none unknown once a later one gives it
+    [run] = parse_runs("Epoch 0: 100%|██████████| 8/8 [00:00<00:00, 80.00it/s, v_num=0]\r"
+                       "Epoch 0: 100%|██████████| 8/8 [00:00<00:00, 79.00it/s, loss=2.3]\n")
+    [row] = run.rows()
+    assert row["loss"] == 2.3 and "loss_unknown" not in row
 
 
 EXAMPLES = ROOT / "tests" / "data" / "pytorch-examples"

@@ -82,8 +82,9 @@ class Reader(StreamFormat):
         if record is not None:
             if self.pending is not None:  # the same epoch's earlier state: its metrics
                 earlier = self.pending[2]   # stay where this one lacks them
-                record = {**{k: v for k, v in earlier.items() if k not in TIMES}, **record}
-                if "loss" in earlier:
+                record = {**{k: v for k, v in earlier.items()
+                             if k not in TIMES and k != "loss_unknown"}, **record}
+                if "loss" in record:
                     record.pop("loss_unknown", None)
             self.pending = (epoch, total, record, number)
         return True
