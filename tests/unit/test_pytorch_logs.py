@@ -222,3 +222,17 @@ def test_pytorch_examples_output_is_epochs_timed_by_the_runs_total(name):
 def test_a_total_time_line_leaves_epochs_that_have_times_alone():
     [run] = parse_runs("Epoch 1/1\n8/8 - 2s - loss: 2.0 - accuracy: 0.2\nTotal time: 9.5s\n")
     assert run.rows()[0]["seconds"] == 2.0 and "epoch_time_from" not in run.facts
+
+
+@pytest.mark.parametrize("line, seconds", [
+    ("Total time: 1.65s", 1.65),
+    ("elapsed time: 95.2sec", 95.2),
+    ("Training time 0:05:12", 312.0),   # timm's and DeiT's `str(timedelta)`
+    ("Total training time: 2.5 min", 150.0),
+    ("total time = 12 seconds", 12.0),
+])
+def test_a_runs_total_time_line_of_each_common_form_times_its_epochs(line, seconds):
+    [run] = parse_runs("Train Epoch: 1 [0/64 (0%)]\tLoss: 2.3\n"
+                       "Train Epoch: 2 [0/64 (0%)]\tLoss: 2.1\n" + line + "\n")
+    assert [r["seconds"] for r in run.rows()] == pytest.approx([seconds / 2] * 2)
+    assert run.facts["epoch_time_from"].startswith(f"the run's total time ({seconds:g} s, line 3)")

@@ -420,9 +420,14 @@ class Stream:
             if reader.cut(text):
                 return
 
-    def finish(self) -> list[ParsedLog]:
+    def flush(self) -> None:
+        """What any format holds pending becomes a result (the stream ends, or a run's
+        total comes)."""
         for reader in self.readers:
             reader.flush()
+
+    def finish(self) -> list[ParsedLog]:
+        self.flush()
         for reader in self.readers:
             reader.ended(self.runs[-1], True)
         runs = [r for r in self.runs if r.epochs or r.cut or r.images_per_s is not None]

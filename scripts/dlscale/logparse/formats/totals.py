@@ -59,6 +59,7 @@ class Reader(StreamFormat):
 
     def read(self, number: int, text: str) -> bool:
         if "ime" in text and (found := run_time(text)) is not None:
+            self.stream.flush()  # an epoch still open (no test line ended it) ends here
             return share_total(self.runs[-1], *found, "the run's total time", number)
         if "/sec" not in text or (total := throughput(text)) is None:
             return False
