@@ -185,7 +185,6 @@ def read_text(path) -> str:
         return handle.read()
 
 
-
 # Prefixes that launchers put before each line; the stream is the task or rank. srun
 # --label: "0: " (right-aligned when there are 10 or more tasks); OpenMPI's mpirun
 # --tag-output: "[1,0]<stdout>:" (job, rank), after a date with --timestamp-output;
@@ -235,7 +234,6 @@ def tagged_pieces(line: str) -> list[tuple[str, str, str]] | None:
     ends = [m.start() for m in tags[1:]] + [len(line)]
     return [(f"rank {m.group(2)}", m.group(3), line[m.end():end])
             for m, end in zip(tags, ends)]
-
 
 
 def stream_order(name: str) -> tuple:

@@ -233,7 +233,6 @@ class LogReader:
         return runs
 
 
-
 def parse_lines(lines, path: str = "<log>",
                 patterns: dict[str, re.Pattern] | None = None) -> list[ParsedLog]:
     """Every run in a log given as (line, ended) pairs, in one pass; LogError when none
@@ -260,7 +259,6 @@ def parse_text(text: str, path: str = "<log>") -> ParsedLog:
         raise LogError(f"{path} holds {len(runs)} runs (starting at lines {starts}): "
                        "expected one")
     return runs[0]
-
 
 
 def parse_file_runs(path: str, patterns: dict[str, re.Pattern] | None = None,

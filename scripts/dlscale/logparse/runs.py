@@ -248,7 +248,6 @@ def same_values(kept: dict, record: dict) -> bool:
     return all(kept.get(k) == v for k, v in record.items() if not k.startswith("seconds"))
 
 
-
 def absorb(run: ParsedLog, other: ParsedLog) -> None:
     """`other`'s epochs and facts into `run`, another worker's of the same run: each
     epoch's time the slower one's, its values `run`'s."""
@@ -273,7 +272,6 @@ def absorb(run: ParsedLog, other: ParsedLog) -> None:
 # User patterns that read results, not settings: a custom loop's epoch line (its seconds,
 # and the loss and accuracy on the same line) and a benchmark's total images/s.
 RESULT_PATTERNS = ("epoch_time", "loss", "accuracy", "images_per_s")
-
 
 
 # a progress bar's metric names (Lightning's: `train_loss_step`, `val_acc`) as recorded
@@ -349,9 +347,6 @@ class StreamFormat:
 
     def settle(self, runs: list[ParsedLog]) -> list[ParsedLog]:
         return runs
-
-
-
 
 
 class LogFormat:

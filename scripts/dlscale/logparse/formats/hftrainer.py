@@ -44,7 +44,6 @@ def trainer_total(text: str) -> tuple[float, dict, int | None] | None:
     return rate, facts, int(epoch) if epoch is not None and epoch == int(epoch) else None
 
 
-
 # one `'name': value` pair of a logged dict, its number quoted (transformers 5) or not
 PAIR = re.compile(r"""['"]([\w./-]+)['"]\s*:\s*['"]?"""
                   r"""(-?(?:\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|nan|inf))['"]?\s*(?=[,}])""")

@@ -35,7 +35,6 @@ def throughput(text: str) -> tuple[float, int | None] | None:
     return None
 
 
-
 def run_time(text: str) -> tuple[float, float] | None:
     """(seconds, the resolution printed) of a run's total time line, or None."""
     m = RUN_TIME.match(text)

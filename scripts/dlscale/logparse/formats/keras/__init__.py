@@ -128,7 +128,6 @@ def merge_copies(runs: list[ParsedLog]) -> list[ParsedLog]:
     return merged
 
 
-
 class Reader(StreamFormat):
     """Keras' lines of one stream."""
 
