@@ -36,7 +36,6 @@ import itertools
 import json
 import math
 import os
-import re
 import shlex
 import signal
 import string
@@ -245,6 +244,8 @@ def ending(returncode: int, epochs: list[dict], facts: dict, problem: str | None
     """How the command's point ended, by the rules of dlscale's own points: killed by a
     signal, a non-zero exit, no result, a NaN or infinite loss, an epoch time that is
     not a finite non-negative number, fewer epochs than planned; else completed."""
+    from dlscale.logparse.lines import last_lines
+
     if returncode < 0:
         return Status.KILLED, killed_reason(-returncode, "the command") + (
             "; its last lines: " + " | ".join(last_lines(log, 3)))
@@ -267,24 +268,6 @@ def ending(returncode: int, epochs: list[dict], facts: dict, problem: str | None
         return Status.FAILED, (f"the command exited 0 after {len(epochs)} of the "
                                f"{expected} epochs {where}")
     return Status.COMPLETED, None
-
-
-def last_lines(path: Path, count: int) -> list[str]:
-    """The last `count` non-empty lines of a file (its last 64 kB), as messages quote them
-    (lines.quoted); binary output is called so."""
-    from dlscale.logparse.reader import quoted
-
-    size = path.stat().st_size
-    with open(path, "rb") as handle:
-        handle.seek(max(0, size - 65536))
-        data = handle.read()
-    if b"\0" in data:
-        return [f"(binary output, {size} bytes)"]
-    text = data.decode("utf-8", "replace")
-    return [quoted(x.strip()) for x in SPLIT.split(text) if x.strip()][-count:]
-
-
-SPLIT = re.compile(r"[\r\n\x08]+")  # lines, and the updates of a progress bar
 
 
 def main(argv=None) -> int:

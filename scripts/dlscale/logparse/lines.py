@@ -10,6 +10,7 @@ a whole epoch: compacted as it is read, memory bounded whatever the length).
 from __future__ import annotations
 
 import codecs
+import os
 import re
 
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
@@ -166,6 +167,23 @@ def printable(text: str) -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def last_lines(path, count: int, width: int = 120) -> list[str]:
+    """The last `count` non-empty lines of a file (its last 64 kB; a progress bar's
+    updates each a line), as messages quote them (`quoted`, `width` characters at most);
+    binary output is called so."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as handle:
+        handle.seek(max(0, size - 65536))
+        data = handle.read()
+    if b"\0" in data:
+        return [f"(binary output, {size} bytes)"]
+    text = data.decode("utf-8", "replace")
+    return [quoted(x.strip(), width) for x in LINE_OR_STATE.split(text) if x.strip()][-count:]
+
+
+LINE_OR_STATE = re.compile(r"[\r\n\x08]+")  # lines, and the updates of a progress bar
 
 
 def quoted(line: str, width: int = 120) -> str:

@@ -297,6 +297,20 @@ def logged_metrics(pairs) -> dict[str, float]:
     return {name: value for name, (_rank, value) in found.items()}
 
 
+def bar_record(steps: int, rate: float, unit: str) -> dict:
+    """An epoch's record from a progress bar's finished state: its steps over its rate
+    (`it/s`, or `s/it` where steps are slow), to the rate's last printed digit (0.01)."""
+    seconds = steps / rate if unit == "it/s" else steps * rate
+    return {"seconds": seconds,
+            "seconds_resolution": seconds * 0.005 / rate if unit == "it/s" else steps * 0.005,
+            "seconds_per_step": seconds / steps, "steps": steps, "samples": None}
+
+
+def resolution(number: str) -> float:
+    """The step of a printed number's last digit (0.01 for `2.27`)."""
+    return 10.0 ** -len(number.partition(".")[2])
+
+
 def share_total(run: ParsedLog, seconds: float, step: float, what: str, number: int) -> bool:
     """A run's total time given to its epochs, none of which has a time of its own, in
     even shares (`step`: the total's printed resolution); the run's `epoch_time_from`

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from dlscale.core.files import write_json_atomic
 from dlscale.jobs import slurm
+from dlscale.logparse.lines import last_lines
 from dlscale.train import allreduce, keraschoice
 from dlscale.train.settings import Settings
 
@@ -72,11 +73,10 @@ def run(settings: Settings, largest: int, out: Path) -> int:
 def record_failure(out: Path, log: Path) -> int:
     """The probe's record where its workers failed: why, from the log's last line."""
     try:
-        lines = [line.strip() for line in log.read_text(errors="replace").splitlines()
-                 if line.strip()]
+        lines = last_lines(log, 1, width=300)
     except OSError:
         lines = []
-    why = lines[-1][:300] if lines else "no output"
+    why = lines[-1] if lines else "no output"
     write_json_atomic(out, {"error": f"the probe failed ({why}); see {log}"})
     print(f"probe: failed ({why}); the prediction goes without it", flush=True)
     return 0

@@ -16,7 +16,7 @@ import ast
 import math
 import re
 
-from dlscale.logparse.runs import StreamFormat, share_total
+from dlscale.logparse.runs import StreamFormat, resolution, share_total
 
 NAME = "hf-trainer"
 TRAINER_TOTAL = ("{'train_runtime'", '{"train_runtime"')
@@ -24,24 +24,24 @@ DICT = ("{'", '{"')
 EVAL = {"eval_loss": "val_loss", "eval_accuracy": "val_accuracy"}
 
 
-def trainer_total(text: str) -> tuple[float, dict, int | None] | None:
+def trainer_total(text: str) -> tuple[float, dict, int | None, float] | None:
     """A Hugging Face Trainer's closing line, the only time it prints: `{'train_runtime':
     '0.4332', 'train_samples_per_second': '1182', 'train_steps_per_second': '73.87',
     'train_loss': '2.302', 'epoch': '2'}` (numbers as text since transformers 5, as
-    numbers before). (samples/s, facts, whole epochs or None), or None."""
+    numbers before). (samples/s, facts, whole epochs or None, the runtime's printed
+    resolution), or None."""
     try:
         found = ast.literal_eval(text.strip())
         values = {key: float(value) for key, value in found.items()}
         rate, seconds = values["train_samples_per_second"], values["train_runtime"]
     except (ValueError, SyntaxError, TypeError, KeyError, AttributeError, MemoryError):
         return None
-    printed = str(found["train_runtime"])  # its last digit's step: the time's resolution
-    facts = {"train_seconds": seconds, "log_format": "hf-trainer",
-             "train_seconds_resolution": 10.0 ** -len(printed.partition(".")[2])}
+    facts = {"train_seconds": seconds, "log_format": "hf-trainer"}
     if "train_loss" in values:
         facts["train_loss"] = values["train_loss"]
     epoch = values.get("epoch")
-    return rate, facts, int(epoch) if epoch is not None and epoch == int(epoch) else None
+    return (rate, facts, int(epoch) if epoch is not None and epoch == int(epoch) else None,
+            resolution(str(found["train_runtime"])))
 
 
 # one `'name': value` pair of a logged dict, its number quoted (transformers 5) or not
@@ -95,14 +95,14 @@ class Reader(StreamFormat):
                        epoch)
         return True
 
-    def summary(self, number: int, rate: float, facts: dict, epochs: int | None) -> bool:
+    def summary(self, number: int, rate: float, facts: dict, epochs: int | None,
+                step: float) -> bool:
         run = self.runs[-1]
         if self.mine is run:
-            share_total(run, facts["train_seconds"], facts.pop("train_seconds_resolution"),
-                        "the Trainer's train_runtime", number)
+            share_total(run, facts["train_seconds"], step, "the Trainer's train_runtime",
+                        number)
         else:
             run = self.stream.fresh_run(number)
-            facts.pop("train_seconds_resolution")
         run.images_per_s = rate
         run.facts.update(facts)
         if epochs is not None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from dlscale.logparse.runs import StreamFormat, logged_metrics
+from dlscale.logparse.runs import StreamFormat, bar_record, logged_metrics
 
 NAME = "rich"
 STATE = re.compile(r"^Epoch (\d+)/(\d+)\s+[━╸╺─\s]*?(\d+)/(\d+)\s+\d+:\d\d:\d\d\s*•\s*\S+\s+"
@@ -42,11 +42,7 @@ class Reader(StreamFormat):
         epoch, last, done, steps, rate, unit, rest = m.groups()
         if done != steps or float(rate) == 0:
             return True  # a state before the epoch's end: nothing to read
-        count, rate = int(done), float(rate)
-        seconds = count / rate if unit == "it/s" else count * rate
-        record = {"seconds": seconds, "steps": count, "samples": None,
-                  "seconds_resolution": seconds * 0.005 / rate if unit == "it/s"
-                  else count * 0.005, "seconds_per_step": seconds / count}
+        record = bar_record(int(done), float(rate), unit)
         self.pending = [int(epoch) + 1, int(last) + 1, record, number, [rest.strip()]]
         return True
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from dlscale.logparse.runs import StreamFormat, share_total
+from dlscale.logparse.runs import StreamFormat, resolution, share_total
 
 NAME = "totals"
 HOROVOD_TOTAL = re.compile(r"Total img/sec on (\d+) [GC]PU\(s\):\s*(\d+(?:\.\d+)?)")
@@ -45,11 +45,6 @@ def run_time(text: str) -> tuple[float, float] | None:
         return int(hours) * 3600 + int(minutes) * 60 + float(secs), resolution(secs)
     scale = UNIT.get((unit or "s").lower(), 1.0)
     return float(value) * scale, resolution(value) * scale
-
-
-def resolution(number: str) -> float:
-    """The step of a printed number's last digit (0.01 for `2.27`)."""
-    return 10.0 ** -len(number.partition(".")[2])
 
 
 class Reader(StreamFormat):

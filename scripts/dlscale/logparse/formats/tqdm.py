@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import re
 
-from dlscale.logparse.runs import StreamFormat, logged_metrics
+from dlscale.logparse.runs import StreamFormat, bar_record, logged_metrics
 
 NAME = "tqdm"
 # a bar's state: the epoch (and N), its percent, the steps done of all, the rate, postfix
 BAR = re.compile(r"^Epoch (\d+)(?:/(\d+))?:\s+(\d+)%\|[^|]*\|\s*(\d+)/(\d+|\?)\s*"
                  r"\[[^\],]*(?:,\s*(\d+(?:\.\d+)?)(it/s|s/it))?(?:,\s*([^\]]*))?")
 TIMES = ("seconds", "seconds_resolution", "seconds_per_step", "steps", "samples")
+
+
 def bar_state(text: str) -> tuple[int, int | None, dict | None] | None:
     """(epoch counted from 1, epochs in all or None, the epoch's record when the bar is at
     100% with a rate, else None) of a bar's state; None for any other text."""
@@ -42,14 +44,8 @@ def bar_state(text: str) -> tuple[int, int | None, dict | None] | None:
     total = int(total) if total else None
     if percent != "100" or done != steps or rate is None or float(rate) == 0:
         return epoch, total, None
-    count, rate = int(done), float(rate)
-    seconds = count / rate if unit == "it/s" else count * rate
-    record: dict = {"seconds": seconds,
-                    # the rate's last printed digit
-                    "seconds_resolution": seconds * 0.005 / rate if unit == "it/s"
-                    else count * 0.005}
+    record = bar_record(int(done), float(rate), unit)
     record.update(metrics(postfix or ""))
-    record.update({"seconds_per_step": seconds / count, "steps": count, "samples": None})
     if "loss" not in record:
         record["loss_unknown"] = True
     return epoch, total, record
