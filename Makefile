@@ -14,7 +14,7 @@ SNAKEMAKE := $(VENV)/bin/snakemake
 SYSTEM_PACKAGES := graphviz dataset-fashion-mnist slurm-wlm munge openmpi-bin libopenmpi-dev \
 	environment-modules strace chromium mariadb-server slurmdbd
 
-.PHONY: help setup setup-jax horovod gpu-wheels sysdeps demo test test-loaded test-fast cluster-start cluster-stop dag bench lint docs clean
+.PHONY: help setup setup-jax setup-torch horovod gpu-wheels sysdeps demo test test-loaded test-fast cluster-start cluster-stop dag bench lint docs clean
 
 help:
 	@echo "make demo   - set up and run the whole pipeline locally on config/demo.yaml"
@@ -22,6 +22,7 @@ help:
 	@echo "make test-loaded - make test while every core is kept busy by a busy loop (no test may depend on speed)"
 	@echo "make test-fast - the unit tests alone (no cluster, no training run): the edit-test loop"
 	@echo "make setup-jax - the JAX stack alone in .venv-jax (Keras 3 on JAX, no TensorFlow)"
+	@echo "make setup-torch - the PyTorch environment of backend torch points (.venv-torch)"
 	@echo "make horovod - build the Horovod environment (.venv-horovod; ~3 min the first time)"
 	@echo "make dag    - draw results/dag.svg and results/rulegraph.svg from a dry run"
 	@echo "make bench  - run the benchmarks in bench/ (results: docs/benchmarks.md)"
@@ -56,6 +57,19 @@ $(JAX_VENV)/.installed: requirements-jax.txt pyproject.toml
 	  $(JAX_VENV)/bin/pip install -q --upgrade pip && \
 	  $(JAX_VENV)/bin/pip install -q -r requirements-jax.txt)
 	$(JAX_VENV)/bin/pip install -q --no-deps -e .
+	touch $@
+
+# The PyTorch environment (training.backend: torch; its points run with its python, as
+# Horovod points run with .venv-horovod's): PyPI's wheel, about 5.6 GB with CUDA's
+# libraries, 3 minutes the first time, kept as the others are (docs/frameworks.md)
+TORCH_VENV ?= .venv-torch
+TORCH_KEY = $(call venv_key,torch,requirements-torch.txt)
+setup-torch: $(TORCH_VENV)/.installed
+$(TORCH_VENV)/.installed: requirements-torch.txt pyproject.toml
+	$(call restore_or_build,$(TORCH_VENV),$(TORCH_KEY),\
+	  $(TORCH_VENV)/bin/pip install -q --upgrade pip && \
+	  $(TORCH_VENV)/bin/pip install -q -r requirements-torch.txt)
+	$(TORCH_VENV)/bin/pip install -q --no-deps -e .
 	touch $@
 
 # The package's bytecode, written now as pip writes an installed package's: where Python

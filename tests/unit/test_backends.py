@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from dlscale.train.backends import BACKENDS, make_backend
+from dlscale.train.strategies import BACKENDS, make_backend
 from dlscale.train.training import RunError, make_optimizer, plan_run
 
 PLAN = dict(batch_per_gpu=256, replicas=4, train_images=50000, steps_per_epoch=None,
@@ -147,7 +147,7 @@ sys.path.insert(0, sys.argv[1])
 from dlscale.train import keraschoice
 keraschoice.use_keras(3, sys.argv[3])
 from dlscale.train import driver, profwindow
-from dlscale.train.backends import make_backend
+from dlscale.train.strategies import make_backend
 from dlscale.train.settings import parse
 from dlscale.train.training import plan_run
 tmp = Path(sys.argv[2])

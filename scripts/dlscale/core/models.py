@@ -1,7 +1,7 @@
 """The models dlscale builds by name, declared once: models.csv beside this module.
 
-Each row is a name, its builder (a function of dlscale.train.training, or
-keras.applications with weights=None), the smallest image it accepts and its float32
+Each row is a name, its builder (a function of dlscale.train.training,
+keras.applications with weights=None, or torchvision.models for backend torch), the smallest image it accepts and its float32
 gradient at ASSUMED_CLASSES classes and ASSUMED_SIZE px. The schema's model choices,
 planning's image-size check, the gradient of an outside log's model and the docs are
 read from here (docs/development.md, "A built-in model"). Cheap: no TensorFlow, no pandas.
@@ -17,6 +17,7 @@ from pathlib import Path
 TABLE = Path(__file__).with_name("models.csv")
 HEADER = ("model", "builder", "min_image_size", "gradient_bytes")
 APPLICATIONS = "keras.applications"  # the builder of every keras.applications row
+TORCHVISION = "torchvision.models"  # torchvision's models by their names: backend torch only
 ASSUMED_CLASSES, ASSUMED_SIZE = 10, 128  # the classic study: CIFAR-10 at 128 px
 DEFAULT_MIN_IMAGE_SIZE = 32  # keras.applications' own floor for most families
 
@@ -50,7 +51,14 @@ def names() -> tuple[str, ...]:
 
 def own() -> tuple[str, ...]:
     """dlscale's own models (built by a function of dlscale.train.training)."""
-    return tuple(m.name for m in table().values() if m.builder != APPLICATIONS)
+    return tuple(m.name for m in table().values()
+                 if m.builder not in (APPLICATIONS, TORCHVISION))
+
+
+def torch_only(name: str) -> bool:
+    """Whether `name` is one of torchvision's models (trained on backend torch only)."""
+    model = table().get(name)
+    return model is not None and model.builder == TORCHVISION
 
 
 def min_image_size(name: str) -> int:

@@ -139,6 +139,12 @@ def check(builder: str, files: tuple[Path, ...], points: list,
     if (jax_file := imports_jax(imported)) and any(p.backend != "jax" for p in points):
         raise PlanError(f"sweep.models: '{builder}': {jax_file} imports jax, which its "
                         "TensorFlow points cannot run: set training.backend to jax")
+    torch_file = next((Path(path) for path, names in imported.items()
+                       if names & {"torch", "torchvision"}), None)
+    if torch_file and (other := next((p for p in points if p.backend != "torch"), None)):
+        raise PlanError(f"sweep.models: '{builder}': {torch_file} imports torch, which its "
+                        f"{other.backend} points cannot run: set training.backend (or "
+                        "sweep.backend) to torch")
     tf_file = next((Path(path) for path, names in imported.items()
                     if names & {"tensorflow", "tf_keras"}), None)
     loads = software and (software.get("modules") or software.get("container"))

@@ -287,7 +287,6 @@ class Study:
         return downloads[target]
 
     # --- training points ---------------------------------------------------------------
-
     def train_flags(self, p: Point) -> str:
         flags = {"model": p.model, "gpus": p.gpus, "nodes": p.nodes, "strategy": p.strategy,
                  "keras": p.keras, "backend": p.backend, "epochs": p.epochs,
@@ -355,9 +354,8 @@ class Study:
         plan["batch_file"] = batch_file(p) if p.batch_per_gpu == "auto" else None  # its search
         return "--plan " + shlex.quote(json.dumps(plan, separators=(",", ":")))
 
-    @cached_property
-    def horovod_python(self) -> str:
-        python = Path(self.config["horovod"]["python"])
+    def environment_python(self, section: str) -> str:  # horovod, torch: their python
+        python = Path(self.config[section]["python"])
         return str(python if python.is_absolute() else self.basedir / python)
 
     def worker_command(self, p: Point) -> str:
@@ -371,8 +369,10 @@ class Study:
                 f"{self.train_flags(p)} {tail} --data-dir {shlex.quote(self.data_dir)}")
 
     def python(self, p: Point) -> str:
-        """The interpreter of a point: the Horovod environment's for horovod points."""
-        return self.horovod_python if p.strategy == "horovod" else "python"
+        """The interpreter of a point: the Horovod environment's for horovod points, the
+        PyTorch environment's for torch points."""
+        section = "horovod" if p.strategy == "horovod" else "torch" * (p.backend == "torch")
+        return self.environment_python(section) if section else "python"
 
     def point_meta(self, p: Point) -> str:
         """The planned values; run.json's (the replicas TensorFlow used ...) replace them."""

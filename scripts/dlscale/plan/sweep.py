@@ -48,7 +48,7 @@ class Point:
     strategy: str
     precision: str
     keras: int           # 2: tf-keras; 3: Keras 3 (docs/keras.md)
-    backend: str         # Keras 3's backend: tensorflow or jax
+    backend: str         # Keras 3's backend: tensorflow, jax or torch
     epochs: int
     batch_per_gpu: int | str   # "auto": results/batch/{model}/{precision}.json decides
     global_batch: int | None
@@ -245,6 +245,8 @@ def plan_sweep(config: dict, checked: bool = False, train_images: int | None = N
             chosen = strategy or default_strategy(nodes, keras, backend)
             reason = why_not(gpus, nodes, chosen, strategy is not None, config)
             what = f"{gpus} GPU(s) on {nodes} node(s) with {chosen}"
+            if not reason and models.torch_only(model) and backend != "torch":
+                reason = f"model {model} is torchvision's: it trains on backend torch only"
             if not reason and (reason := framework_problem(
                     keras, backend, chosen, nodes, loop, training["profile_steps"],
                     batch_per_gpu)):
@@ -330,7 +332,7 @@ def make_point(config: dict, entry: tuple[str, str | None], gpus: int, nodes: in
     model, builder = entry
     over = model_settings(config, model)
     per_node = gpus // nodes
-    if chosen == "horovod":
+    if chosen in ("horovod", "ddp"):
         tasks_per_node = per_node  # one process per GPU
     elif chosen == "multiworker":
         tasks_per_node = per_node if training["workers"] == "per_gpu" else 1

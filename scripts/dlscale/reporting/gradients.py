@@ -72,11 +72,12 @@ def write() -> int:
                                             models.DEFAULT_MIN_IMAGE_SIZE, None))
     rows = []
     for model in table.values():
-        size = built(model.name)
+        size = (model.gradient_bytes if model.builder == models.TORCHVISION  # torch's, kept
+                else built(model.name))
         print(f"{model.name}: {size}", file=sys.stderr)
         rows.append([model.name, model.builder, model.min_image_size, size or ""])
     comments = [line for line in models.TABLE.read_text().splitlines(keepends=True)
-                if line.startswith("#") and "tf_keras" not in line]
+                if line.startswith("#") and "tf_keras)" not in line]
     keras = keraschoice.keras()
     with atomic(models.TABLE) as tmp, open(tmp, "w", newline="") as f:
         f.writelines(comments)

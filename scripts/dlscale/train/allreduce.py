@@ -74,6 +74,19 @@ def allreduce_runner(backend):
                                NamedSharding(mesh, PartitionSpec("d")))
             return lambda iters: jax.block_until_ready([reduce(x) for _ in range(iters)])
         return prepare
+    if backend.kind == "ddp":  # torch.distributed: issued back to back, awaited at the end
+        import torch
+        import torch.distributed as dist
+
+        def prepare(n):
+            x = torch.ones(n, device=backend.torch_device)
+
+            def go(iters):
+                for work in [dist.all_reduce(x, async_op=True) for _ in range(iters)]:
+                    work.wait()
+                return float(x[0])  # on the host: the device's work is done
+            return go
+        return prepare
     import tensorflow as tf
 
     def one_number(values):  # waits for each replica's result, copies one float of each

@@ -5,8 +5,7 @@ the scope models are built in, wraps the optimizer, adds the callbacks it needs,
 the input, evaluates and reduces metrics over the workers, says whether a killed run can
 resume, and adds its facts to run.json. DataParallel is Keras 3 on JAX
 (keras.distribution); the others are TensorFlow's, under Keras 2 or (mirrored) Keras 3.
-`make_backend(kind, settings)` picks one, as tensorflow/models'
-`get_distribution_strategy` does; the driver (scripts/train.py) has no strategy branches.
+dlscale.train.strategies picks one (PyTorch's is dlscale.train.torchddp).
 
 TensorFlow and Horovod are imported inside the methods, so that importing this module
 stays cheap.
@@ -432,11 +431,3 @@ def one_device_metrics(model, batches) -> dict:
     return {"loss": float(np.concatenate(losses).mean()),
             "accuracy": float(np.concatenate(hits).mean())}
 
-
-BACKENDS = {b.kind: b for b in (Mirrored, MultiWorker, Horovod, DataParallel)}
-
-
-def make_backend(kind: str, settings) -> Backend:
-    if kind not in BACKENDS:
-        raise RunError(f"unknown strategy '{kind}': expected one of {', '.join(BACKENDS)}", 2)
-    return BACKENDS[kind](settings)

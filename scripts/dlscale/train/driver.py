@@ -61,7 +61,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     keraschoice.import_framework()  # here, so that its cost is its phase's (no
     # TensorFlow where Keras trains on JAX: dlscale's own reader reads the shards)
     from dlscale.data.tfrecords import load_manifest
-    from dlscale.train.backends import make_backend
+    from dlscale.train.strategies import make_backend
 
     # Keras 3 warns that fit does not shuffle a tf.data input: dlscale's shuffles itself
     warnings.filterwarnings("ignore", "`shuffle=True` was passed", UserWarning)
@@ -83,6 +83,9 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
         plan = dataclasses.replace(plan, xla=True, xla_note=None if settings.xla else
                                    "XLA is on: JAX compiles every step (xla: false asks "
                                    "TensorFlow only)")
+    elif backend.kind == "ddp":  # PyTorch's steps run eagerly (torch.compile: not yet)
+        plan = dataclasses.replace(plan, xla=False, xla_note="XLA is off: a torch point "
+                                   "runs its steps eagerly" if settings.xla else None)
     r = Run(settings, backend, plan, manifest,
             training.resolve_precision(settings.precision, settings.device), state)
     notes: list[str] = []  # what went wrong beside the training: run.json and train.log
@@ -204,8 +207,15 @@ def build(r: Run, deadline, sampler=None, on_first=None, window=None):
 
 
 def trainer(r: Run, model, train_ds, callbacks: list):
-    """The training loop to run: Keras' fit, or the custom loop."""
+    """The training loop to run: Keras' fit, the custom loop, or PyTorch's."""
     settings, backend, plan = r.settings, r.backend, r.plan
+    if backend.kind == "ddp":
+        from dlscale.train import training
+        from dlscale.train.torchloop import TorchLoop
+
+        loop = TorchLoop(backend, model, plan, settings, training.warmup_schedule(
+            settings.base_lr, plan.lr, plan.warmup_steps), r.backup)
+        return lambda: loop.train(train_ds, settings.epochs, callbacks, backend.chief)
     if settings.loop == "custom":
         from dlscale.train.customloop import CustomLoop
 
@@ -241,7 +251,7 @@ def slow_input(train_input, notes: list[str]):
     if delay <= 0:
         return train_input
     notes.append(f"slowed for a test: {SLOW_INPUT_ENV}={delay} s of sleep before every batch")
-    if keraschoice.trains_on_jax():  # numpy batches from dlscale's reader
+    if keraschoice.without_tensorflow():  # numpy batches from dlscale's reader
         return lambda context: (time.sleep(delay) or batch for batch in train_input(context))
     import tensorflow as tf
 

@@ -1,5 +1,5 @@
 """Which Keras a process trains with, chosen before anything imports it: Keras 2 (tf-keras)
-or Keras 3 on TensorFlow or JAX (docs/keras.md). `use_keras` sets the environment that
+or Keras 3 on TensorFlow, JAX or PyTorch (docs/keras.md). `use_keras` sets the environment that
 TensorFlow, Keras and JAX read at import; `keras()` is the chosen Keras module; JAX is
 kept out of a process that trains on TensorFlow (it would only slow its start), and
 `import_framework` imports the framework without what a training never uses.
@@ -116,13 +116,15 @@ def import_framework():
     jax = trains_on_jax()
     kept = tuple(p for p in OPTIONAL_AT_IMPORT
                  if p not in sys.modules and not (jax and p == "scipy"))
+    if keras_version() == 3 and os.environ.get("KERAS_BACKEND") == "torch":
+        kept = ()  # torch's own imports take them where installed (torch._dynamo: scipy)
     finder = _KeepOut(kept, "kept out while Keras and TensorFlow are imported: a dlscale "
                       "training neither feeds it to Keras nor draws")
     collecting = gc.isenabled()
     gc.disable()
     sys.meta_path.insert(0, finder)
     try:
-        if not jax:
+        if not without_tensorflow():
             import tensorflow  # noqa: F401
         return keras()
     finally:
@@ -141,10 +143,10 @@ def seed(value: int) -> None:
     and CI"). Keras then takes TensorFlow as absent in that process; where something
     imported it before (your model's module), it is seeded as Keras does."""
     chosen = keras()
-    if not trains_on_jax() or "tensorflow" in sys.modules:
+    if not without_tensorflow() or "tensorflow" in sys.modules:
         chosen.utils.set_random_seed(value)
         return
-    finder = _KeepOut(("tensorflow",), "TensorFlow is not needed to seed a JAX process")
+    finder = _KeepOut(("tensorflow",), "TensorFlow is not needed to seed this process")
     sys.meta_path.insert(0, finder)
     try:
         chosen.utils.set_random_seed(value)
@@ -159,6 +161,16 @@ def keras_version() -> int:
 def trains_on_jax() -> bool:
     """Whether this process's Keras (as use_keras chose it) is Keras 3 on JAX."""
     return keras_version() == 3 and os.environ.get("KERAS_BACKEND") == "jax"
+
+
+def without_tensorflow() -> bool:
+    """Whether this process trains without TensorFlow: Keras 3 on JAX or PyTorch, its input
+    read by dlscale's own reader (numpy batches)."""
+    return keras_version() == 3 and os.environ.get("KERAS_BACKEND") in ("jax", "torch")
+
+
+def trains_on_torch() -> bool:
+    return keras_version() == 3 and os.environ.get("KERAS_BACKEND") == "torch"
 
 
 def quiet_tensorflow() -> None:
@@ -204,14 +216,14 @@ def tensorflow_installed() -> bool:
 def without_tensorflow_problem(points, software: dict, shard_size: int,
                                native_size: int | None) -> str | None:
     """Why the study cannot run where TensorFlow is not installed, known at planning (one
-    line), or None: only Keras 3 on JAX reads and trains without it, and preparation
+    line), or None: only Keras 3 on JAX or PyTorch reads and trains without it, and preparation
     needs it to resize (data.resize: prepare) and to decode an image folder (whose images
     have no size of their own: `native_size` None). Jobs that load software of their own
     (software.modules, a container) may have it: not judged here."""
     if software.get("modules") or software.get("container") or tensorflow_installed():
         return None
     for p in points:
-        if not p.command and (p.keras == 2 or p.backend != "jax"):
+        if not p.command and (p.keras == 2 or p.backend == "tensorflow"):
             return (f"point {p.key} trains with TensorFlow (Keras {p.keras}, backend "
                     f"{p.backend}), which is not installed here: train with keras 3 and "
                     "backend jax, or install TensorFlow (requirements.txt)")
@@ -228,9 +240,12 @@ def without_tensorflow_problem(points, software: dict, shard_size: int,
 def default_strategy(nodes: int, keras: int, backend: str, workers: int = 1) -> str:
     """A point's strategy when the sweep names none (and train.py's without --strategy:
     the one place it is decided): JAX's keras.distribution.DataParallel, else mirrored
-    in one process on one node and multiworker across nodes or processes."""
+    in one process on one node and multiworker across nodes or processes; PyTorch's
+    DistributedDataParallel (ddp) on torch."""
     if keras == 3 and backend == "jax":
         return "dataparallel"
+    if backend == "torch":
+        return "ddp"
     return "multiworker" if nodes > 1 or workers > 1 else "mirrored"
 
 
@@ -241,8 +256,14 @@ def framework_problem(keras: int, backend: str, chosen: str, nodes: int, loop: s
                       profile_steps, batch_per_gpu=None) -> str | None:
     """Why a point of this Keras, backend, strategy, nodes and loop cannot train, or None
     (docs/keras.md): known at planning, so that no job fails on it."""
-    if backend == "jax" and keras == 2:
-        return "backend jax runs Keras 3 only: set training.keras (or sweep.keras) to 3"
+    if backend in ("jax", "torch") and keras == 2:
+        return (f"backend {backend} runs Keras 3 only: set training.keras (or sweep.keras) "
+                "to 3")
+    if (chosen == "ddp") != (backend == "torch"):
+        return ("strategy ddp is PyTorch's DistributedDataParallel: it needs keras 3 and "
+                "backend torch" if chosen == "ddp" else
+                f"strategy {chosen} is not PyTorch's: backend torch trains with "
+                "DistributedDataParallel (strategy ddp, or no strategy)")
     if chosen == "dataparallel" and backend != "jax":
         return ("strategy dataparallel is keras.distribution.DataParallel on JAX: it needs "
                 "keras 3 and backend jax")
@@ -256,6 +277,11 @@ def framework_problem(keras: int, backend: str, chosen: str, nodes: int, loop: s
     if loop == "custom":
         return ("the custom training loop is written for tf-keras (Keras 2): use loop fit "
                 "with Keras 3")
+    if backend == "torch":
+        if profile_steps:
+            return ("training.profile_steps traces TensorFlow's steps; on PyTorch it is not "
+                    "supported yet: set it to null")
+        return None
     if backend == "jax":
         if chosen != "dataparallel":
             return (f"strategy {chosen} is TensorFlow's: Keras 3 on JAX trains with "

@@ -50,7 +50,7 @@ def run(settings: Settings, largest: int, out: Path) -> int:
                           host_devices=settings.gpus // settings.nodes
                           if settings.device == "cpu" else 1)
     keraschoice.import_framework()
-    from dlscale.train.backends import make_backend
+    from dlscale.train.strategies import make_backend
 
     strategy = resolve_strategy(settings)
     backend = make_backend(strategy, settings)

@@ -295,7 +295,8 @@ def open_window(settings, backend, steps_per_epoch: int, resumed_at: int = 0):
     if backend.chief:
         (settings.out / BREAKDOWN).unlink(missing_ok=True)
         shutil.rmtree(settings.out / TRACE, ignore_errors=True)
-    if not backend.chief or not settings.breakdown_steps or settings.profile_steps:
+    if (not backend.chief or not settings.breakdown_steps or settings.profile_steps
+            or backend.kind == "ddp"):  # (torch.profiler's window: not yet)
         return None  # training.profile_steps holds the profiler: one session at a time
     first, count = window_steps(steps_per_epoch, settings.breakdown_steps)
     window = make_callback(settings.out / TRACE, first, count,
@@ -338,7 +339,8 @@ def close_window(settings, backend, window, model, completed: bool) -> dict | No
     collective = measure_collective(backend, size)
     if not backend.chief:
         return None
-    resumed = window is None and not settings.profile_steps
+    untraced = backend.kind == "ddp"
+    resumed = window is None and not settings.profile_steps and not untraced
     if resumed:  # the window's epoch ran in an earlier attempt: its trace, if it kept one
         window = kept_window(settings.out / TRACE)
     out = record(window, settings.out / TRACE, backend, size, settings.keep_trace)
@@ -346,6 +348,9 @@ def close_window(settings, backend, window, model, completed: bool) -> dict | No
         out["notes"].insert(0, window.short)
     if settings.profile_steps:
         out["notes"].append("no window: training.profile_steps holds the profiler")
+    elif untraced:
+        out["notes"].append("no window: a torch point's steps are not traced yet (its "
+                            "all-reduce is timed)")
     elif resumed and window is None:
         out["notes"].append("the window's epoch (the first) ran in an earlier attempt, "
                             "which ended before its window closed: no trace to read")

@@ -22,11 +22,14 @@ def describe_change(old: dict, new: dict) -> str:
 def completed_epochs(backup: Path) -> int:
     """The epochs an earlier attempt finished, as its backup holds them (0: none): Keras'
     BackupAndRestore saves the last finished epoch's index (ckpt_saved_epoch, -1 unused),
-    the custom loop the count (epoch), Keras 3's BackupAndRestore the count in a JSON."""
-    from dlscale.train import keras3
+    the custom loop the count (epoch), Keras 3's BackupAndRestore and a torch point the
+    count in a JSON."""
+    from dlscale.train import keras3, torchloop
 
     if keras3.is_backup(backup):
         return keras3.completed_epochs(backup)
+    if torchloop.is_backup(backup):
+        return torchloop.completed_epochs(backup)
     import tensorflow as tf
 
     folder = backup / "chief" if (backup / "chief").is_dir() else backup
@@ -46,10 +49,12 @@ def checkpoint_problem(backup: Path) -> str | None:
     read once), or None; an empty or missing folder has none."""
     if not backup.is_dir() or not any(p.is_file() for p in backup.rglob("*")):
         return None
-    from dlscale.train import keras3
+    from dlscale.train import keras3, torchloop
 
     if keras3.is_backup(backup):
         return keras3.backup_problem(backup)
+    if torchloop.is_backup(backup):
+        return torchloop.backup_problem(backup)
     import tensorflow as tf
 
     folders = sorted({p.parent for p in backup.rglob("checkpoint")}) or [backup]

@@ -56,7 +56,7 @@ def inputs(r: Run, epochs_done: int = 0):
     from dlscale.train import training
 
     settings, manifest, plan = r.settings, r.manifest, r.plan
-    on_jax = keraschoice.trains_on_jax()
+    on_jax = keraschoice.without_tensorflow()  # JAX or PyTorch
 
     def train_input(context):
         batch = context.get_per_replica_batch_size(plan.global_batch)
@@ -106,7 +106,7 @@ def input_facts(settings, backend, manifest: dict) -> dict:
     resize = ("on_device" if shards[:2] != [size, size]
               else "prepare" if native[:2] != shards[:2] else "none")
     source = ("synthetic" if settings.synthetic
-              else "files" if keraschoice.trains_on_jax()  # gathered from the mapped shards
+              else "files" if keraschoice.without_tensorflow()  # gathered from the mapped shards
               else "memory" if in_memory(settings, manifest, backend.size, backend.rank)
               else "files")
     return {"resize": resize, "image_size": size, "train_input": source}
@@ -121,11 +121,14 @@ def synthetic_speed(r: Run, model, test_ds) -> float:
     from dlscale.train import training
 
     plan = r.plan
+    if r.backend.kind == "ddp":
+        return None  # (timed through Keras' fit, which does not drive DDP: not yet)
 
     def synthetic_input(context):
         return training.synthetic_dataset(r.image_shape, r.manifest["num_classes"],
                                           context.get_per_replica_batch_size(plan.global_batch),
-                                          r.settings.seed, numpy=keraschoice.trains_on_jax())
+                                          r.settings.seed,
+                                          numpy=keraschoice.without_tensorflow())
 
     train_ds, _ = r.backend.datasets(synthetic_input, lambda *_: test_ds, plan.global_batch)
     steps = r.settings.synthetic_check_steps

@@ -240,7 +240,7 @@ def parse(argv=None, description: str = DESCRIPTION) -> Settings:
         parser.error(f"--cache-mb must be at least 0, got {args.cache_mb}")
     if args.base_lr <= 0 or args.warmup_epochs < 0 or not 0 <= args.momentum < 1:
         parser.error("--base-lr must be > 0, --warmup-epochs >= 0 and 0 <= --momentum < 1")
-    if args.backend == "jax" and args.keras != 3:
-        parser.error("--backend jax runs Keras 3 only: add --keras 3")
+    if args.backend in ("jax", "torch") and args.keras != 3:
+        parser.error(f"--backend {args.backend} runs Keras 3 only: add --keras 3")
     args.modules = tuple(args.modules)
     return Settings(**vars(args))

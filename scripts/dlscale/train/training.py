@@ -216,7 +216,8 @@ def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int,
     The resize is data.resize: on_device: bilinear in float32, as the study's
     `tf.image.resize` (half-pixel centres), not rounded, whatever the precision policy.
     `name` is a model of the models table (dlscale.core.models: a keras.applications
-    model with weights=None, or one of the functions above); with `model_from`, the model
+    model with weights=None, torchvision's by its name on torch, or one of the functions
+    above); with `model_from`, the model
     a user's function builds (dlscale.train.usermodel), labelled `name`."""
     keras = keraschoice.keras()
 
@@ -236,7 +237,14 @@ def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int,
                                               name="probabilities")(user(x))
             return keras.Model(inputs, outputs, name=name)
         logits = user(x)
-    elif (spec := models.table().get(name)) and spec.builder != models.APPLICATIONS:
+    elif (spec := models.table().get(name)) and spec.builder == models.TORCHVISION:
+        import torchvision
+
+        from dlscale.train.torchloop import module_layer
+
+        logits = module_layer(keras, x, getattr(torchvision.models, name)(
+            weights=None, num_classes=num_classes), name)
+    elif spec and spec.builder != models.APPLICATIONS:
         logits = globals()[spec.builder](keras, x, num_classes)
     else:  # a keras.applications model (one of a newer Keras too: gradients --write)
         factory = getattr(keras.applications, name, None)
@@ -394,7 +402,7 @@ def environment_facts() -> dict:
 def versions() -> dict:
     """The software a run trained with. On JAX, TensorFlow only where it is installed
     (Keras 3 then loads it to seed it; dlscale reads and trains without it)."""
-    if keraschoice.trains_on_jax():
+    if keraschoice.without_tensorflow():
         tf = sys.modules.get("tensorflow")
     else:
         import tensorflow as tf
@@ -404,11 +412,13 @@ def versions() -> dict:
                      or f"built into TensorFlow {tf.__version__}")
     horovod = sys.modules.get("horovod")  # loaded by the Horovod backend, if it runs
     jax = sys.modules.get("jax") if keraschoice.trains_on_jax() else None  # Keras 3's JAX backend
+    torch = sys.modules.get("torch") if keraschoice.trains_on_torch() else None
     return {"tensorflow": getattr(tf, "__version__", None),
             "keras": f"{keras.__name__.split('.')[0]} {keras_version}",
             "jax": getattr(jax, "__version__", None),
             "cuda_build": build.get("cuda_version"), "cudnn_build": build.get("cudnn_version"),
             "horovod": getattr(horovod, "__version__", None),
+            "torch": getattr(torch, "__version__", None),
             "python": ".".join(map(str, sys.version_info[:3]))}
 
 

@@ -373,6 +373,8 @@ def build(builder: str, input_shape: tuple[int, int, int], num_classes: int):
                  else function(**{style[0]: shape, style[1]: num_classes}))
     except Exception as exc:
         raise RunError(f"model {builder} raised {type(exc).__name__}: {exc}", 2) from None
+    if keraschoice.trains_on_torch() and not isinstance(model, keras.Model):
+        model = torch_model(keras, model, shape, builder)
     if not isinstance(model, keras.Model):
         kind = f"{type(model).__module__}.{type(model).__name__}"
         other = {"keras": 3, "tf_keras": 2}.get(kind.split(".")[0])
@@ -396,6 +398,26 @@ def build(builder: str, input_shape: tuple[int, int, int], num_classes: int):
         raise RunError(f"model {builder} outputs shape {shown}, but the data has "
                        f"{num_classes} classes: expected (None, {num_classes})", 2)
     return model
+
+
+def torch_model(keras, module, shape: tuple, builder: str):
+    """Your `torch.nn.Module` (on backend torch) as a Keras model of NHWC images, the
+    module given them as N x C x H x W (PyTorch's order): it returns logits."""
+    import torch
+
+    if not isinstance(module, torch.nn.Module):
+        return module  # not a model: said below
+    from dlscale.train.torchloop import module_layer
+
+    inputs = keras.Input(shape=shape)
+    try:
+        outputs = module_layer(keras, inputs, module, "user_module")
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise RunError(f"model {builder} cannot take images of shape (N, {shape[2]}, "
+                       f"{shape[0]}, {shape[1]}) (PyTorch's order): {type(exc).__name__}: "
+                       f"{first}", 2) from None
+    return keras.Model(inputs, outputs, name=type(module).__name__)
 
 
 def ends_in_softmax(model) -> bool:

@@ -1,0 +1,188 @@
+"""The training loop of a PyTorch point (strategy ddp, Keras 3 on the torch backend), as
+keras-team/keras' examples/demo_torch_multi_gpu.py writes it: the Keras model is a
+`torch.nn.Module`, wrapped in `DistributedDataParallel` (one process per replica), trained
+by torch's optimizer on Keras' loss, each rank on its own batches of the study's shards.
+
+It keeps the study's rules as `fit` keeps them on the other backends: the rate of every
+step from the warm-up schedule (the rate scaled by the GPUs), the loss the mean over the
+global batch (DDP averages the ranks' gradients), a Keras verbose=2 line per epoch and,
+through the same callbacks driven by hand, the epoch records, the window and the time
+limit. The chief saves a backup after every epoch (the model's and the optimizer's state,
+then the epoch count, each file written whole); a rerun restores it on every rank.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from dlscale.train import keraschoice
+from dlscale.train.customloop import keras_line
+
+CHECKPOINT = "checkpoint.pt"  # a torch point's backup: model and optimizer state
+EPOCH_FILE = "epochs.json"    # beside it: the epochs it holds, {"epoch": count}
+
+
+def is_backup(folder: Path) -> bool:
+    """Whether `folder` holds a torch point's backup."""
+    return (folder / EPOCH_FILE).exists() or (folder / CHECKPOINT).exists()
+
+
+def completed_epochs(folder: Path) -> int:
+    try:
+        return max(int(json.loads((folder / EPOCH_FILE).read_bytes())["epoch"]), 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return 0
+
+
+def backup_problem(folder: Path) -> str | None:
+    """Why a torch backup cannot be restored (its epoch count or its state unreadable)."""
+    import torch
+
+    name = folder.name
+    try:
+        if not isinstance(json.loads((folder / EPOCH_FILE).read_bytes()).get("epoch"), int):
+            return f"{name}/{EPOCH_FILE} names no epoch"
+        torch.load(folder / CHECKPOINT, map_location="cpu", weights_only=True)
+    except Exception as exc:  # OSError, a truncated or foreign file ...
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return f"{name}: the backup cannot be read ({first[:160]})"
+    return None
+
+
+def module_layer(keras, x, module, name: str):
+    """A `torch.nn.Module` (torchvision's, or yours) applied to `x` (N x H x W x C, as
+    dlscale feeds every model) as a Keras layer: permuted to PyTorch's N x C x H x W,
+    then Keras' TorchModuleWrapper, its output shape found by one call on zeros. It
+    computes in float32 (its weights' dtype; autocast: not yet)."""
+    import torch
+
+    height, width, channels = (int(d) for d in x.shape[1:])
+    was_training = module.training
+    module.eval()
+    with torch.no_grad():
+        out = module(torch.zeros(1, channels, height, width))
+    module.train(was_training)
+    x = keras.layers.Permute((3, 1, 2), dtype="float32", name="channels_first")(x)
+    return keras.layers.TorchModuleWrapper(module, name=name,
+                                           output_shape=(None, *out.shape[1:]))(x)
+
+
+def make_optimizer(name: str, params, lr: float, momentum: float):
+    """torch's SGD or Adam with Keras' defaults (Adam's epsilon 1e-7, as the other
+    backends' Keras Adam)."""
+    import torch
+
+    if name == "adam":
+        return torch.optim.Adam(params, lr=lr, eps=1e-7)
+    return torch.optim.SGD(params, lr=lr, momentum=momentum)
+
+
+class TorchLoop:
+    """train(...) for a Keras 3 model on the torch backend, built and compiled (compile
+    gives it the loss and metrics the evaluation reads) in this process."""
+
+    def __init__(self, backend, model, plan, settings, schedule, backup: Path):
+        import torch
+
+        self.backend, self.model, self.plan = backend, model, plan
+        self.schedule, self.backup = schedule, backup
+        self.device = torch.device(backend.torch_device)
+        model.to(self.device)
+        self.replica = model
+        if backend.size > 1:
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.replica = DistributedDataParallel(
+                model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        params = [p for p in model.parameters() if p.requires_grad]
+        self.optimizer = make_optimizer(settings.optimizer, params, plan.lr, settings.momentum)
+        self.loss = keraschoice.keras().losses.SparseCategoricalCrossentropy()
+        self.step_count = 0
+
+    def restore(self) -> int:
+        """The epochs a previous attempt finished (0: start from the beginning); every
+        rank loads the chief's backup."""
+        import torch
+
+        done = completed_epochs(self.backup)
+        if done:
+            state = torch.load(self.backup / CHECKPOINT, map_location=self.device,
+                               weights_only=True)
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.step_count = int(state["steps"])
+        return done
+
+    def save(self, epochs: int) -> None:
+        """The chief's backup of `epochs` finished epochs, each file written whole."""
+        import torch
+
+        if not self.backend.chief:
+            return
+        self.backup.mkdir(parents=True, exist_ok=True)
+        partial = self.backup / f".{CHECKPOINT}.partial"
+        torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+                    "steps": self.step_count}, partial)
+        os.replace(partial, self.backup / CHECKPOINT)
+        meta = self.backup / f".{EPOCH_FILE}.partial"
+        meta.write_text(json.dumps({"epoch": epochs}))
+        os.replace(meta, self.backup / EPOCH_FILE)
+
+    def _rate(self) -> float:
+        rate = float(self.schedule(self.step_count))
+        for group in self.optimizer.param_groups:
+            group["lr"] = rate
+        self.backend.lr = rate
+        return rate
+
+    def _epoch(self, iterator, hooks) -> dict:
+        import torch
+
+        totals = torch.zeros(3, dtype=torch.float64, device=self.device)  # loss, hits, images
+        for step in range(self.plan.steps):
+            hooks.on_train_batch_begin(step)
+            images, labels = next(iterator)
+            x = torch.from_numpy(images).to(self.device, non_blocking=True)
+            y = torch.from_numpy(labels).to(self.device, non_blocking=True)
+            self._rate()
+            self.optimizer.zero_grad(set_to_none=True)
+            probabilities = self.replica(x, training=True)
+            loss = self.loss(y, probabilities)
+            loss.backward()
+            self.optimizer.step()
+            self.step_count += 1
+            with torch.no_grad():
+                totals += torch.stack([loss.detach().double() * len(y),
+                                       (probabilities.argmax(-1) == y).sum().double(),
+                                       torch.tensor(float(len(y)), dtype=torch.float64,
+                                                    device=self.device)])
+            hooks.on_train_batch_end(step)
+        totals = self.backend.all_sum(totals)
+        return {"loss": float(totals[0] / totals[2]), "accuracy": float(totals[1] / totals[2])}
+
+    def train(self, dataset, epochs: int, callbacks: list, verbose: bool) -> int:
+        """Train from the restored epoch on; return the epoch it resumed at (0: none)."""
+        keras = keraschoice.keras()
+        start = self.restore()
+        hooks = keras.callbacks.CallbackList(callbacks, model=self.model,
+                                             epochs=epochs, steps=self.plan.steps)
+        iterator = iter(dataset)
+        self._rate()  # the first step's, for the records
+        hooks.on_train_begin()
+        for epoch in range(start, epochs):
+            if verbose:
+                print(f"Epoch {epoch + 1}/{epochs}", flush=True)
+            hooks.on_epoch_begin(epoch)
+            began = time.perf_counter()
+            logs = self._epoch(iterator, hooks)
+            if verbose:
+                print(keras_line(self.plan.steps, time.perf_counter() - began, logs), flush=True)
+            self.save(epoch + 1)
+            hooks.on_epoch_end(epoch, logs)
+            if self.model.stop_training:
+                break  # the recorder saw a NaN or infinite loss: the run ends as failed
+        hooks.on_train_end()
+        return start
