@@ -123,7 +123,9 @@ def test_trains_fit_calls_no_callback_between_steps(tmp_path):
     ([], {"TF_CONFIG": '{"cluster": {"worker": ["a:1"]}}'}, "multiworker"),
     (["--nodes", "2"], {}, "multiworker"),
     (["--keras", "3", "--backend", "jax"], {"SLURM_NTASKS": "2"}, "dataparallel"),
-    (["--strategy", "horovod"], {}, "horovod")])
+    (["--strategy", "horovod"], {}, "horovod"),
+    (["--keras", "3", "--backend", "torch"], {}, "ddp"),
+    (["--keras", "3", "--backend", "torch", "--nodes", "2"], {"SLURM_NTASKS": "2"}, "ddp")])
 def test_train_py_without_strategy_takes_the_sweeps_default(tmp_path, monkeypatch, flags,
                                                              env, expected):
     """One decision (keraschoice.default_strategy) at planning and in a train.py run by hand,

@@ -92,12 +92,15 @@ def test_the_defaults_filled_in_are_snakemakes(name):
 
 def test_model_names_are_exactly_keras_applications_plus_dlscales_own():
     """The models table names every keras.applications model of the installed Keras, and
-    the schema's choices are the table's names."""
+    the schema's choices are the table's names (torchvision's too, for backend torch)."""
     keras = pytest.importorskip("tf_keras")
     applications = {n for n in dir(keras.applications) if n[0].isupper()}
     table = models.table()
     assert {n for n, m in table.items() if m.builder == models.APPLICATIONS} == applications
-    assert set(load()["$defs"]["model"]["enum"]) == applications | set(models.own())
+    torchvision = {n for n, m in table.items() if m.builder == models.TORCHVISION}
+    assert torchvision == {"resnet18", "resnet50", "resnet152", "mobilenet_v2"}
+    assert set(load()["$defs"]["model"]["enum"]) == applications | set(models.own()) | \
+        torchvision
 
 
 def _config(**sections) -> dict:

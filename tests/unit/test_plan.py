@@ -655,3 +655,44 @@ def test_no_skipped_epoch_with_the_window_on_is_refused_at_planning(tmp_path):
               analysis={"skip_epochs": 0})
     study(tmp_path, sweep={"models": ["SimpleCNN"], "gpus": [1]},
           analysis={"skip_epochs": 0, "breakdown": 0})
+
+
+def test_a_torch_point_runs_one_process_per_gpu_with_the_pytorch_environments_python(
+        tmp_path):
+    """backend torch: strategy ddp by default, one task per GPU (as Horovod's ranks), the
+    point's python the PyTorch environment's (torch.python), its flags name the backend."""
+    s = study(tmp_path, sweep={"models": ["SimpleCNN", "resnet18"], "gpus": [1, 2]},
+              training={"device": "cpu", "keras": 3, "backend": "torch"})
+    p = s.points["resnet18/gpus2/rep1"]
+    assert (p.strategy, p.tasks, p.tasks_per_node, p.tasks_per_gpu) == ("ddp", 2, 2, 1)
+    assert s.python(p) == str(tmp_path / ".venv-torch" / "bin" / "python")
+    flags = shlex.split(s.train_flags(p))
+    assert flags[flags.index("--backend") + 1] == "torch"
+    assert flags[flags.index("--strategy") + 1] == "ddp"
+    assert s.python(s.points["SimpleCNN/gpus1/rep1"]) == str(
+        tmp_path / ".venv-torch" / "bin" / "python")
+
+
+@pytest.mark.parametrize(("training", "sweep", "said"), [
+    ({"keras": 2, "backend": "torch"}, {},
+     "backend torch runs Keras 3 only: set training.keras (or sweep.keras) to 3"),
+    ({"keras": 3, "backend": "jax"}, {"strategy": ["ddp"]},
+     "strategy ddp is PyTorch's DistributedDataParallel: it needs keras 3 and backend torch"),
+    ({"keras": 3, "backend": "torch"}, {"strategy": ["mirrored"]},
+     "strategy mirrored is not PyTorch's: backend torch trains with DistributedDataParallel"),
+    ({"keras": 3, "backend": "tensorflow"}, {"models": ["resnet50"]},
+     "model resnet50 is torchvision's: it trains on backend torch only")])
+def test_what_cannot_train_on_torch_is_refused_at_planning_with_the_reason(
+        tmp_path, training, sweep, said):
+    with pytest.raises(PlanError, match=re.escape(said)):
+        study(tmp_path, sweep={"models": ["SimpleCNN"], "gpus": [1], **sweep},
+              training={"device": "cpu", **training})
+
+
+def test_a_backend_sweep_leaves_torchvisions_models_to_its_torch_series(tmp_path):
+    s = study(tmp_path, sweep={"models": ["SimpleCNN", "mobilenet_v2"], "gpus": [1],
+                               "backend": ["jax", "torch"]},
+              training={"device": "cpu", "keras": 3})
+    assert sorted(s.points) == ["SimpleCNN/jax/gpus1/rep1", "SimpleCNN/torch/gpus1/rep1",
+                                "mobilenet_v2/torch/gpus1/rep1"]
+    assert any("model mobilenet_v2 is torchvision's" in n for n in s.notes())

@@ -354,6 +354,8 @@ def close_window(settings, backend, window, model, completed: bool) -> dict | No
     elif resumed and window is None:
         out["notes"].append("the window's epoch (the first) ran in an earlier attempt, "
                             "which ended before its window closed: no trace to read")
+    if untraced and backend.replicas > 1:
+        out["communication"] = "not traced"
     out["collective"] = collective
     write_json_atomic(settings.out / BREAKDOWN, out)
     return {"file": BREAKDOWN, "notes": out["notes"]}
