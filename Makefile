@@ -18,7 +18,7 @@ SYSTEM_PACKAGES := graphviz dataset-fashion-mnist slurm-wlm munge openmpi-bin li
 
 help:
 	@echo "make demo   - set up and run the whole pipeline locally on config/demo.yaml"
-	@echo "make test   - set up and run all tests (builds .venv-horovod, starts a throw-away SLURM test cluster)"
+	@echo "make test   - set up and run all tests (builds .venv-horovod and .venv-torch, starts a throw-away SLURM test cluster)"
 	@echo "make test-loaded - make test while every core is kept busy by a busy loop (no test may depend on speed)"
 	@echo "make test-fast - the unit tests alone (no cluster, no training run): the edit-test loop"
 	@echo "make setup-jax - the JAX stack alone in .venv-jax (Keras 3 on JAX, no TensorFlow)"
@@ -133,6 +133,7 @@ demo: setup sysdeps
 # the other two; the longest files handed out first (tests/conftest.py, LONGEST_FIRST)
 test: sysdeps
 	$(MAKE) -j2 setup horovod
+	$(MAKE) setup-torch
 	$(VENV)/bin/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The same tests on a machine whose cores are all busy with other work: one busy loop per

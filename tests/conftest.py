@@ -22,6 +22,11 @@ from dlscale.data.datasets import DEBIAN_FASHION_MNIST  # noqa: E402
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 HOROVOD_PYTHON = ROOT / ".venv-horovod" / "bin" / "python"  # built by `make horovod`
 HOROVOD_READY = (ROOT / ".venv-horovod" / ".installed").exists()
+TORCH_PYTHON = ROOT / ".venv-torch" / "bin" / "python"  # built by `make setup-torch`
+TORCH_READY = (ROOT / ".venv-torch" / ".installed").exists()
+# a test of backend torch needs .venv-torch; in CI (make test builds it) a missing one fails
+needs_torch = pytest.mark.skipif(not TORCH_READY and not IN_CI,
+                                 reason="the PyTorch environment is not built (make setup-torch)")
 FASHION = DEBIAN_FASHION_MNIST
 # real data where the machine has it; in CI (make sysdeps installs it) a missing copy fails
 needs_fashion = pytest.mark.skipif(

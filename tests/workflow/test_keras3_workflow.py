@@ -1,5 +1,6 @@
-"""Keras 3 on TensorFlow and on JAX through `snakemake --profile profiles/local` (issue
-44): one study, a series per model and backend, from the records to the tables."""
+"""Keras 3 on TensorFlow, JAX and PyTorch through `snakemake --profile profiles/local`
+(issues 44 and 77): one study, a series per model and backend, from the records to the
+tables."""
 
 from __future__ import annotations
 
@@ -8,27 +9,30 @@ import shutil
 
 import pandas as pd
 import pytest
-from conftest import ROOT, run_snakemake, write_config
+from conftest import ROOT, needs_torch, run_snakemake, write_config
 
 pytestmark = pytest.mark.workflow
 PROFILE = ["--profile", str(ROOT / "profiles" / "local")]
 
 
+@needs_torch
 def test_a_backend_sweep_of_keras3_gives_a_series_per_backend_to_the_tables(tmp_path):
     """A model of your own written with `import keras`, on 1 and 2 replicas, on
-    TensorFlow (MirroredStrategy) and JAX (DataParallel): every run completes, names
-    Keras 3 and its backend, and scaling.csv has a series per backend with a speedup."""
+    TensorFlow (MirroredStrategy), JAX (DataParallel) and PyTorch (DistributedDataParallel,
+    a process per replica, in .venv-torch): every run completes, names Keras 3 and its
+    backend, and scaling.csv, breakdown.csv and prediction.csv have a series per backend."""
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
     config = f"--configfile={ROOT / 'tests' / 'configs' / 'keras3.yaml'}"
     run_snakemake(tmp_path, *PROFILE, config)
     runs = pd.read_csv(tmp_path / "results/tables/runs.csv")
     assert sorted(zip(runs["series"], runs["gpus"], runs["status"], runs["backend"])) == [
         (f"Mixer {backend}", gpus, "completed", backend)
-        for backend in ("jax", "tensorflow") for gpus in (1, 2)]
+        for backend in ("jax", "tensorflow", "torch") for gpus in (1, 2)]
     assert runs["system_keras"].str.startswith("keras 3.").all()
     assert (runs["log_check"] == "ok").all()  # Keras 3's printed lines agree with the records
     for backend, distribution in (("tensorflow", "tf.distribute.MirroredStrategy"),
-                                  ("jax", "keras.distribution.DataParallel")):
+                                  ("jax", "keras.distribution.DataParallel"),
+                                  ("torch", "torch.nn.parallel.DistributedDataParallel")):
         run = json.loads((tmp_path / f"results/runs/Mixer/{backend}/gpus2/rep1/run.json"
                           ).read_text())
         assert run["keras"].startswith("3.") and run["backend"] == backend
@@ -37,16 +41,21 @@ def test_a_backend_sweep_of_keras3_gives_a_series_per_backend_to_the_tables(tmp_
         assert 0.0 <= run["test_accuracy"] <= 1.0
     scaling = pd.read_csv(tmp_path / "results/tables/scaling.csv")
     assert sorted(zip(scaling["series"], scaling["gpus"])) == [
-        (f"Mixer {backend}", gpus) for backend in ("jax", "tensorflow") for gpus in (1, 2)]
+        (f"Mixer {backend}", gpus) for backend in ("jax", "tensorflow", "torch")
+        for gpus in (1, 2)]
     assert scaling["speedup"].notna().all() and scaling["images_per_s"].gt(0).all()
     assert "Mixer jax" in (tmp_path / "results/report/first-page.rst").read_text()
-    # both backends' points explain their steps: a collective in every 2-replica window
+    # TensorFlow's and JAX's points explain their steps: a collective in every 2-replica
+    # window; torch's are not traced yet, their all-reduce timed through torch.distributed
     breakdown = pd.read_csv(tmp_path / "results/tables/breakdown.csv")
-    assert len(breakdown) == 4 and breakdown["compute_share"].notna().all()
-    two = breakdown[breakdown["gpus"] == 2]
+    traced = breakdown[breakdown["strategy"] != "ddp"]
+    assert len(breakdown) == 6 and traced["compute_share"].notna().all()
+    two = traced[traced["gpus"] == 2]
     assert (two["communication"] == "separable").all() and two["comm_total_share"].gt(0).all()
+    torch = breakdown[(breakdown["strategy"] == "ddp") & (breakdown["gpus"] == 2)].iloc[0]
+    assert torch["communication"] == "not traced" and torch["allreduce_s"] > 0
     prediction = pd.read_csv(tmp_path / "results/tables/prediction.csv")
-    assert prediction["series"].nunique() == 2
+    assert prediction["series"].nunique() == 3
 
 
 def test_keras3_across_nodes_is_refused_before_any_job_with_the_reason(tmp_path):

@@ -16,7 +16,7 @@ DEVICES = schema.choices("training", "device")
 LR_SCALINGS = schema.choices("training", "lr_scaling")
 OPTIMIZERS = schema.choices("training", "optimizer")
 LOOPS = schema.choices("training", "loop")  # Keras' fit, or the IDRIS course's custom loop
-# Keras 2 (tf-keras) or Keras 3, and Keras 3's backend (docs/keras.md)
+# Keras 2 (tf-keras) or Keras 3, and Keras 3's backend (docs/frameworks.md)
 KERAS_VERSIONS = schema.choices("keras")
 KERAS_BACKENDS = schema.choices("backend")
 # MultiWorkerMirroredStrategy's collectives: auto is NCCL on GPUs, ring on CPUs

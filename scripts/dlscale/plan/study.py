@@ -13,7 +13,6 @@ import re
 import shlex
 import sys
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlparse
 

@@ -47,7 +47,7 @@ class Point:
     rep: int
     strategy: str
     precision: str
-    keras: int           # 2: tf-keras; 3: Keras 3 (docs/keras.md)
+    keras: int           # 2: tf-keras; 3: Keras 3 (docs/frameworks.md)
     backend: str         # Keras 3's backend: tensorflow, jax or torch
     epochs: int
     batch_per_gpu: int | str   # "auto": results/batch/{model}/{precision}.json decides

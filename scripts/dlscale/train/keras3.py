@@ -1,4 +1,4 @@
-"""What differs when a point trains with Keras 3 (`training.keras: 3`, docs/keras.md):
+"""What differs when a point trains with Keras 3 (`training.keras: 3`, docs/frameworks.md):
 its backup (Keras 3's BackupAndRestore writes a weights file and a JSON of the epoch,
 not a TensorFlow checkpoint), the warm-up schedule written with `keras.ops` (so it runs
 on JAX too), the speed on synthetic input timed through `fit`, and JAX's way of saying

@@ -1,5 +1,5 @@
 """Which Keras a process trains with, chosen before anything imports it: Keras 2 (tf-keras)
-or Keras 3 on TensorFlow, JAX or PyTorch (docs/keras.md). `use_keras` sets the environment that
+or Keras 3 on TensorFlow, JAX or PyTorch (docs/frameworks.md). `use_keras` sets the environment that
 TensorFlow, Keras and JAX read at import; `keras()` is the chosen Keras module; JAX is
 kept out of a process that trains on TensorFlow (it would only slow its start), and
 `import_framework` imports the framework without what a training never uses.
@@ -22,7 +22,7 @@ KERAS_ENV = "DLSCALE_KERAS"
 
 def use_keras(version: int, backend: str = "tensorflow", host_devices: int = 1,
               compile_cache: Path | None = None) -> None:
-    """Choose the Keras of this process before anything imports it (docs/keras.md):
+    """Choose the Keras of this process before anything imports it (docs/frameworks.md):
     Keras 2 (tf-keras) or Keras 3 on `backend`. On JAX, `host_devices` > 1 shows that many
     CPU devices (XLA's host platform), the way TensorFlow gets logical CPU devices, and
     `compile_cache` is JAX's persistent compilation cache (JAX_COMPILATION_CACHE_DIR,
@@ -181,7 +181,7 @@ def quiet_tensorflow() -> None:
         keep_jax_out()
     if keras_version() == 3:
         return
-    # Keras 2 (docs/keras.md): tf-keras with TensorFlow 2.21; TensorFlow 2.15 (the
+    # Keras 2 (docs/frameworks.md): tf-keras with TensorFlow 2.21; TensorFlow 2.15 (the
     # Horovod environment) has Keras 2 built in and fails if asked for tf_keras.
     if importlib.util.find_spec("tf_keras") is not None:
         os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
@@ -255,7 +255,7 @@ KERAS3_ISSUE = "keras-team/keras#20585"  # Keras 3's fit under MultiWorkerMirror
 def framework_problem(keras: int, backend: str, chosen: str, nodes: int, loop: str,
                       profile_steps, batch_per_gpu=None) -> str | None:
     """Why a point of this Keras, backend, strategy, nodes and loop cannot train, or None
-    (docs/keras.md): known at planning, so that no job fails on it."""
+    (docs/frameworks.md): known at planning, so that no job fails on it."""
     if backend in ("jax", "torch") and keras == 2:
         return (f"backend {backend} runs Keras 3 only: set training.keras (or sweep.keras) "
                 "to 3")

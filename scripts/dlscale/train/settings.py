@@ -38,7 +38,7 @@ class Settings:
     gpus: int
     nodes: int
     strategy: str
-    keras: int               # 2: tf-keras; 3: Keras 3 (docs/keras.md)
+    keras: int               # 2: tf-keras; 3: Keras 3 (docs/frameworks.md)
     backend: str             # Keras 3's backend: tensorflow or jax
     epochs: int
     batch_per_gpu: int

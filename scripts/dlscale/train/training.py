@@ -5,7 +5,7 @@ TensorFlow is imported inside the functions so that importing this module (for
 `--help`, for tests of the pure helpers) stays fast. The Keras used everywhere is
 tf-keras (Keras 2) unless the point asks for Keras 3 (`keraschoice.use_keras`; what differs is
 in dlscale.train.keras3): Keras 3's `fit` fails under MultiWorkerMirroredStrategy with this
-TensorFlow (docs/keras.md), and Horovod knows only Keras 2.
+TensorFlow (docs/frameworks.md), and Horovod knows only Keras 2.
 """
 
 from __future__ import annotations

@@ -1,0 +1,150 @@
+"""backend torch (strategy ddp) with the real PyTorch, torchvision and Keras 3 of
+.venv-torch: ranks on CPUs (gloo), started by launch.py as a user's local run starts them
+(TF_CONFIG). The same points through profiles/local: tests/workflow/test_keras3_workflow.py;
+across the test cluster's nodes under srun: tests/cluster/test_slurm.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from conftest import SCRIPTS, TORCH_PYTHON, needs_torch
+from test_train import records
+
+pytestmark = needs_torch
+
+OWN_MODULE = '''
+import torch
+
+
+class TinyNet(torch.nn.Module):
+    """PyTorch's order: N x C x H x W in, logits out."""
+
+    def __init__(self, classes):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.head = torch.nn.Linear(8, classes)
+
+    def forward(self, x):
+        assert x.shape[1] == 3, x.shape
+        return self.head(torch.relu(self.conv(x)).mean(dim=(2, 3)))
+
+
+def build(input_shape, num_classes):
+    return TinyNet(num_classes)
+'''
+
+
+def flags(data, out, *more):
+    return [str(SCRIPTS / "train.py"), "--data-dir", str(data), "--out", str(out),
+            "--device", "cpu", "--batch-per-gpu", "8", "--keras", "3", "--backend", "torch",
+            *more]
+
+
+def one(*args, cwd=None):
+    return subprocess.run([str(TORCH_PYTHON), *args], capture_output=True, text=True,
+                          timeout=600, cwd=cwd)
+
+
+def ranks(*args):
+    """Two ranks as launch.py starts a 2-GPU point outside SLURM (TF_CONFIG)."""
+    return subprocess.run([sys.executable, str(SCRIPTS / "launch.py"), "--plan",
+                           '{"tasks": 2}', "--", str(TORCH_PYTHON), *args],
+                          capture_output=True, text=True, timeout=600)
+
+
+def seen(folder):
+    return [(e["epoch"], round(e["loss"], 5), round(e["accuracy"], 5))
+            for e in records(folder / "epochs.jsonl")]
+
+
+@pytest.fixture(scope="module")
+def whole(small_data, tmp_path_factory):
+    """SimpleCNN on two ranks, 2 epochs uninterrupted (made once)."""
+    out = tmp_path_factory.mktemp("torch-whole")
+    done = ranks(*flags(small_data, out, "--model", "SimpleCNN", "--gpus", "2", "--epochs",
+                        "2", "--warmup-epochs", "1", "--breakdown-steps", "3"))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return out
+
+
+def test_two_ranks_train_under_ddp_with_the_studys_rules_and_only_rank_0_writes(whole):
+    """DistributedDataParallel over gloo: 2 replicas of one process each, global batch 16,
+    the rate scaled by the GPUs and reached by the warm-up, epochs recorded once, the test
+    split over both ranks' shards, the all-reduce timed through torch.distributed."""
+    run = json.loads((whole / "run.json").read_text())
+    assert (run["status"], run["strategy"], run["backend"], run["replicas"], run["workers"]) \
+        == ("completed", "ddp", "torch", 2, 2)
+    assert run["distribution"] == "torch.nn.parallel.DistributedDataParallel"
+    assert (run["communication"], run["devices"], run["global_batch"]) == ("gloo", ["cpu"], 16)
+    assert run["lr"] == pytest.approx(0.02) and run["keras"].startswith("3.")
+    assert run["versions"]["torch"].startswith("2.") and run["versions"]["tensorflow"] is None
+    assert len(run["cluster"]) == 2 and run["train_input"] == "files"
+    epochs = records(whole / "epochs.jsonl")
+    assert [e["epoch"] for e in epochs] == [1, 2]  # rank 0's only
+    assert epochs[0]["lr"] < 0.02 and epochs[-1]["lr"] == pytest.approx(0.02)  # warm-up
+    assert epochs[-1]["loss"] < epochs[0]["loss"]
+    assert (whole / "train.log").read_text().count("Epoch 1/2") == 1
+    assert 0.0 <= run["test_accuracy"] <= 1.0 and run["test_images"] == 100
+    breakdown = json.loads((whole / "breakdown.json").read_text())
+    assert breakdown["communication"] == "not traced" and breakdown["steps"] == []
+    collective = breakdown["collective"]
+    assert collective["bytes"][-1] == breakdown["gradient_bytes"] > 0
+    assert all(s > 0 for s in collective["seconds"])
+
+
+def test_a_torch_point_stopped_after_epoch_1_resumes_and_trains_as_the_uninterrupted_one(
+        small_data, whole, tmp_path):
+    """Stopped by its time limit after epoch 1 and started again, every rank restores the
+    chief's backup (weights, momentum, step count): epoch 2's loss is the uninterrupted
+    run's, on CPUs the same number."""
+    args = flags(small_data, tmp_path, "--model", "SimpleCNN", "--gpus", "2", "--epochs", "2",
+                 "--warmup-epochs", "1", "--breakdown-steps", "3")
+    stopped = ranks(*args, "--time-limit-min", "0.1")
+    assert stopped.returncode == 7, stopped.stdout[-2000:] + stopped.stderr[-3000:]
+    assert (tmp_path / "state" / "backup" / "epochs.json").exists()
+    again = ranks(*args)
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-3000:]
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert (run["status"], run["resumed_at_epoch"]) == ("completed", 2)
+    assert seen(tmp_path) == seen(whole)
+    assert "resuming from the backup" in (tmp_path / "train.log").read_text()
+
+
+@pytest.mark.parametrize("model", ["resnet18", "own"])
+def test_torchvisions_model_and_your_torch_module_train_as_keras_models(small_data, tmp_path,
+                                                                        model):
+    """torchvision's resnet18 by its name, and a torch.nn.Module of your own (file.py:function,
+    given N x C x H x W as PyTorch models expect): each a layer of the Keras model dlscale
+    feeds, trained and evaluated on one rank."""
+    if model == "own":
+        (tmp_path / "mynet.py").write_text(OWN_MODULE)
+        which = ["--model", "TinyNet", "--model-from", "mynet.py:build"]
+    else:
+        which = ["--model", "resnet18", "--steps-per-epoch", "5"]
+    done = one(*flags(small_data, tmp_path / "out", *which, "--gpus", "1", "--epochs", "1"),
+               cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    run = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert (run["status"], run["strategy"], run["replicas"]) == ("completed", "ddp", 1)
+    assert 0.0 <= run["test_accuracy"] <= 1.0
+    assert len(records(tmp_path / "out" / "epochs.jsonl")) == 1
+
+
+def test_the_kept_gradient_sizes_of_torchvisions_models_are_what_torchvision_builds():
+    """models.csv's torchvision rows (gradient_bytes, kept by gradients --write) against
+    the installed torchvision's models at 10 classes."""
+    code = ("import sys, torchvision; sys.path.insert(0, sys.argv[1])\n"
+            "from dlscale.core import models\n"
+            "for m in models.table().values():\n"
+            "    if m.builder == models.TORCHVISION:\n"
+            "        net = getattr(torchvision.models, m.name)(num_classes=10)\n"
+            "        got = 4 * sum(p.numel() for p in net.parameters() if p.requires_grad)\n"
+            "        print(m.name, got, m.gradient_bytes)\n")
+    done = one("-c", code, str(SCRIPTS))
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line.split() for line in done.stdout.splitlines()]
+    assert len(rows) == 4 and all(got == kept for _, got, kept in rows), rows
+
