@@ -4,7 +4,8 @@ Each row is a name, its builder (a function of dlscale.train.training,
 keras.applications with weights=None, or torchvision.models for backend torch), the
 smallest image it accepts and its float32 gradient at ASSUMED_CLASSES classes and
 ASSUMED_SIZE px. The schema's model choices, planning's image-size check, the gradient
-of an outside log's model and the docs are read from here (docs/development.md, "A built-in model"). Cheap: no TensorFlow, no pandas.
+of an outside log's model and the docs are read from here (docs/development.md, "A
+built-in model"). Cheap: no TensorFlow, no pandas.
 """
 
 from __future__ import annotations
