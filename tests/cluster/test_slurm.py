@@ -21,6 +21,7 @@ from conftest import (
     IN_CI,
     ROOT,
     TABLES,
+    TORCH_READY,
     dlscale_status,
     run_snakemake,
     site_modules,
@@ -206,6 +207,31 @@ def test_every_strategy_on_one_and_two_nodes_through_slurm(tmp_path, archive):
         ("SimpleCNN horovod", 1), ("SimpleCNN horovod", 2), ("SimpleCNN mirrored", 1),
         ("SimpleCNN multiworker", 1), ("SimpleCNN multiworker", 2)]
     assert not (runs / "nodes2/mirrored").exists()
+
+
+def test_a_torch_point_runs_one_task_per_gpu_across_the_two_nodes_through_slurm(tmp_path,
+                                                                              archive):
+    """backend torch (DistributedDataParallel, gloo) under profiles/slurm: one SLURM task
+    per "GPU" on each node, started by srun; each takes its rank, the world size and the
+    rendezvous from SLURM's variables, and the two meet across the nodes' namespaces."""
+    if not TORCH_READY and not IN_CI:
+        pytest.skip("the PyTorch environment is not built (make setup-torch)")
+    config = sweep_config(tmp_path / "c.yaml", archive,
+                          sweep="{models: [SimpleCNN], gpus: [2], nodes: [2]}",
+                          training="{epochs: 2, batch_per_gpu: 8, device: cpu, keras: 3, "
+                                   "backend: torch}",
+                          analysis="{accuracy_tolerance: 1.0}")
+    run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", TABLES)
+    run = json.loads((tmp_path / "results/runs/SimpleCNN/gpus2/rep1/run.json").read_text())
+    assert run["status"] == "completed", run.get("failure")
+    assert (run["strategy"], run["backend"], run["workers"], run["replicas"],
+            run["communication"]) == ("ddp", "torch", 2, 2, "gloo")
+    assert sorted(w.split(":")[0] for w in run["cluster"]) == ["n1", "n2"]
+    assert run["env"]["SLURM_JOB_NODELIST"] == "n[1-2]" and run["env"]["SLURM_NTASKS"] == "2"
+    assert run["versions"]["torch"].startswith("2.") and run["versions"]["tensorflow"] is None
+    table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
+    assert list(zip(table["series"], table["strategy"], table["nodes"], table["gpus"])) == [
+        ("SimpleCNN", "ddp", 2, 2)]
 
 
 def test_a_sweep_with_a_timeout_and_a_failure_reports_both_and_reruns_only_them(tmp_path):
