@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Keras 2 and Keras 3 on TensorFlow and JAX side by side (training.keras, training.backend):
+"""Keras 2 and Keras 3 on TensorFlow, JAX and PyTorch side by side (training.keras,
+training.backend):
 steady-state images/s of train.py on 1 and 2 replicas, and how long a point takes from
 start to record.
 
@@ -8,12 +9,14 @@ start to record.
   python bench/bench_backends.py --device gpu --size 128 --images 20000 --batch 256
 
 Per model, framework and replica count: train.py for --epochs epochs on the same
-TFRecords (float32; XLA as each backend does it: off on TensorFlow, always on JAX);
+TFRecords (float32; XLA as each backend does it: off on TensorFlow and PyTorch, always on
+JAX; PyTorch's points with .venv-torch's python, one process per replica started by
+launch.py as the train rule starts them);
 images/s is the mean over the epochs after the first; `point [s]` is the process's wall
 time, start-up, compiling and evaluation included. Prints a Markdown table for
-docs/benchmarks.md. On CPUs the replicas are logical CPU devices (TensorFlow) or XLA
-host devices (JAX) sharing the same cores: the figures compare the frameworks' overheads
-on this machine and say nothing about GPUs.
+docs/benchmarks.md. On CPUs the replicas are logical CPU devices (TensorFlow), XLA host
+devices (JAX) or processes (PyTorch) sharing the same cores: the figures compare the
+frameworks' overheads on this machine and say nothing about GPUs.
 """
 
 from __future__ import annotations
@@ -36,7 +39,9 @@ from dlscale.core.contract import MANIFEST  # noqa: E402
 
 FRAMEWORKS = {"Keras 2 (tf-keras), TensorFlow": ["--keras", "2"],
               "Keras 3, TensorFlow": ["--keras", "3", "--backend", "tensorflow"],
-              "Keras 3, JAX": ["--keras", "3", "--backend", "jax"]}
+              "Keras 3, JAX": ["--keras", "3", "--backend", "jax"],
+              "Keras 3, PyTorch": ["--keras", "3", "--backend", "torch"]}
+TORCH_PYTHON = ROOT / ".venv-torch" / "bin" / "python"  # make setup-torch
 
 
 def main(argv=None) -> int:
@@ -69,8 +74,12 @@ def main(argv=None) -> int:
         for name, flags in FRAMEWORKS.items():
             for gpus in args.gpus:
                 run = args.work / f"run-{model}-{'-'.join(flags)}-{gpus}"
+                torch = "torch" in flags
+                launch = ([sys.executable, str(SCRIPTS / "launch.py"), "--plan",
+                           f'{{"tasks": {gpus}}}', "--", str(TORCH_PYTHON)] if torch
+                          else [sys.executable])
                 start = time.perf_counter()
-                subprocess.run([sys.executable, str(SCRIPTS / "train.py"), "--data-dir",
+                subprocess.run([*launch, str(SCRIPTS / "train.py"), "--data-dir",
                                 str(data), "--out", str(run), "--model", model, "--device",
                                 args.device, "--gpus", str(gpus), "--epochs", str(args.epochs),
                                 "--batch-per-gpu", str(args.batch), *flags],

@@ -73,7 +73,8 @@ def whole(small_data, tmp_path_factory):
 def test_two_ranks_train_under_ddp_with_the_studys_rules_and_only_rank_0_writes(whole):
     """DistributedDataParallel over gloo: 2 replicas of one process each, global batch 16,
     the rate scaled by the GPUs and reached by the warm-up, epochs recorded once, the test
-    split over both ranks' shards, the all-reduce timed through torch.distributed."""
+    split over both ranks' shards, the window traced by torch.profiler, the all-reduce
+    timed through torch.distributed."""
     run = json.loads((whole / "run.json").read_text())
     assert (run["status"], run["strategy"], run["backend"], run["replicas"], run["workers"]) \
         == ("completed", "ddp", "torch", 2, 2)
@@ -88,8 +89,11 @@ def test_two_ranks_train_under_ddp_with_the_studys_rules_and_only_rank_0_writes(
     assert epochs[-1]["loss"] < epochs[0]["loss"]
     assert (whole / "train.log").read_text().count("Epoch 1/2") == 1
     assert 0.0 <= run["test_accuracy"] <= 1.0 and run["test_images"] == 100
+    # the window: torch.profiler over 3 steps, gloo's all-reduce in each as communication
     breakdown = json.loads((whole / "breakdown.json").read_text())
-    assert breakdown["communication"] == "not traced" and breakdown["steps"] == []
+    assert breakdown["communication"] == "separable", breakdown["notes"]
+    assert [s["step"] for s in breakdown["steps"]] == [2, 3, 4]
+    assert all(s["comm_total_s"] > 0 and s["compute_s"] > 0 for s in breakdown["steps"])
     collective = breakdown["collective"]
     assert collective["bytes"][-1] == breakdown["gradient_bytes"] > 0
     assert all(s > 0 for s in collective["seconds"])

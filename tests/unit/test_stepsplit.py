@@ -339,3 +339,24 @@ def test_the_device_the_others_waited_for_is_named():
     assert stepsplit.summary([row])["slowest"] == "/device:GPU:1"
     synthetic = stepsplit.split(read_trace(TRACES / "synthetic-gpu-2x-nccl.xplane.pb", False))
     assert {(r["comm_wait_s"], r["slowest"]) for r in synthetic} == {(0.0, "")}
+
+
+def test_a_torch_points_window_splits_with_gloos_all_reduce_as_communication():
+    """torch.profiler's trace of a torch point's window (tests/data/torch-profiler: MLP on 2
+    ranks under DDP over gloo): dlscale's ProfilerStep markers are the steps, aten's
+    operations compute, the batch's fetch input, and gloo's all-reduce (on gloo's thread,
+    ended when its work was done) communication, as long as the trace says it took."""
+    from dlscale.train import torchwindow
+
+    path = ROOT / "tests" / "data" / "torch-profiler" / "ddp_gloo_mlp.trace.json"
+    events = torchwindow.read_trace(path)
+    rows = stepsplit.split(events)
+    assert [r["step"] for r in rows] == [2, 3]
+    gloo = [e for e in events if e.name == "gloo:all_reduce"]
+    assert len(gloo) == 2 and all(stepsplit.kind(e) == "comm" for e in gloo)
+    for r, e in zip(rows, sorted(gloo, key=lambda e: e.start), strict=True):
+        assert sum(r[k] for k in stepsplit.PARTS) == pytest.approx(r["wall_s"], abs=1e-8)
+        assert r["comm_total_s"] == pytest.approx((e.end - e.start) / 1e9, abs=1e-6)
+        assert r["compute_s"] > 0 and r["input_s"] > 0  # aten's operations; the fetch
+    aten = next(e for e in events if e.name.startswith("aten::"))
+    assert stepsplit.kind(aten) == "compute"

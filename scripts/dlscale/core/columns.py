@@ -200,8 +200,7 @@ BREAKDOWN = (
            "replica"),
     Column("slowest_replica", "", "the device the others waited for most often, where a "
            "trace names devices", True),
-    Column("communication", "", "separable, not separable, not traced (a torch point: no "
-           "window yet) or none (one replica)", True),
+    Column("communication", "", "separable, not separable or none (one replica)", True),
     Column("dominant", "", "the largest of compute, communication, input and other"),
     Column("gradient_bytes", "bytes", "the model's trainable weights at their dtype", True),
     Column("allreduce_s", "s", "the gradient's all-reduce timed alone on the replicas", True),

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from dlscale.core.contract import BREAKDOWN, TRACE
 from dlscale.core.files import write_json_atomic
-from dlscale.train import hvdtimeline, keraschoice, stepsplit, xprofcheck
+from dlscale.train import hvdtimeline, keraschoice, stepsplit, torchwindow, xprofcheck
 from dlscale.train.allreduce import measure_collective
 
 WARMUP_STEPS = 2  # the first steps compile (XLA, tf.function): never in the window
@@ -241,7 +241,9 @@ def record(window, logdir: Path, backend, size: int, keep: bool) -> dict:
            "replicas": backend.replicas, "gradient_bytes": size,
            "steps": [], "notes": notes}
     t0 = time.perf_counter()
-    traces = sorted(logdir.glob("plugins/profile/*/*.xplane.pb")) if window else []
+    torch = backend.kind == "ddp"
+    traces = (sorted(logdir.glob(torchwindow.TRACE_FILE if torch else
+                                 "plugins/profile/*/*.xplane.pb")) if window else [])
     if window is None:
         pass
     elif window.error:
@@ -253,13 +255,14 @@ def record(window, logdir: Path, backend, size: int, keep: bool) -> dict:
                      "MiB: not read; analysis.breakdown asks fewer steps")
     else:
         try:
-            events = read_trace(traces[-1], on_jax)
+            events = (torchwindow.read_trace(traces[-1]) if torch
+                      else read_trace(traces[-1], on_jax))
             if (timeline := logdir / hvdtimeline.TIMELINE).is_file():
                 events += hvdtimeline.events(timeline, hvdtimeline.shift(events, window.wall))
                 out["method"] = METHOD + " and Horovod's timeline"
             out["steps"] = stepsplit.split(events)
             notes += [n for n in [stepsplit.trailing_note(events, out["steps"])] if n]
-            if xprofcheck.available():
+            if xprofcheck.available() and not torch:
                 out["xprof"], found = xprofcheck.compare(out["steps"],
                                                          xprofcheck.steps(traces[-1]))
                 notes += found
@@ -295,10 +298,14 @@ def open_window(settings, backend, steps_per_epoch: int, resumed_at: int = 0):
     if backend.chief:
         (settings.out / BREAKDOWN).unlink(missing_ok=True)
         shutil.rmtree(settings.out / TRACE, ignore_errors=True)
-    if (not backend.chief or not settings.breakdown_steps or settings.profile_steps
-            or backend.kind == "ddp"):  # (torch.profiler's window: not yet)
+    if not backend.chief or not settings.breakdown_steps or settings.profile_steps:
         return None  # training.profile_steps holds the profiler: one session at a time
     first, count = window_steps(steps_per_epoch, settings.breakdown_steps)
+    if backend.kind == "ddp":
+        window = torchwindow.make_callback(keraschoice.keras(), settings.out / TRACE, first,
+                                           count, settings.out / TRACE / WINDOW_FILE)
+        window.short = short_window(steps_per_epoch, settings.breakdown_steps, first, count)
+        return window
     window = make_callback(settings.out / TRACE, first, count,
                            marks=settings.keras == 3 or settings.loop == "custom",
                            horovod=backend.hvd if backend.kind == "horovod" else None)
@@ -339,8 +346,7 @@ def close_window(settings, backend, window, model, completed: bool) -> dict | No
     collective = measure_collective(backend, size)
     if not backend.chief:
         return None
-    untraced = backend.kind == "ddp"
-    resumed = window is None and not settings.profile_steps and not untraced
+    resumed = window is None and not settings.profile_steps
     if resumed:  # the window's epoch ran in an earlier attempt: its trace, if it kept one
         window = kept_window(settings.out / TRACE)
     out = record(window, settings.out / TRACE, backend, size, settings.keep_trace)
@@ -348,14 +354,9 @@ def close_window(settings, backend, window, model, completed: bool) -> dict | No
         out["notes"].insert(0, window.short)
     if settings.profile_steps:
         out["notes"].append("no window: training.profile_steps holds the profiler")
-    elif untraced:
-        out["notes"].append("no window: a torch point's steps are not traced yet (its "
-                            "all-reduce is timed)")
     elif resumed and window is None:
         out["notes"].append("the window's epoch (the first) ran in an earlier attempt, "
                             "which ended before its window closed: no trace to read")
-    if untraced and backend.replicas > 1:
-        out["communication"] = "not traced"
     out["collective"] = collective
     write_json_atomic(settings.out / BREAKDOWN, out)
     return {"file": BREAKDOWN, "notes": out["notes"]}

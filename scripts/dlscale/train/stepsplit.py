@@ -12,8 +12,9 @@ CPU event), so the split is "approximate" wherever names decide:
   tf-keras emits it, dlscale's window emits it for Keras 3 and the custom loop);
 - communication: XLA's collectives (`all-reduce.3`, `all-gather`, `reduce-scatter`,
   `collective-permute`, `all-to-all`), TensorFlow's collective and NCCL ops
-  (`...:CollectiveReduceV2`, `NcclAllReduce`), NCCL kernels (`nccl...`), and Horovod's
-  data-moving phases from its timeline (`horovod:GLOO_ALLREDUCE`, dlscale.train.hvdtimeline);
+  (`...:CollectiveReduceV2`, `NcclAllReduce`), NCCL kernels (`nccl...`), Horovod's
+  data-moving phases from its timeline (`horovod:GLOO_ALLREDUCE`, dlscale.train.hvdtimeline)
+  and torch's c10d collectives (`gloo:all_reduce`, `nccl:all_reduce`);
 - input wait: the consumer side of tf.data (`IteratorGetNext`, `GetNextFromShard`,
   `...GetNextAsOptional`); where the step holds none (Keras 3 on JAX fetches its batch in
   Python), the host time from the step's start to its first dispatch (`PjitFunction(...)`);
@@ -23,6 +24,7 @@ CPU event), so the split is "approximate" wherever names decide:
 - compute: every other event on a line that executes operations (TensorFlow's
   `tf_Compute` threads, XLA's CPU threads, a GPU's `XLA Ops` and `TensorFlow Ops`
   lines), except the runtime's own bookkeeping (names with `::`, rendezvous and waits);
+  in torch.profiler's traces, aten's operations and a GPU's kernels;
 - the rest: the step's wall time that none of these covers (host overhead, idle).
 
 Overlaps are resolved as xprof does, compute first: communication under compute is not
@@ -38,7 +40,7 @@ STEP_MARKER = "train"  # the step marker's name (tf-keras' own, and dlscale's)
 COLLECTIVE = re.compile(
     r"(^|/)(all-reduce|all-gather|reduce-scatter|collective-permute|all-to-all|"
     r"ragged-all-to-all|collective-broadcast)([.-]|$)"
-    r"|:(Collective\w+|Nccl\w+)$|^nccl|^Nccl|^horovod:")
+    r"|:(Collective\w+|Nccl\w+)$|^nccl|^Nccl|^horovod:|^(gloo|nccl):")
 INPUT = re.compile(r"IteratorGetNext|GetNextFromShard|GetNextAsOptional")
 DISPATCH = "PjitFunction("  # JAX's dispatch of a compiled step
 # lines whose events are operations: TensorFlow's executor threads, XLA:CPU's threads,
@@ -51,6 +53,10 @@ RUNTIME = re.compile(r"::|^Rendezvous|^Wait|^H2D|^D2H|^Handle inputs|^Allocate|"
 # Compute,MemcpyD2D)", "Stream #15(MemcpyH2D)"): every event is a kernel or a copy; the
 # batch's copy to the device is input, as in xprof's GPU steps, and copies back the rest
 GPU_STREAM = re.compile(r"^/device:GPU:\d+\|Stream #")
+# torch.profiler's events by category (dlscale.train.torchwindow): aten's operations on the
+# host and a GPU's kernels are compute (their names hold `::`), a copy to the device input
+TORCH_OPS = re.compile(r"^torch (cpu_op|kernel)\|")
+TORCH_COPY = "torch gpu_memcpy|"
 COPIES = {"MemcpyH2D": "copy", "MemcpyD2H": None}
 PARTS = ("compute_s", "comm_exposed_s", "input_s", "other_s")
 
@@ -77,6 +83,10 @@ def kind(event: Event) -> str | None:
         return "input"
     if GPU_STREAM.search(event.line):  # kernels and copies: C++ names hold `::` too
         return COPIES.get(event.name, "compute")
+    if TORCH_OPS.search(event.line):
+        return "compute"
+    if event.line.startswith(TORCH_COPY):
+        return "copy" if "HtoD" in event.name else None
     if RUNTIME.search(event.name) or not COMPUTE_LINE.search(event.line):
         return None
     return "compute"

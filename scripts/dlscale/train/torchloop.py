@@ -20,6 +20,7 @@ from pathlib import Path
 
 from dlscale.train import keraschoice
 from dlscale.train.customloop import keras_line
+from dlscale.train.torchwindow import INPUT_MARK
 
 CHECKPOINT = "checkpoint.pt"  # a torch point's backup: model and optimizer state
 EPOCH_FILE = "epochs.json"    # beside it: the epochs it holds, {"epoch": count}
@@ -99,8 +100,13 @@ class TorchLoop:
                 model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = make_optimizer(settings.optimizer, params, plan.lr, settings.momentum)
-        self.loss = keraschoice.keras().losses.SparseCategoricalCrossentropy()
+        keras = keraschoice.keras()
+        self.loss = keras.losses.SparseCategoricalCrossentropy()
         self.step_count = 0
+        # float16 compute (mixed_float16) scales the loss, as Keras' LossScaleOptimizer does
+        self.scaler = torch.amp.GradScaler(
+            self.device.type, enabled=keras.mixed_precision.global_policy().name ==
+            "mixed_float16")
 
     def restore(self) -> int:
         """The epochs a previous attempt finished (0: start from the beginning); every
@@ -113,6 +119,7 @@ class TorchLoop:
                                weights_only=True)
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
+            self.scaler.load_state_dict(state["scaler"])
             self.step_count = int(state["steps"])
         return done
 
@@ -125,7 +132,7 @@ class TorchLoop:
         self.backup.mkdir(parents=True, exist_ok=True)
         partial = self.backup / f".{CHECKPOINT}.partial"
         torch.save({"model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
-                    "steps": self.step_count}, partial)
+                    "scaler": self.scaler.state_dict(), "steps": self.step_count}, partial)
         os.replace(partial, self.backup / CHECKPOINT)
         meta = self.backup / f".{EPOCH_FILE}.partial"
         meta.write_text(json.dumps({"epoch": epochs}))
@@ -144,15 +151,17 @@ class TorchLoop:
         totals = torch.zeros(3, dtype=torch.float64, device=self.device)  # loss, hits, images
         for step in range(self.plan.steps):
             hooks.on_train_batch_begin(step)
-            images, labels = next(iterator)
+            with torch.profiler.record_function(INPUT_MARK):  # the window's input
+                images, labels = next(iterator)
             x = torch.from_numpy(images).to(self.device, non_blocking=True)
             y = torch.from_numpy(labels).to(self.device, non_blocking=True)
             self._rate()
             self.optimizer.zero_grad(set_to_none=True)
             probabilities = self.replica(x, training=True)
             loss = self.loss(y, probabilities)
-            loss.backward()
-            self.optimizer.step()
+            self.scaler.scale(loss).backward()
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
             self.step_count += 1
             with torch.no_grad():
                 totals += torch.stack([loss.detach().double() * len(y),
