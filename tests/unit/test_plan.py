@@ -6,6 +6,7 @@ import copy
 import json
 import re
 import shlex
+import sys
 
 import pytest
 from conftest import ROOT
@@ -657,10 +658,19 @@ def test_no_skipped_epoch_with_the_window_on_is_refused_at_planning(tmp_path):
           analysis={"skip_epochs": 0, "breakdown": 0})
 
 
+def torch_python(root):
+    """An interpreter where torch.python's default names it (planning checks it is there)."""
+    python = root / ".venv-torch" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.symlink_to(sys.executable)
+    return python
+
+
 def test_a_torch_point_runs_one_process_per_gpu_with_the_pytorch_environments_python(
         tmp_path):
     """backend torch: strategy ddp by default, one task per GPU (as Horovod's ranks), the
     point's python the PyTorch environment's (torch.python), its flags name the backend."""
+    torch_python(tmp_path)
     s = study(tmp_path, sweep={"models": ["SimpleCNN", "resnet18"], "gpus": [1, 2]},
               training={"device": "cpu", "keras": 3, "backend": "torch"})
     p = s.points["resnet18/gpus2/rep1"]
@@ -690,9 +700,23 @@ def test_what_cannot_train_on_torch_is_refused_at_planning_with_the_reason(
 
 
 def test_a_backend_sweep_leaves_torchvisions_models_to_its_torch_series(tmp_path):
+    torch_python(tmp_path)
     s = study(tmp_path, sweep={"models": ["SimpleCNN", "mobilenet_v2"], "gpus": [1],
                                "backend": ["jax", "torch"]},
               training={"device": "cpu", "keras": 3})
     assert sorted(s.points) == ["SimpleCNN/jax/gpus1/rep1", "SimpleCNN/torch/gpus1/rep1",
                                 "mobilenet_v2/torch/gpus1/rep1"]
     assert any("model mobilenet_v2 is torchvision's" in n for n in s.notes())
+
+
+def test_torch_points_without_the_pytorch_environment_are_refused_at_planning(tmp_path):
+    with pytest.raises(PlanError, match=re.escape(
+            f"backend torch points run with torch.python {tmp_path}/.venv-torch/bin/python, "
+            "which is not there: `make setup-torch` builds it (or set torch.python to "
+            "PyTorch's python)")):
+        study(tmp_path, sweep={"models": ["SimpleCNN"], "gpus": [1]},
+              training={"device": "cpu", "keras": 3, "backend": "torch"})
+    # a site's modules or container may hold it: not judged
+    study(tmp_path, sweep={"models": ["SimpleCNN"], "gpus": [1]},
+          training={"device": "cpu", "keras": 3, "backend": "torch"},
+          software={"modules": ["pytorch/2.14"]})

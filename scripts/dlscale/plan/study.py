@@ -38,7 +38,7 @@ from dlscale.launch import command as user_command
 from dlscale.logparse.reader import compile_patterns
 from dlscale.plan import modelimports
 from dlscale.plan.analysisplan import AnalysisPlan, meta_flags
-from dlscale.plan.sweep import Point, command_spec, folder_listing, plan_sweep
+from dlscale.plan.sweep import Point, command_spec, folder_listing, plan_sweep, torch_problem
 from dlscale.train import usermodel
 from dlscale.train.keraschoice import without_tensorflow_problem
 
@@ -158,7 +158,8 @@ class Study:
         if not job_step and (problem := without_tensorflow_problem(
                 points, config["software"], self.shard_size(),
                 None if self.data["dataset"] == FOLDER
-                else DATASETS[self.data["dataset"]].native_shape[0])):
+                else DATASETS[self.data["dataset"]].native_shape[0])
+                or torch_problem(points, config, self.basedir)):
             raise PlanError(problem)
         if self.points and not job_step and self.data["dataset"] != FOLDER:
             # a source that is not there: one line at planning (a dry run too), not an
