@@ -88,3 +88,37 @@ def test_a_gpu_points_window_splits_a_real_gpu_trace(tmp_path, gpus, small_data)
     [trace] = (tmp_path / "trace").glob("plugins/profile/*/*.xplane.pb")
     events = read_trace(trace, on_jax=False)
     assert any(e.line.startswith("/device:GPU:0|") and kind(e) == "compute" for e in events)
+
+
+def test_a_torch_point_trains_on_the_gpu_with_nccl_and_traces_its_kernels(small_data,
+                                                                          tmp_path):
+    """backend torch on CUDA: one process per GPU (2 where the machine has them: NCCL),
+    its window's kernels on the GPU counted as compute, NCCL's as communication."""
+    from conftest import SCRIPTS, TORCH_PYTHON, TORCH_READY
+
+    if not Path("/proc/driver/nvidia").exists() and not shutil.which("nvidia-smi"):
+        pytest.skip("no NVIDIA driver on this machine")
+    if not TORCH_READY:
+        pytest.skip("the PyTorch environment is not built (make setup-torch)")
+    count = subprocess.run([str(TORCH_PYTHON), "-c", "import torch; "
+                            "print(torch.cuda.device_count())"],
+                           capture_output=True, text=True).stdout.strip()
+    if not count.isdigit() or int(count) == 0:
+        pytest.skip("PyTorch sees no GPU on this machine")
+    ranks = min(int(count), 2)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPTS / "launch.py"), "--plan", json.dumps({"tasks": ranks}),
+         "--", str(TORCH_PYTHON), str(SCRIPTS / "train.py"), "--data-dir", str(small_data),
+         "--out", str(tmp_path), "--model", "SimpleCNN", "--device", "gpu", "--gpus",
+         str(ranks), "--keras", "3", "--backend", "torch", "--batch-per-gpu", "16",
+         "--epochs", "2", "--breakdown-steps", "3"], capture_output=True, text=True,
+        timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert run["status"] == "completed" and run["devices"] == ["cuda:0"]
+    assert run["communication"] == "nccl" and run["replicas"] == ranks
+    window = json.loads((tmp_path / "breakdown.json").read_text())
+    assert [s["step"] for s in window["steps"]] == [2, 3, 4], window["notes"]
+    assert all(s["compute_s"] > 0 for s in window["steps"])
+    if ranks > 1:
+        assert all(s["comm_total_s"] > 0 for s in window["steps"])

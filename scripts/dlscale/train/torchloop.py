@@ -189,8 +189,8 @@ class TorchLoop:
             logs = self._epoch(iterator, hooks)
             if verbose:
                 print(keras_line(self.plan.steps, time.perf_counter() - began, logs), flush=True)
+            hooks.on_epoch_end(epoch, logs)  # recorded before its backup, as fit's callbacks
             self.save(epoch + 1)
-            hooks.on_epoch_end(epoch, logs)
             if self.model.stop_training:
                 break  # the recorder saw a NaN or infinite loss: the run ends as failed
         hooks.on_train_end()
