@@ -27,6 +27,34 @@ def keras_line(steps: int, seconds: float, logs: dict) -> str:
             f" - {round(seconds * 1000 / steps)}ms/step")
 
 
+def drive(model, callbacks: list, start: int, epochs: int, steps: int, verbose: bool,
+          one_epoch, save, save_first: bool = False) -> None:
+    """A hand-written loop's epochs `start` to `epochs`, Keras' callbacks driven as `fit`
+    drives them: `one_epoch(hooks)` trains one and returns its logs, `save(done)` writes
+    the backup of `done` epochs (before the epoch's callbacks with `save_first`: the
+    custom loop's checkpoint, after them otherwise: an epoch recorded before its backup, as
+    fit's callbacks order them); a Keras verbose=2 line per epoch from the chief."""
+    keras = keraschoice.keras()
+    hooks = keras.callbacks.CallbackList(callbacks, model=model, epochs=epochs, steps=steps)
+    hooks.on_train_begin()
+    for epoch in range(start, epochs):
+        if verbose:
+            print(f"Epoch {epoch + 1}/{epochs}", flush=True)
+        hooks.on_epoch_begin(epoch)
+        began = time.perf_counter()
+        logs = one_epoch(hooks)
+        if verbose:
+            print(keras_line(steps, time.perf_counter() - began, logs), flush=True)
+        if save_first:
+            save(epoch + 1)
+        hooks.on_epoch_end(epoch, logs)
+        if not save_first:
+            save(epoch + 1)
+        if model.stop_training:
+            break  # the recorder saw a NaN or infinite loss: the run ends as failed
+    hooks.on_train_end()
+
+
 class CustomLoop:
     """train(...) for a model compiled in the strategy's scope (compile gives it its
     optimizer, wrapped for loss scaling under mixed_float16; the loop does the rest)."""
@@ -72,30 +100,22 @@ class CustomLoop:
         per_replica = self.backend.strategy.run(self._replica_step, args=(images, labels))
         return self.backend.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
-    def _epochs(self, iterator, start: int, epochs: int, hooks, verbose: bool) -> None:
+    def _epoch(self, iterator, hooks) -> dict:
         import tensorflow as tf
 
-        for epoch in range(start, epochs):
-            if verbose:
-                print(f"Epoch {epoch + 1}/{epochs}", flush=True)
-            hooks.on_epoch_begin(epoch)
-            began = time.perf_counter()
-            total = tf.constant(0.0)
-            for step in range(self.plan.steps):
-                hooks.on_train_batch_begin(step)
-                total += self._step(*next(iterator))  # stays on the device until the end
-                hooks.on_train_batch_end(step)
-            logs = {"loss": float(total) / self.plan.steps,
-                    "accuracy": float(self.accuracy.result())}
-            self.accuracy.reset_states()
-            seconds = time.perf_counter() - began
-            if verbose:
-                print(keras_line(self.plan.steps, seconds, logs), flush=True)
-            self.epoch.assign(epoch + 1)
-            self.manager.save()
-            hooks.on_epoch_end(epoch, logs)
-            if self.model.stop_training:
-                break  # the recorder saw a NaN or infinite loss: the run ends as failed
+        total = tf.constant(0.0)
+        for step in range(self.plan.steps):
+            hooks.on_train_batch_begin(step)
+            total += self._step(*next(iterator))  # stays on the device until the end
+            hooks.on_train_batch_end(step)
+        logs = {"loss": float(total) / self.plan.steps,
+                "accuracy": float(self.accuracy.result())}
+        self.accuracy.reset_states()
+        return logs
+
+    def _save(self, done: int) -> None:
+        self.epoch.assign(done)
+        self.manager.save()
 
     def restore(self) -> int:
         """The epochs a previous attempt finished (0: start from the beginning)."""
@@ -109,16 +129,12 @@ class CustomLoop:
 
     def train(self, dataset, epochs: int, callbacks: list, verbose: bool) -> int:
         """Train from the restored epoch on; return the epoch it resumed at (0: none)."""
-        keras = keraschoice.keras()
         start = self.restore()
-        hooks = keras.callbacks.CallbackList(callbacks, model=self.model,
-                                             epochs=epochs, steps=self.plan.steps)
         iterator = iter(dataset)
-        hooks.on_train_begin()
         try:
-            self._epochs(iterator, start, epochs, hooks, verbose)
+            drive(self.model, callbacks, start, epochs, self.plan.steps, verbose,
+                  lambda hooks: self._epoch(iterator, hooks), self._save, save_first=True)
         finally:  # also when the time limit stops it: other workers leave nothing behind
             if not self.backend.chief:
                 shutil.rmtree(self.write_dir, ignore_errors=True)
-        hooks.on_train_end()
         return start

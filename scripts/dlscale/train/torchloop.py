@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 from dlscale.train import keraschoice
-from dlscale.train.customloop import keras_line
+from dlscale.train.customloop import drive
 from dlscale.train.torchwindow import INPUT_MARK
 
 CHECKPOINT = "checkpoint.pt"  # a torch point's backup: model and optimizer state
@@ -174,24 +173,9 @@ class TorchLoop:
 
     def train(self, dataset, epochs: int, callbacks: list, verbose: bool) -> int:
         """Train from the restored epoch on; return the epoch it resumed at (0: none)."""
-        keras = keraschoice.keras()
         start = self.restore()
-        hooks = keras.callbacks.CallbackList(callbacks, model=self.model,
-                                             epochs=epochs, steps=self.plan.steps)
         iterator = iter(dataset)
         self._rate()  # the first step's, for the records
-        hooks.on_train_begin()
-        for epoch in range(start, epochs):
-            if verbose:
-                print(f"Epoch {epoch + 1}/{epochs}", flush=True)
-            hooks.on_epoch_begin(epoch)
-            began = time.perf_counter()
-            logs = self._epoch(iterator, hooks)
-            if verbose:
-                print(keras_line(self.plan.steps, time.perf_counter() - began, logs), flush=True)
-            hooks.on_epoch_end(epoch, logs)  # recorded before its backup, as fit's callbacks
-            self.save(epoch + 1)
-            if self.model.stop_training:
-                break  # the recorder saw a NaN or infinite loss: the run ends as failed
-        hooks.on_train_end()
+        drive(self.model, callbacks, start, epochs, self.plan.steps, verbose,
+              lambda hooks: self._epoch(iterator, hooks), self.save)
         return start
