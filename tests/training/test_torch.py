@@ -150,5 +150,5 @@ def test_the_kept_gradient_sizes_of_torchvisions_models_are_what_torchvision_bui
     done = one("-c", code, str(SCRIPTS))
     assert done.returncode == 0, done.stderr[-2000:]
     rows = [line.split() for line in done.stdout.splitlines()]
-    assert len(rows) == 4 and all(got == kept for _, got, kept in rows), rows
+    assert len(rows) >= 4 and all(got == kept for _, got, kept in rows), rows
 
