@@ -121,11 +121,12 @@ def test_a_torch_point_stopped_after_epoch_1_resumes_and_trains_as_the_uninterru
 def test_torchvisions_model_and_your_torch_module_train_as_keras_models(small_data, tmp_path,
                                                                         model):
     """torchvision's resnet18 by its name, and a torch.nn.Module of your own (file.py:function,
-    given N x C x H x W as PyTorch models expect): each a layer of the Keras model dlscale
-    feeds, trained and evaluated on one rank."""
+    given N x C x H x W as PyTorch models expect, here under mixed_bfloat16): each a layer
+    of the Keras model dlscale feeds, trained and evaluated on one rank."""
     if model == "own":
         (tmp_path / "mynet.py").write_text(OWN_MODULE)
-        which = ["--model", "TinyNet", "--model-from", "mynet.py:build"]
+        which = ["--model", "TinyNet", "--model-from", "mynet.py:build", "--precision",
+                 "mixed_bfloat16"]  # computed under torch's autocast, its weights float32
     else:
         which = ["--model", "resnet18", "--steps-per-epoch", "5"]
     done = one(*flags(small_data, tmp_path / "out", *which, "--gpus", "1", "--epochs", "1"),
@@ -133,6 +134,7 @@ def test_torchvisions_model_and_your_torch_module_train_as_keras_models(small_da
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     run = json.loads((tmp_path / "out" / "run.json").read_text())
     assert (run["status"], run["strategy"], run["replicas"]) == ("completed", "ddp", 1)
+    assert run["precision"] == ("mixed_bfloat16" if model == "own" else "float32")
     assert 0.0 <= run["test_accuracy"] <= 1.0
     assert len(records(tmp_path / "out" / "epochs.jsonl")) == 1
 

@@ -55,8 +55,9 @@ def backup_problem(folder: Path) -> str | None:
 def module_layer(keras, x, module, name: str):
     """A `torch.nn.Module` (torchvision's, or yours) applied to `x` (N x H x W x C, as
     dlscale feeds every model) as a Keras layer: permuted to PyTorch's N x C x H x W,
-    then Keras' TorchModuleWrapper, its output shape found by one call on zeros. It
-    computes in float32 (its weights' dtype; autocast: not yet)."""
+    then Keras' TorchModuleWrapper, its output shape found by one call on zeros. Its
+    weights stay float32; under a mixed precision policy it computes in the policy's
+    dtype through torch's autocast (PyTorch's way), its output back in float32."""
     import torch
 
     height, width, channels = (int(d) for d in x.shape[1:])
@@ -65,9 +66,28 @@ def module_layer(keras, x, module, name: str):
     with torch.no_grad():
         out = module(torch.zeros(1, channels, height, width))
     module.train(was_training)
+    compute = keras.mixed_precision.global_policy().compute_dtype
+    if compute != "float32":
+        module = autocast(module, getattr(torch, compute))
     x = keras.layers.Permute((3, 1, 2), dtype="float32", name="channels_first")(x)
-    return keras.layers.TorchModuleWrapper(module, name=name,
+    return keras.layers.TorchModuleWrapper(module, name=name, dtype="float32",
                                            output_shape=(None, *out.shape[1:]))(x)
+
+
+def autocast(module, dtype):
+    """`module` run under torch.autocast(dtype) on its input's device, float32 out."""
+    import torch
+
+    class Autocasted(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.module = module
+
+        def forward(self, x):
+            with torch.autocast(x.device.type, dtype=dtype):
+                return self.module(x).float()
+
+    return Autocasted()
 
 
 def make_optimizer(name: str, params, lr: float, momentum: float):
