@@ -21,6 +21,7 @@ from datetime import timedelta
 from dlscale.train import keraschoice
 from dlscale.train.backends import Backend
 from dlscale.train.cluster import slurm_tf_config, worker_identity
+from dlscale.train.torchloop import means, tally
 from dlscale.train.training import RunError, cuda_visible_devices
 
 # how long a rank waits for the others at the rendezvous and in a collective
@@ -127,12 +128,8 @@ class DDP(Backend):
                 x = torch.from_numpy(images).to(self.torch_device)
                 y = torch.from_numpy(labels).to(self.torch_device)
                 probabilities = model(x, training=False)
-                totals += torch.stack([loss_of(y, probabilities).double() * len(y),
-                                       (probabilities.argmax(-1) == y).sum().double(),
-                                       torch.tensor(float(len(y)), dtype=torch.float64,
-                                                    device=self.torch_device)])
-        totals = self.all_sum(totals)
-        return {"loss": float(totals[0] / totals[2]), "accuracy": float(totals[1] / totals[2])}
+                totals += tally(loss_of(y, probabilities), probabilities, y)
+        return means(self.all_sum(totals))
 
     def agree(self, flag: bool) -> bool:
         import torch

@@ -90,6 +90,22 @@ def autocast(module, dtype):
     return Autocasted()
 
 
+def tally(loss, probabilities, labels):
+    """(loss x images, correct predictions, images) of one batch, float64 on its device:
+    summed over batches and ranks, the mean loss and accuracy over every image."""
+    import torch
+
+    return torch.stack([loss.detach().double() * len(labels),
+                        (probabilities.argmax(-1) == labels).sum().double(),
+                        torch.tensor(float(len(labels)), dtype=torch.float64,
+                                     device=labels.device)])
+
+
+def means(totals) -> dict:
+    """The loss and accuracy of a tally's sums."""
+    return {"loss": float(totals[0] / totals[2]), "accuracy": float(totals[1] / totals[2])}
+
+
 def make_optimizer(name: str, params, lr: float, momentum: float):
     """torch's SGD or Adam with Keras' defaults (Adam's epsilon 1e-7, as the other
     backends' Keras Adam)."""
@@ -183,13 +199,9 @@ class TorchLoop:
             self.scaler.update()
             self.step_count += 1
             with torch.no_grad():
-                totals += torch.stack([loss.detach().double() * len(y),
-                                       (probabilities.argmax(-1) == y).sum().double(),
-                                       torch.tensor(float(len(y)), dtype=torch.float64,
-                                                    device=self.device)])
+                totals += tally(loss, probabilities, y)
             hooks.on_train_batch_end(step)
-        totals = self.backend.all_sum(totals)
-        return {"loss": float(totals[0] / totals[2]), "accuracy": float(totals[1] / totals[2])}
+        return means(self.backend.all_sum(totals))
 
     def train(self, dataset, epochs: int, callbacks: list, verbose: bool) -> int:
         """Train from the restored epoch on; return the epoch it resumed at (0: none)."""
