@@ -1,5 +1,6 @@
 """The profiled window of a point (analysis.breakdown): a few steps of the first epoch,
-after its compiling steps, traced with the framework's own profiler; then, after the
+after its compiling steps, traced with the framework's own profiler (TensorFlow's, JAX's,
+torch.profiler through dlscale.train.torchwindow); then, after the
 training, the all-reduce itself timed on the point's devices. Both land in the run
 folder's breakdown.json (`contract.BREAKDOWN`), which the analysis turns into
 breakdown.csv and prediction.csv (dlscale.reporting.explain).
