@@ -360,3 +360,20 @@ def test_a_torch_points_window_splits_with_gloos_all_reduce_as_communication():
         assert r["compute_s"] > 0 and r["input_s"] > 0  # aten's operations; the fetch
     aten = next(e for e in events if e.name.startswith("aten::"))
     assert stepsplit.kind(aten) == "compute"
+
+
+def test_ddps_buckets_all_reduced_under_the_backward_pass_are_hidden_communication():
+    """torchvision's resnet18 on 2 ranks (tests/data/torch-profiler): DDP all-reduces its
+    gradient in three buckets a step, the first ones while the backward pass still runs;
+    the part under aten's operations is hidden, so each step's exposed communication is
+    less than its total."""
+    from dlscale.train import torchwindow
+
+    path = ROOT / "tests" / "data" / "torch-profiler" / "ddp_gloo_resnet18.trace.json"
+    events = torchwindow.read_trace(path)
+    rows = stepsplit.split(events)
+    assert [r["step"] for r in rows] == [2, 3]
+    assert sum(e.name == "gloo:all_reduce" for e in events) == 6
+    for r in rows:
+        assert sum(r[k] for k in stepsplit.PARTS) == pytest.approx(r["wall_s"], abs=1e-8)
+        assert 0 <= r["comm_exposed_s"] < 0.5 * r["comm_total_s"]
