@@ -65,7 +65,8 @@ def whole(small_data, tmp_path_factory):
     """SimpleCNN on two ranks, 2 epochs uninterrupted (made once)."""
     out = tmp_path_factory.mktemp("torch-whole")
     done = ranks(*flags(small_data, out, "--model", "SimpleCNN", "--gpus", "2", "--epochs",
-                        "2", "--warmup-epochs", "1", "--breakdown-steps", "3"))
+                        "2", "--warmup-epochs", "1", "--breakdown-steps", "3",
+                        "--synthetic-check-steps", "3"))
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     return out
 
@@ -89,6 +90,7 @@ def test_two_ranks_train_under_ddp_with_the_studys_rules_and_only_rank_0_writes(
     assert epochs[-1]["loss"] < epochs[0]["loss"]
     assert (whole / "train.log").read_text().count("Epoch 1/2") == 1
     assert 0.0 <= run["test_accuracy"] <= 1.0 and run["test_images"] == 100
+    assert run["synthetic_images_per_s"] > 0  # the input-bound check's speed, on both ranks
     # the window: torch.profiler over 3 steps, gloo's all-reduce in each as communication
     breakdown = json.loads((whole / "breakdown.json").read_text())
     assert breakdown["communication"] == "separable", breakdown["notes"]

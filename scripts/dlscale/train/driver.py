@@ -213,7 +213,7 @@ def trainer(r: Run, model, train_ds, callbacks: list):
         from dlscale.train import training
         from dlscale.train.torchloop import TorchLoop
 
-        loop = TorchLoop(backend, model, plan, settings, training.warmup_schedule(
+        loop = backend.loop = TorchLoop(backend, model, plan, settings, training.warmup_schedule(
             settings.base_lr, plan.lr, plan.warmup_steps), r.backup)
         return lambda: loop.train(train_ds, settings.epochs, callbacks, backend.chief)
     if settings.loop == "custom":

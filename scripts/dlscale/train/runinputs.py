@@ -121,8 +121,6 @@ def synthetic_speed(r: Run, model, test_ds) -> float:
     from dlscale.train import training
 
     plan = r.plan
-    if r.backend.kind == "ddp":
-        return None  # (timed through Keras' fit, which does not drive DDP: not yet)
 
     def synthetic_input(context):
         return training.synthetic_dataset(r.image_shape, r.manifest["num_classes"],
@@ -132,6 +130,9 @@ def synthetic_speed(r: Run, model, test_ds) -> float:
 
     train_ds, _ = r.backend.datasets(synthetic_input, lambda *_: test_ds, plan.global_batch)
     steps = r.settings.synthetic_check_steps
+    if r.backend.kind == "ddp":  # the loop that trained the point, its DDP wrapper
+        return round(steps * plan.global_batch / r.backend.loop.timed_steps(
+            iter(train_ds), steps), 2)
     if keraschoice.keras_version() == 3:  # one untimed epoch of fit (compiling), one timed
         keras, seconds = keraschoice.keras(), []
 

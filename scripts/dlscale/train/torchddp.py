@@ -39,6 +39,7 @@ class DDP(Backend):
     kind = "ddp"
     distribution = "torch.nn.parallel.DistributedDataParallel"
     several_processes = True
+    loop = None  # the TorchLoop training the point (the synthetic check steps it again)
 
     def identity(self) -> tuple[int, int, int]:
         if not os.environ.get("TF_CONFIG") and "SLURM_PROCID" in os.environ:

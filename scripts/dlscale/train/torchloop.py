@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
 from dlscale.train import keraschoice
@@ -180,6 +181,22 @@ class TorchLoop:
         self.backend.lr = rate
         return rate
 
+    def _step(self, images, labels):
+        """One training step on this rank's batch: (loss, probabilities, labels)."""
+        import torch
+
+        x = torch.from_numpy(images).to(self.device, non_blocking=True)
+        y = torch.from_numpy(labels).to(self.device, non_blocking=True)
+        self._rate()
+        self.optimizer.zero_grad(set_to_none=True)
+        probabilities = self.replica(x, training=True)
+        loss = self.loss(y, probabilities)
+        self.scaler.scale(loss).backward()
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+        self.step_count += 1
+        return loss, probabilities, y
+
     def _epoch(self, iterator, hooks) -> dict:
         import torch
 
@@ -188,20 +205,28 @@ class TorchLoop:
             hooks.on_train_batch_begin(step)
             with torch.profiler.record_function(INPUT_MARK):  # the window's input
                 images, labels = next(iterator)
-            x = torch.from_numpy(images).to(self.device, non_blocking=True)
-            y = torch.from_numpy(labels).to(self.device, non_blocking=True)
-            self._rate()
-            self.optimizer.zero_grad(set_to_none=True)
-            probabilities = self.replica(x, training=True)
-            loss = self.loss(y, probabilities)
-            self.scaler.scale(loss).backward()
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-            self.step_count += 1
+            loss, probabilities, y = self._step(images, labels)
             with torch.no_grad():
                 totals += tally(loss, probabilities, y)
             hooks.on_train_batch_end(step)
         return means(self.backend.all_sum(totals))
+
+    def timed_steps(self, batches, steps: int) -> float:
+        """Seconds of `steps` training steps on `batches` (the synthetic check's one
+        repeated batch), after as many untimed ones; every rank takes part."""
+        import torch
+
+        def run():
+            for _ in range(steps):
+                loss, _, _ = self._step(*next(batches))
+            float(loss)  # on the host: the device's work is done
+            if self.device.type == "cuda":
+                torch.cuda.synchronize()
+
+        run()
+        start = time.perf_counter()
+        run()
+        return time.perf_counter() - start
 
     def train(self, dataset, epochs: int, callbacks: list, verbose: bool) -> int:
         """Train from the restored epoch on; return the epoch it resumed at (0: none)."""
