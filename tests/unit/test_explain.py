@@ -451,3 +451,32 @@ def test_a_series_without_a_1_gpu_point_predicts_efficiency_over_its_base_point(
     for row in rows[:3]:
         assert row["predicted_efficiency"] == pytest.approx(row["measured_efficiency"])
     assert rows[0]["predicted_efficiency"] == pytest.approx(1.0)
+
+
+def test_writing_the_models_table_keeps_its_comments_once_and_torchvisions_sizes(tmp_path,
+                                                                               monkeypatch):
+    """gradients --write rewrites models.csv: its own "written by" line replaced (not kept
+    beside the new one), the other comments kept once, torchvision's rows (which Keras
+    cannot build) with their kept sizes. Building is stubbed: the table's bookkeeping is
+    what is tested."""
+    pytest.importorskip("tf_keras")
+    from dlscale.core import models
+
+    table = tmp_path / "models.csv"
+    table.write_text(models.TABLE.read_text())
+    monkeypatch.setattr(models, "TABLE", table)
+    monkeypatch.setattr(gradients, "applications", lambda: [])
+    monkeypatch.setattr(gradients, "built", lambda name: 1)
+    models.table.cache_clear()
+    try:
+        before = table.read_text()
+        for _ in range(2):
+            gradients.write()
+        after = table.read_text()
+        assert after.count("gradient_bytes written by") == 1
+        comments = [x for x in before.splitlines() if x.startswith("#")]
+        assert [x for x in after.splitlines() if x.startswith("#")][:-1] == comments[:-1]
+        assert "resnet50,torchvision.models,32,94114088" in after
+        assert "SimpleCNN,simple_cnn,8,1\n" in after
+    finally:
+        models.table.cache_clear()

@@ -77,7 +77,7 @@ def write() -> int:
         print(f"{model.name}: {size}", file=sys.stderr)
         rows.append([model.name, model.builder, model.min_image_size, size or ""])
     comments = [line for line in models.TABLE.read_text().splitlines(keepends=True)
-                if line.startswith("#") and "tf_keras)" not in line]
+                if line.startswith("#") and "tf_keras" not in line]
     keras = keraschoice.keras()
     with atomic(models.TABLE) as tmp, open(tmp, "w", newline="") as f:
         f.writelines(comments)
