@@ -159,7 +159,7 @@ class Study:
                 points, config["software"], self.shard_size(),
                 None if self.data["dataset"] == FOLDER
                 else DATASETS[self.data["dataset"]].native_shape[0])
-                or torch_problem(points, config, self.basedir)):
+                or torch_problem(points, config["software"], self.environment_python("torch"))):
             raise PlanError(problem)
         if self.points and not job_step and self.data["dataset"] != FOLDER:
             # a source that is not there: one line at planning (a dry run too), not an
@@ -369,10 +369,10 @@ class Study:
                 f"{self.train_flags(p)} {tail} --data-dir {shlex.quote(self.data_dir)}")
 
     def python(self, p: Point) -> str:
-        """The interpreter of a point: the Horovod environment's for horovod points, the
-        PyTorch environment's for torch points."""
-        section = "horovod" if p.strategy == "horovod" else "torch" * (p.backend == "torch")
-        return self.environment_python(section) if section else "python"
+        """The interpreter of a point: its environment's for horovod and torch points."""
+        if p.strategy == "horovod" or p.backend == "torch":
+            return self.environment_python("horovod" if p.strategy == "horovod" else "torch")
+        return "python"
 
     def point_meta(self, p: Point) -> str:
         """The planned values; run.json's (the replicas TensorFlow used ...) replace them."""

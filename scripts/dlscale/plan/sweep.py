@@ -366,17 +366,12 @@ def make_point(config: dict, entry: tuple[str, str | None], gpus: int, nodes: in
     )
 
 
-def torch_problem(points: list[Point], config: dict, basedir: Path) -> str | None:
-    """Why the study's torch points cannot start (their python, torch.python, is not
+def torch_problem(points: list[Point], software: dict, python: str) -> str | None:
+    """Why the study's torch points cannot start (`python`, torch.python resolved, is not
     there), or None; jobs that load software of their own (modules, a container) may
     have it: not judged."""
-    software = config["software"]
-    if software["modules"] or software["container"] or not any(
+    if software["modules"] or software["container"] or Path(python).exists() or not any(
             p.backend == "torch" and not p.command for p in points):
-        return None
-    python = Path(config["torch"]["python"])
-    python = python if python.is_absolute() else basedir / python
-    if python.exists():
         return None
     return (f"backend torch points run with torch.python {python}, which is not there: "
             "`make setup-torch` builds it (or set torch.python to PyTorch's python)")

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from dlscale.train import keraschoice
-from dlscale.train.cluster import lonely_rank, slurm_tf_config, worker_identity
+from dlscale.train.cluster import lonely_rank, worker_identity, workers_from_slurm
 from dlscale.train.training import (
     RunError,
     cuda_visible_devices,
@@ -165,8 +165,7 @@ class MultiWorker(Backend):
     saves_on_every_worker = True
 
     def identity(self) -> tuple[int, int, int]:
-        if not os.environ.get("TF_CONFIG") and "SLURM_PROCID" in os.environ:
-            os.environ["TF_CONFIG"] = json.dumps(slurm_tf_config(dict(os.environ)))
+        workers_from_slurm()
         return worker_identity()
 
     def agree(self, flag: bool) -> bool:

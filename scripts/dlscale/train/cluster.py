@@ -30,6 +30,13 @@ def slurm_tf_config(env: dict[str, str]) -> dict:
             "task": {"type": "worker", "index": int(env["SLURM_PROCID"])}}
 
 
+def workers_from_slurm() -> None:
+    """Under srun with no TF_CONFIG of its own: TF_CONFIG from SLURM's variables, which
+    the multi-process backends (MultiWorkerMirroredStrategy, PyTorch's DDP) then read."""
+    if not os.environ.get("TF_CONFIG") and "SLURM_PROCID" in os.environ:
+        os.environ["TF_CONFIG"] = json.dumps(slurm_tf_config(dict(os.environ)))
+
+
 def worker_identity() -> tuple[int, int, int]:
     """(task index, number of workers, local index on the node) from TF_CONFIG or SLURM."""
     if os.environ.get("TF_CONFIG"):

@@ -116,7 +116,7 @@ def import_framework():
     jax = trains_on_jax()
     kept = tuple(p for p in OPTIONAL_AT_IMPORT
                  if p not in sys.modules and not (jax and p == "scipy"))
-    if keras_version() == 3 and os.environ.get("KERAS_BACKEND") == "torch":
+    if trains_on_torch():
         kept = ()  # torch's own imports take them where installed (torch._dynamo: scipy)
     finder = _KeepOut(kept, "kept out while Keras and TensorFlow are imported: a dlscale "
                       "training neither feeds it to Keras nor draws")
@@ -170,6 +170,7 @@ def without_tensorflow() -> bool:
 
 
 def trains_on_torch() -> bool:
+    """Whether this process's Keras (as use_keras chose it) is Keras 3 on PyTorch."""
     return keras_version() == 3 and os.environ.get("KERAS_BACKEND") == "torch"
 
 

@@ -305,11 +305,10 @@ def open_window(settings, backend, steps_per_epoch: int, resumed_at: int = 0):
     if backend.kind == "ddp":
         window = torchwindow.make_callback(keraschoice.keras(), settings.out / TRACE, first,
                                            count, settings.out / TRACE / WINDOW_FILE)
-        window.short = short_window(steps_per_epoch, settings.breakdown_steps, first, count)
-        return window
-    window = make_callback(settings.out / TRACE, first, count,
-                           marks=settings.keras == 3 or settings.loop == "custom",
-                           horovod=backend.hvd if backend.kind == "horovod" else None)
+    else:
+        window = make_callback(settings.out / TRACE, first, count,
+                               marks=settings.keras == 3 or settings.loop == "custom",
+                               horovod=backend.hvd if backend.kind == "horovod" else None)
     window.short = short_window(steps_per_epoch, settings.breakdown_steps, first, count)
     return window
 

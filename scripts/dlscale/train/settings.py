@@ -39,7 +39,7 @@ class Settings:
     nodes: int
     strategy: str
     keras: int               # 2: tf-keras; 3: Keras 3 (docs/frameworks.md)
-    backend: str             # Keras 3's backend: tensorflow or jax
+    backend: str             # Keras 3's backend: tensorflow, jax or torch
     epochs: int
     batch_per_gpu: int
     batch_per_gpu_file: Path | None

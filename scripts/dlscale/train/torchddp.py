@@ -20,8 +20,8 @@ from datetime import timedelta
 
 from dlscale.train import keraschoice
 from dlscale.train.backends import Backend
-from dlscale.train.cluster import slurm_tf_config, worker_identity
-from dlscale.train.torchloop import means, tally
+from dlscale.train.cluster import worker_identity, workers_from_slurm
+from dlscale.train.torchloop import means, on_device, tally
 from dlscale.train.training import RunError, cuda_visible_devices
 
 # how long a rank waits for the others at the rendezvous and in a collective
@@ -40,15 +40,14 @@ class DDP(Backend):
     distribution = "torch.nn.parallel.DistributedDataParallel"
     several_processes = True
     loop = None  # the TorchLoop training the point (the synthetic check steps it again)
+    lr = float("nan")  # the loop's rate of the step it is at (the epoch records')
 
     def identity(self) -> tuple[int, int, int]:
-        if not os.environ.get("TF_CONFIG") and "SLURM_PROCID" in os.environ:
-            os.environ["TF_CONFIG"] = json.dumps(slurm_tf_config(dict(os.environ)))
+        workers_from_slurm()
         rank, size, _ = worker_identity()
         self.workers = (json.loads(os.environ["TF_CONFIG"])["cluster"]["worker"]
                         if os.environ.get("TF_CONFIG") else ["localhost:0"])
         local, self.local_size = local_rank_and_size(self.workers, rank)
-        self.lr = float("nan")  # the loop's rate of the step it is at (the records')
         return rank, size, local
 
     @property
@@ -126,8 +125,7 @@ class DDP(Backend):
         totals = torch.zeros(3, dtype=torch.float64, device=self.torch_device)
         with torch.no_grad():
             for images, labels in test_ds:
-                x = torch.from_numpy(images).to(self.torch_device)
-                y = torch.from_numpy(labels).to(self.torch_device)
+                x, y = on_device(images, labels, self.torch_device)
                 probabilities = model(x, training=False)
                 totals += tally(loss_of(y, probabilities), probabilities, y)
         return means(self.all_sum(totals))

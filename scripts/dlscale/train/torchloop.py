@@ -91,6 +91,14 @@ def autocast(module, dtype):
     return Autocasted()
 
 
+def on_device(images, labels, device):
+    """A numpy batch (dlscale's reader's) as tensors on `device`."""
+    import torch
+
+    return (torch.from_numpy(images).to(device, non_blocking=True),
+            torch.from_numpy(labels).to(device, non_blocking=True))
+
+
 def tally(loss, probabilities, labels):
     """(loss x images, correct predictions, images) of one batch, float64 on its device:
     summed over batches and ranks, the mean loss and accuracy over every image."""
@@ -183,10 +191,7 @@ class TorchLoop:
 
     def _step(self, images, labels):
         """One training step on this rank's batch: (loss, probabilities, labels)."""
-        import torch
-
-        x = torch.from_numpy(images).to(self.device, non_blocking=True)
-        y = torch.from_numpy(labels).to(self.device, non_blocking=True)
+        x, y = on_device(images, labels, self.device)
         self._rate()
         self.optimizer.zero_grad(set_to_none=True)
         probabilities = self.replica(x, training=True)
