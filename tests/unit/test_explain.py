@@ -285,6 +285,25 @@ def test_weak_scaling_noise_is_not_extrapolated_into_a_gain():
         < by[16]["predicted_step_high_s"]  # the band: the fit points' spread
 
 
+def test_a_spread_wider_than_the_step_keeps_the_band_above_zero():
+    """Three epochs, the first skipped: two timed epochs give a 95 % interval wider than
+    the step itself (t of 1 degree of freedom is 12.7), and the band's low end read
+    -0.9 s for a 0.69 s prediction in the slowed-link test bed. The band is a factor
+    either way: the step over and times 1 + the spread."""
+    one = lambda n, nodes, s: explain.allreduce_s(n, s, ALPHA, BANDWIDTH)  # noqa: E731
+    steps = {(1, 1): COMPUTE, (2, 1): COMPUTE + one(2, 1, GRADIENT),
+             (4, 1): COMPUTE + one(4, 1, GRADIENT)}
+    frame = series(steps, epoch_time_s=10.0, epoch_time_ci95=23.0)  # a spread of 2.3
+    exposed = {k: one(k[0], 1, GRADIENT) if k[0] > 1 else 0.0 for k in steps}
+    rows = explain.series_prediction("Net", frame, breakdown_of(frame, exposed),
+                                     records(steps, one), gpus_per_node=16)
+    for row in rows:
+        assert 0 < row["predicted_step_low_s"] < row["predicted_step_s"] \
+            < row["predicted_step_high_s"], row
+        assert row["predicted_step_high_s"] / row["predicted_step_s"] == pytest.approx(
+            row["predicted_step_s"] / row["predicted_step_low_s"])
+
+
 @pytest.mark.parametrize("case", ["not separable", "failed window"])
 def test_communication_no_trace_separates_counts_as_wholly_exposed(tmp_path, case):
     """Where the trace cannot separate communication (or the window failed), the

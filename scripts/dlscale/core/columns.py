@@ -220,9 +220,11 @@ PREDICTION = (
     Column("role", "", "fit, held out (predicted unseen) or extrapolated"),
     Column("measured_step_s", "s", "step_s where measured", True),
     Column("predicted_step_s", "s", "C(n) + the all-reduce's time beyond its hideable part"),
-    Column("predicted_step_low_s", "s", "the band's low end: the fit points' spread (95 % "
-           "interval of the epochs, the compute form's residual)"),
-    Column("predicted_step_high_s", "s", "the band's high end"),
+    Column("predicted_step_low_s", "s", "the band's low end: the step over (1 + the fit "
+           "points' relative spread: 95 % interval of the epochs, the compute form's "
+           "residual)"),
+    Column("predicted_step_high_s", "s", "the band's high end: the step times (1 + that "
+           "spread)"),
     Column("error", "1", "(predicted - measured) / measured step time"),
     Column("measured_efficiency", "1", "scaling.csv's efficiency", True),
     Column("predicted_efficiency", "1", "the model's speedup over the series' base point / "

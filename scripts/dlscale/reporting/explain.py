@@ -333,7 +333,8 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
             "role": "fit" if (g, n) in fit else "held out" if (g, n) == held
             else "extrapolated",
             "measured_step_s": steps.get((g, n), math.nan), "predicted_step_s": step,
-            "predicted_step_low_s": step * (1 - band), "predicted_step_high_s": step * (1 + band),
+            # a factor either way: a band wider than the step never reaches below 0
+            "predicted_step_low_s": step / (1 + band), "predicted_step_high_s": step * (1 + band),
             "error": (step - steps[(g, n)]) / steps[(g, n)] if measured else math.nan,
             "measured_efficiency": eff.get((g, n), math.nan),
             "predicted_efficiency": speedup / (g / base[0]),
