@@ -8,6 +8,7 @@
 #   scripts/testcluster.sh config   # only writes the configuration (start does it too)
 #   scripts/testcluster.sh node n1  # starts one node's slurmd again (after a test stopped it)
 #   scripts/testcluster.sh link 100mbit  # slows the link between the nodes (link off: full speed)
+#   scripts/testcluster.sh favour on     # the nodes' jobs first on the CPU (favour off: shared)
 #   scripts/testcluster.sh net-up | net-down  # only the nodes' network (start and stop do it)
 #
 # Each node is a network host of its own: a network namespace ($NETNS_PREFIX-n1, -n2) whose
@@ -163,6 +164,43 @@ set_link() {
         fi
     done
     echo "testcluster: the link between the nodes is ${1/off/at full speed}"
+}
+
+# The nodes' jobs favoured on this machine's cores, as if the nodes had cores of their own:
+# each node's slurmd goes into a cgroup (v1's cpu controller) of FAVOURED_SHARES, against
+# 1024 for every other session (autogroup) on the machine, and every job step it starts
+# after inherits it. A measurement across the nodes (the prediction's test bed) then sees
+# its own jobs, not the rest of a test suite beside it. `off` moves the daemons back; jobs
+# already running keep the weight until they end, and stop removes the cgroup.
+FAVOURED="$CGROUPS/cpu/dlscale-testcluster"
+FAVOURED_SHARES=16384
+favour() {
+    local into pidfile
+    [ -w "$CGROUPS/cpu" ] || die "favour needs cgroup v1's cpu controller writable at $CGROUPS/cpu"
+    case "$1" in
+        on) mkdir -p "$FAVOURED"; echo "$FAVOURED_SHARES" > "$FAVOURED/cpu.shares"
+            into="$FAVOURED" ;;
+        off) into="$CGROUPS/cpu" ;;
+        *) die "usage: $0 favour on|off (the nodes' jobs first on the CPU, or shared)" ;;
+    esac
+    for pidfile in "$DIR"/slurmd-*.pid; do
+        [ -f "$pidfile" ] || die "no slurmd is running (start)"
+        cat "$pidfile" > "$into/cgroup.procs"
+    done
+    if [ "$1" = on ]; then
+        echo "testcluster: the nodes' jobs are favoured on the CPU (cpu.shares $FAVOURED_SHARES)"
+    else
+        echo "testcluster: the nodes' jobs share the CPU with everything else"
+    fi
+}
+
+# what favour made, at stop: every process left in it back to the root, the cgroup removed
+unfavour() {
+    [ -d "$FAVOURED" ] || return 0
+    local pid
+    while read -r pid; do echo "$pid" > "$CGROUPS/cpu/cgroup.procs" 2>/dev/null || true
+    done < "$FAVOURED/cgroup.procs"
+    rmdir "$FAVOURED" 2>/dev/null || true
 }
 
 # The nodes' subnet (a.b.c.0), or nothing where their network is not up.
@@ -380,6 +418,7 @@ stop() {
     end_daemons "$DIR/mysql-run/mysqld.pid" "$DIR/munged.pid"
     remove_config
     net_down
+    unfavour
     # the nodes' freezer cgroups slurmd made (proctrack/cgroup): empty now, removed
     for node in "${NODES[@]}"; do
         [ -d "$CGROUPS/freezer/slurm_$node" ] || continue
@@ -397,9 +436,10 @@ case "${1:-}" in
     config) write_config; ensure_hosts ;;
     link) [ -n "${2:-}" ] || die "usage: $0 link RATE|off (RATE as tc writes it: 100mbit)"
         set_link "$2" ;;
+    favour) favour "${2:-}" ;;
     net-up) net_up ;;
     net-down) net_down ;;
     status)
         if running; then SLURM_CONF="$CONF" sinfo -N; else echo "testcluster: not running"; exit 1; fi ;;
-    *) echo "usage: $0 start|stop|status|env|config|node NODE|link RATE|net-up|net-down" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|status|env|config|node NODE|link RATE|favour on|off|net-up|net-down" >&2; exit 2 ;;
 esac

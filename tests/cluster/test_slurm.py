@@ -39,6 +39,7 @@ from cluster.conftest import queue
 # group by rewriting Item._nodeid, which pytest 9 no longer reads: the groups are lost.)
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("slurm")]
 PROFILE = ["--profile", str(ROOT / "profiles" / "slurm")]
+CLUSTER_DIR = Path(os.environ.get("DLSCALE_CLUSTER_DIR", "/tmp/dlscale-slurm"))  # its state
 
 
 def sweep_config(path: Path, archive: Path, **sections: str) -> Path:
@@ -362,8 +363,7 @@ def power_off(node: str, job: str) -> None:
     controller then marks it DOWN (here at once, instead of after SlurmdTimeout)."""
     import psutil
 
-    folder = Path(os.environ.get("DLSCALE_CLUSTER_DIR", "/tmp/dlscale-slurm"))
-    victims = [psutil.Process(int((folder / f"slurmd-{node}.pid").read_text()))]
+    victims = [psutil.Process(int((CLUSTER_DIR / f"slurmd-{node}.pid").read_text()))]
     for proc in psutil.process_iter(["cmdline"]):
         if f"[{job}." in " ".join(proc.info["cmdline"] or []):
             victims += [proc, *proc.children(recursive=True)]  # slurmstepd: [JOB.batch] ...
@@ -652,6 +652,12 @@ def set_link(rate: str) -> None:
                    capture_output=True, text=True)
 
 
+def favour(on: bool) -> None:
+    """The test cluster's jobs first on the CPU (testcluster.sh favour), or shared."""
+    subprocess.run([str(ROOT / "scripts" / "testcluster.sh"), "favour", "on" if on else "off"],
+                   check=True, capture_output=True, text=True)
+
+
 SET_RATE_GBS = 100e6 / 8 / 1e9  # 100 Mbit/s, in prediction.csv's GB/s
 
 
@@ -665,8 +671,18 @@ def test_a_slowed_link_between_the_nodes_is_probed_and_predicts_the_two_node_poi
     (within 15 % on JAX, 20 % on TensorFlow: see below), the link's figures marked
     measured and at most the set rate, within 20 % of it on JAX and 30 % on TensorFlow's
     gRPC ring (busy cores slow it). At half the rate the probe, run again alone,
-    predicts the communication about twice as long."""
+    predicts the communication about twice as long.
+
+    The nodes' jobs are favoured on the CPU meanwhile (testcluster.sh favour), as nodes
+    with cores of their own would be: beside the rest of the suite on 2 cores, the
+    TensorFlow point's measured step once ran 25 % slower than the probe taken at
+    another moment predicted."""
     set_link("100mbit")
+    favour(True)
+    for node in ("n1", "n2"):
+        slurmd = (CLUSTER_DIR / f"slurmd-{node}.pid").read_text().strip()
+        cgroup = Path(f"/proc/{slurmd}/cgroup").read_text()
+        assert ":cpu:/dlscale-testcluster\n" in cgroup, cgroup
     try:
         held = {}
         for name, strategy, training in (
@@ -691,7 +707,8 @@ def test_a_slowed_link_between_the_nodes_is_probed_and_predicts_the_two_node_poi
             # JAX within 15 %; MultiWorkerMirroredStrategy's gRPC ring has given -2.7 % to
             # -12.8 % here (docs/benchmarks.md), so it is held to 20 % until that spread
             # is understood (issue 74 asks 15 % of both)
-            assert abs(row["error"]) <= (0.15 if name == "jax" else 0.20), row.to_dict()
+            assert abs(row["error"]) <= (0.15 if name == "jax" else 0.20), \
+                f"{name}: {prediction.to_dict('records')}"
             assert "between nodes: measured (probe: 2 nodes)" in row["link_source"]
             # the probe's bus bandwidth: never above the set rate (tbf counts the headers
             # too), and on busy cores TensorFlow's gRPC ring reads lower than gloo (79.8
@@ -722,3 +739,4 @@ def test_a_slowed_link_between_the_nodes_is_probed_and_predicts_the_two_node_poi
                                                                  after.to_dict())
     finally:
         set_link("off")
+        favour(False)

@@ -151,3 +151,28 @@ def test_a_subnet_that_overlaps_the_machines_own_is_refused_before_anything_is_a
     assert len(done.stderr.strip().splitlines()) == 1
     assert ip_state() == before
     assert not (tmp_path / "state/net.env").exists()
+
+
+def test_favour_moves_the_nodes_daemons_into_a_heavier_cpu_group_and_back(tmp_path):
+    """`favour on` puts each node's slurmd (so every job it starts after) into a cpu
+    cgroup of more shares than any other session's 1024, `favour off` back into the root
+    one; where cgroup v1's cpu controller is not writable it says so in one line. Here the
+    cgroup folder is a plain one, so each write leaves the last node's pid."""
+    state = tmp_path / "state"
+    state.mkdir()
+    done = run(tmp_path, "favour", "on")
+    assert done.returncode == 1 and done.stderr.strip().endswith(
+        f"favour needs cgroup v1's cpu controller writable at {tmp_path / 'cgroup/cpu'}")
+    (tmp_path / "cgroup/cpu").mkdir(parents=True)
+    assert "no slurmd is running" in run(tmp_path, "favour", "on").stderr
+    (state / "slurmd-n1.pid").write_text("4101\n")
+    (state / "slurmd-n2.pid").write_text("4102\n")
+    done = run(tmp_path, "favour", "on")
+    assert done.returncode == 0, done.stderr
+    group = tmp_path / "cgroup/cpu/dlscale-testcluster"
+    assert int((group / "cpu.shares").read_text()) > 1024
+    assert (group / "cgroup.procs").read_text() == "4102\n"
+    assert run(tmp_path, "favour", "off").returncode == 0
+    assert (tmp_path / "cgroup/cpu/cgroup.procs").read_text() == "4102\n"
+    assert run(tmp_path, "favour", "maybe").stderr.strip().endswith(
+        "usage: " + str(SCRIPT) + " favour on|off (the nodes' jobs first on the CPU, or shared)")
