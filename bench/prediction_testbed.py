@@ -4,10 +4,12 @@ namespaces) with the link between them slowed by `tc tbf`, a study of MLP on 1 a
 "GPUs" of one node and 2 on two nodes, for MultiWorkerMirroredStrategy and for Keras 3 on
 JAX (gloo across processes), through profiles/slurm; the 2-node point is held out and
 predicted from the one-node points and the network's probe. Then, at each further rate,
-the probe alone is run again and the communication it predicts is printed.
+the probe alone is run again and the communication it predicts is printed. The nodes'
+jobs are favoured on the CPU (testcluster.sh favour), as in the cluster test, unless
+--shared-cpu; --repeats runs each study again in a fresh folder.
 
   scripts/testcluster.sh start    # as root
-  python bench/prediction_testbed.py [--rates 100mbit 50mbit] [--work DIR]
+  python bench/prediction_testbed.py [--rates 100mbit 50mbit] [--repeats N] [--shared-cpu]
 
 Results: docs/benchmarks.md, "The prediction, held out".
 """
@@ -54,6 +56,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rates", nargs="+", default=["100mbit", "50mbit"])
     ap.add_argument("--work", type=Path)
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--shared-cpu", action="store_true",
+                    help="the nodes' jobs share the CPU with everything else (no favour)")
     args = ap.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="dlscale-testbed-"))
     archive = work / "cifar.tar.gz"
@@ -61,12 +66,15 @@ def main() -> int:
                     "--train", "400", "--test", "100", "-o", str(archive)], check=True,
                    stdout=subprocess.DEVNULL)
     link = [str(ROOT / "scripts" / "testcluster.sh"), "link"]
+    favour = [str(ROOT / "scripts" / "testcluster.sh"), "favour"]
     print("| strategy | set rate | held out | measured step [s] | predicted [s] | error | "
           "probed bus bandwidth [Mbit/s] | predicted communication [s] |")
     print("|---|---|---|---|---|---|---|---|")
     try:
-        for strategy in STUDIES:
-            folder = work / strategy
+        if not args.shared_cpu:
+            subprocess.run([*favour, "on"], check=True, stdout=subprocess.DEVNULL)
+        for strategy, repeat in [(s, r) for r in range(args.repeats) for s in STUDIES]:
+            folder = work / f"{strategy}-{repeat + 1}"
             folder.mkdir(parents=True, exist_ok=True)
             (folder / "config.yaml").write_text(config(archive, strategy))
             for i, rate in enumerate(args.rates):
@@ -81,6 +89,7 @@ def main() -> int:
                       f"{row['comm_s']:.3f} |", flush=True)
     finally:
         subprocess.run([*link, "off"], stdout=subprocess.DEVNULL)
+        subprocess.run([*favour, "off"], stdout=subprocess.DEVNULL)
     return 0
 
 

@@ -286,10 +286,14 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
         row = shares.get((g, n))
         share = getattr(row, "communication_share", math.nan) if row is not None else math.nan
         # a share of the traced steps, whose time it is of (they may run slower than the
-        # epochs' steps: one at a time, profiled); never more than the epochs' step
+        # epochs' steps: one at a time, profiled); never more than the epochs' step, nor
+        # than the all-reduce timed alone: what the trace shows beyond it (the framework's
+        # own cost of a collective, a wait for the slower replica) recurs at every count
+        # with more than one replica, and is the step's, not the link's
         traced = getattr(row, "window_step_s", math.nan) if row is not None else math.nan
         traced = steps[(g, n)] if pd.isna(traced) else traced
-        exposed = total if pd.isna(share) or fitted else min(share * traced, steps[(g, n)])
+        exposed = total if pd.isna(share) or fitted else min(share * traced, steps[(g, n)],
+                                                             total)
         compute[(g, n)] = steps[(g, n)] - exposed
         if g > 1 and not pd.isna(share) and not fitted and compute[(g, n)] > 0:
             hidden.append(max(total - exposed, 0.0) / compute[(g, n)])
