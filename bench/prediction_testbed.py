@@ -39,12 +39,14 @@ def config(archive: Path, strategy: str) -> str:
 
 
 def snakemake(folder: Path, *args: str) -> None:
-    subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"),
-                    "--profile", str(ROOT / "profiles" / "slurm"), *args,
-                    "results/tables/prediction.csv"], cwd=folder, check=True,
-                   stdout=subprocess.DEVNULL,
-                   env=dict(os.environ, PYTHONPATH=str(ROOT / "scripts"),  # the jobs' python:
-                            PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}"))
+    """Snakemake's own output goes to the study's snakemake.log."""
+    with open(folder / "snakemake.log", "a") as log:
+        subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"),
+                        "--profile", str(ROOT / "profiles" / "slurm"), *args,
+                        "results/tables/prediction.csv"], cwd=folder, check=True,
+                       stdout=log, stderr=subprocess.STDOUT,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT / "scripts"),  # jobs' python:
+                                PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}"))
 
 
 def held_out(folder: Path) -> pd.Series:

@@ -1,12 +1,12 @@
 """Why a series scales as it does, and what more GPUs would give: breakdown.csv and
 prediction.csv from the points' breakdown.json (dlscale.train.profwindow) and scaling.csv.
 
-breakdown.csv: per point, the traced steps' covered time per part, communication exposed
-and total, the dominant part, and the gradient's all-reduce timed alone (nccl-tests'
-busbw). prediction.csv: per series (over all its node counts), a model of the step fitted
-on the smaller points and checked on the largest: compute in the form the hardware gives
-it, plus the ring all-reduce's time (at the pace of a node's links, or of the network
-once it crosses nodes) beyond what compute hides. docs/analysis.md, "The model", says how.
+breakdown.csv: per point, the traced steps' time per part, communication exposed and
+total, the dominant part, the gradient's all-reduce timed alone (nccl-tests' busbw).
+prediction.csv: per series (all its node counts), a model of the step fitted on the
+smaller points and checked on the largest: compute in the form the hardware gives it, plus
+the ring all-reduce's time (a node's links, or the network across nodes) beyond what
+compute hides. docs/analysis.md, "The model", says how.
 """
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ from dlscale.reporting.gradients import ASSUMED_CLASSES, ASSUMED_SIZE, known
 from dlscale.train.stepsplit import most_named
 
 EXPLAINED_ERROR = 0.25  # |predicted - measured| / measured step time on the held-out point
-# a traced step this much slower than the epochs' step gets a note: the window runs each
-# step to its end, so what the epochs overlap shows there (on an H200, ResNet50V2's
-# traced steps took 34 ms against 15 ms: docs/benchmarks.md, "GPUs")
+# a traced step this much slower than the epochs' gets a note: the window runs each step
+# to its end (an H200's ResNet50V2: 34 ms against 15 ms, docs/benchmarks.md, "GPUs")
 WINDOW_SLOWER = 1.2
 PARTS = {"compute": "compute_s", "communication": "comm_exposed_s", "input": "input_s",
          "other": "other_s"}
@@ -150,8 +149,7 @@ LEVELS = ("within a node", "between nodes")
 
 @dataclass(frozen=True)
 class Link:
-    """One level of the all-reduce (within a node, or between nodes) as a ring: latency
-    per hop (s) and bus bandwidth (bytes/s)."""
+    """One level of the all-reduce as a ring: latency per hop (s), bus bandwidth (B/s)."""
     alpha: float
     bandwidth: float
 
@@ -285,15 +283,12 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
         total = timed(g, n) if g > 1 else 0.0
         row = shares.get((g, n))
         share = getattr(row, "communication_share", math.nan) if row is not None else math.nan
-        # a share of the traced steps, whose time it is of (they may run slower than the
-        # epochs' steps: one at a time, profiled); never more than the epochs' step, nor
-        # than the all-reduce timed alone: what the trace shows beyond it (the framework's
-        # own cost of a collective, a wait for the slower replica) recurs at every count
-        # with more than one replica, and is the step's, not the link's
+        # a share of the traced steps (maybe slower than the epochs': profiled); never
+        # more than the epochs' step nor the all-reduce timed alone (what the trace shows
+        # beyond it, a collective's own cost or a wait, recurs at every multi-replica count)
         traced = getattr(row, "window_step_s", math.nan) if row is not None else math.nan
         traced = steps[(g, n)] if pd.isna(traced) else traced
-        exposed = total if pd.isna(share) or fitted else min(share * traced, steps[(g, n)],
-                                                             total)
+        exposed = total if pd.isna(share) or fitted else min(share * traced, steps[(g, n)], total)
         compute[(g, n)] = steps[(g, n)] - exposed
         if g > 1 and not pd.isna(share) and not fitted and compute[(g, n)] > 0:
             hidden.append(max(total - exposed, 0.0) / compute[(g, n)])
@@ -337,8 +332,8 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
             "role": "fit" if (g, n) in fit else "held out" if (g, n) == held
             else "extrapolated",
             "measured_step_s": steps.get((g, n), math.nan), "predicted_step_s": step,
-            # a factor either way: a band wider than the step never reaches below 0
-            "predicted_step_low_s": step / (1 + band), "predicted_step_high_s": step * (1 + band),
+            "predicted_step_low_s": step / (1 + band),  # a factor either way: never below 0
+            "predicted_step_high_s": step * (1 + band),
             "error": (step - steps[(g, n)]) / steps[(g, n)] if measured else math.nan,
             "measured_efficiency": eff.get((g, n), math.nan),
             "predicted_efficiency": speedup / (g / base[0]),
