@@ -206,3 +206,25 @@ def test_keras3_evaluates_every_test_image_when_the_last_batch_is_smaller_than_t
     hits = run["test_accuracy"] * 33
     assert abs(hits - round(hits)) < 1e-6, run["test_accuracy"]
     assert run["test_loss"] > 0
+
+
+def test_profile_steps_on_jax_trace_those_steps_into_the_tensorboard_folder(small_data,
+                                                                             tmp_path):
+    """training.profile_steps on JAX was refused: Keras' TensorBoard callback profiles JAX
+    from Python 3.12 only. dlscale's window traces them instead (jax.profiler), into the
+    TensorBoard folder as its profile plugin reads it; steps past the first epoch are
+    said, not silently dropped, and the breakdown's window steps aside."""
+    out = tmp_path / "out"
+    done = train("--data-dir", str(small_data), "--out", str(out), "--model", "SimpleCNN",
+                 "--device", "cpu", "--batch-per-gpu", "8", "--gpus", "1", "--keras", "3",
+                 "--backend", "jax", "--epochs", "1", "--steps-per-epoch", "4",
+                 "--profile-steps", "3,9", "--breakdown-steps", "2")
+    assert done.returncode == 0, done.stderr[-3000:]
+    traces = list((out / "tensorboard" / "plugins" / "profile").glob("*/*.xplane.pb"))
+    assert len(traces) == 1 and traces[0].stat().st_size > 0, traces
+    run = json.loads((out / "run.json").read_text())
+    assert run["profile_steps"] == [3, 9] and run["tensorboard"] == "tensorboard"
+    assert ("training.profile_steps [3, 9]: on JAX and PyTorch the trace stays in the first "
+            "epoch (4 steps): steps 3 to 4 traced") in run["notes"], run["notes"]
+    breakdown = json.loads((out / "breakdown.json").read_text())
+    assert "no window: training.profile_steps holds the profiler" in breakdown["notes"]

@@ -156,3 +156,21 @@ def test_the_kept_gradient_sizes_of_torchvisions_models_are_what_torchvision_bui
     rows = [line.split() for line in done.stdout.splitlines()]
     assert len(rows) >= 4 and all(got == kept for _, got, kept in rows), rows
 
+
+
+def test_profile_steps_on_torch_trace_those_steps_into_the_tensorboard_folder(small_data,
+                                                                               tmp_path):
+    """training.profile_steps on PyTorch was refused (Keras 3 has no profiler there):
+    torch.profiler traces steps 2 and 3 (batches 1 and 2 of the first epoch) into the
+    TensorBoard folder as a Chrome trace (Perfetto, HTA)."""
+    out = tmp_path / "out"
+    done = one(*flags(small_data, out, "--model", "SimpleCNN", "--gpus", "1", "--epochs",
+                      "1", "--steps-per-epoch", "4", "--profile-steps", "2,3"))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    trace = json.loads((out / "tensorboard" / "torch.trace.json").read_text())
+    steps = sorted({e["name"] for e in trace["traceEvents"]
+                    if str(e.get("name", "")).startswith("ProfilerStep#")})
+    assert steps == ["ProfilerStep#1", "ProfilerStep#2"], steps
+    run = json.loads((out / "run.json").read_text())
+    assert run["profile_steps"] == [2, 3] and run["tensorboard"] == "tensorboard"
+    assert not any("profile_steps" in note for note in run["notes"]), run["notes"]

@@ -79,8 +79,9 @@ def test_keras_3_across_nodes_is_left_out_and_keras_2_keeps_them():
       "sweep": {"models": ["SimpleCNN"], "strategy": ["mirrored"]}},
      "strategy mirrored is TensorFlow's: Keras 3 on JAX trains with "
      "keras.distribution.DataParallel"),
-    ({"training": {"keras": 3, "backend": "jax", "profile_steps": [2, 3]}},
-     "training.profile_steps traces TensorFlow's steps; on JAX it is not supported yet"),
+    ({"training": {"keras": 3, "backend": "torch", "tensorboard": True}},
+     "training.tensorboard writes its event files with TensorFlow (Keras' TensorBoard "
+     "callback), which PyTorch's environment (.venv-torch) does not have: set it to false"),
     ({"training": {"keras": 3, "batch_per_gpu": "auto"}},
      "batch_per_gpu auto searches with tf-keras (Keras 2) only, not yet with Keras 3"),
     ({"sweep": {"models": ["SimpleCNN"], "strategy": ["dataparallel"]}},
@@ -92,6 +93,36 @@ def test_what_cannot_train_is_refused_at_planning_with_the_reason(sections, word
         plan_sweep(_config(**sections))
     assert str(refused.value).startswith("invalid sweep: no point of the sweep can run: ")
     assert "\n" not in str(refused.value)
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_profile_steps_plan_on_jax_and_torch(backend):
+    """training.profile_steps was refused at planning on JAX and PyTorch; dlscale's window
+    traces them now (tests/training: test_keras3.py, test_torch.py)."""
+    points, _ = plan_sweep(_config(training={"keras": 3, "backend": backend,
+                                             "profile_steps": [2, 3]},
+                                   sweep={"models": ["SimpleCNN"], "gpus": [1, 2]}))
+    assert [(p.gpus, p.backend, p.profile_steps) for p in points] == [
+        (1, backend, (2, 3)), (2, backend, (2, 3))]
+
+
+def test_tensorboard_where_tensorflow_is_not_installed_is_refused_at_planning(monkeypatch):
+    """A JAX point's training.tensorboard needs TensorFlow (tf.summary writes Keras' event
+    files): where it is not installed the job failed with ModuleNotFoundError; planning
+    says so in one line. Its profile_steps alone need no TensorFlow."""
+    from dlscale.train import keraschoice
+
+    monkeypatch.setattr(keraschoice, "tensorflow_installed", lambda: False)
+    for tensorboard, expected in ((True, "point SimpleCNN/gpus1/rep1: training.tensorboard "
+                                   "writes its event files with TensorFlow (Keras' TensorBoard"
+                                   " callback), which is not installed here (or install it: "
+                                   "requirements.txt): set it to false"), (False, None)):
+        points, _ = plan_sweep(_config(training={"keras": 3, "backend": "jax",
+                                                 "tensorboard": tensorboard,
+                                                 "profile_steps": [2, 3]},
+                                       sweep={"models": ["SimpleCNN"], "gpus": [1]}))
+        problem = keraschoice.without_tensorflow_problem(points, {}, 32, 32)
+        assert (problem or "").startswith(expected) if expected else problem is None, problem
 
 
 @pytest.mark.parametrize("source, found", [

@@ -248,8 +248,8 @@ def plan_sweep(config: dict, checked: bool = False, train_images: int | None = N
             if not reason and models.torch_only(model) and backend != "torch":
                 reason = f"model {model} is torchvision's: it trains on backend torch only"
             if not reason and (reason := framework_problem(
-                    keras, backend, chosen, nodes, loop, training["profile_steps"],
-                    batch_per_gpu)):
+                    keras, backend, chosen, nodes, loop, batch_per_gpu,
+                    training["tensorboard"])):
                 what += f" on Keras {keras} ({backend}, loop {loop})"
             if reason:
                 skipped.setdefault(what, reason)

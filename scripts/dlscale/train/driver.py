@@ -56,7 +56,8 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     strategy = resolve_strategy(settings)
     cached = keraschoice.compile_cache_entries()  # JAX's compiled programs kept before
     if problem := framework_problem(settings.keras, settings.backend, strategy,
-                                    settings.nodes, settings.loop, settings.profile_steps):
+                                    settings.nodes, settings.loop,
+                                    tensorboard=settings.tensorboard):
         raise RunError(problem, 2)
     keraschoice.import_framework()  # here, so that its cost is its phase's (no
     # TensorFlow where Keras trains on JAX: dlscale's own reader reads the shards)
@@ -89,6 +90,8 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     r = Run(settings, backend, plan, manifest,
             training.resolve_precision(settings.precision, settings.device), state)
     notes: list[str] = []  # what went wrong beside the training: run.json and train.log
+    if note := profwindow.profile_note(settings, plan.steps):
+        notes.append(note)
     if os.environ.get(SLOW_STEP_ENV):
         notes.append(f"slowed for a test: {SLOW_STEP_ENV}={os.environ[SLOW_STEP_ENV]} s "
                      "of sleep after every step")
@@ -196,7 +199,7 @@ def build(r: Run, deadline, sampler=None, on_first=None, window=None):
                                      settings.image_size, settings.model_from)
         callbacks = (backend.callbacks(recorder, str(r.backup), plan)
                      if settings.loop == "fit"
-                     else [recorder]) + chief_callbacks(settings, backend)
+                     else [recorder]) + chief_callbacks(settings, backend, plan.steps)
         callbacks += slow_steps() + ([window] if window else [])
         if deadline is not None:  # last: it stops training after the backup is saved
             callbacks.append(deadline_stop(deadline, backend.agree))
@@ -225,13 +228,17 @@ def trainer(r: Run, model, train_ds, callbacks: list):
                              verbose=2 if backend.chief else 0, callbacks=callbacks)
 
 
-def chief_callbacks(settings, backend) -> list:
-    """TensorBoard event files and a profiler trace of --profile-steps, from the chief."""
+def chief_callbacks(settings, backend, steps_per_epoch: int) -> list:
+    """TensorBoard event files and a profiler trace of --profile-steps, from the chief:
+    Keras' own on TensorFlow, dlscale's window on JAX and PyTorch (profwindow)."""
     if not backend.chief or not (settings.tensorboard or settings.profile_steps):
         return []
+    ours = settings.profile_steps and keraschoice.without_tensorflow()
     keras = keraschoice.keras()
-    return [keras.callbacks.TensorBoard(log_dir=str(settings.out / TENSORBOARD),
-                                        profile_batch=settings.profile_steps or 0)]
+    out = [keras.callbacks.TensorBoard(log_dir=str(settings.out / TENSORBOARD),
+                                       profile_batch=0 if ours else settings.profile_steps or 0)
+           ] if settings.tensorboard or not ours else []
+    return out + ([profwindow.profile_window(settings, steps_per_epoch)] if ours else [])
 
 
 # Tests only: seconds of sleep after every training step, so that a study is measurably

@@ -214,6 +214,12 @@ def tensorflow_installed() -> bool:
         return False
 
 
+# Keras 3's TensorBoard callback writes its event files with tf.summary, on every backend
+TENSORBOARD_NEEDS_TF = ("training.tensorboard writes its event files with TensorFlow "
+                        "(Keras' TensorBoard callback), which {where}: set it to false "
+                        "(training.profile_steps traces without it)")
+
+
 def without_tensorflow_problem(points, software: dict, shard_size: int,
                                native_size: int | None) -> str | None:
     """Why the study cannot run where TensorFlow is not installed, known at planning (one
@@ -228,6 +234,9 @@ def without_tensorflow_problem(points, software: dict, shard_size: int,
             return (f"point {p.key} trains with TensorFlow (Keras {p.keras}, backend "
                     f"{p.backend}), which is not installed here: train with keras 3 and "
                     "backend jax, or install TensorFlow (requirements.txt)")
+        if not p.command and p.tensorboard:
+            return f"point {p.key}: " + TENSORBOARD_NEEDS_TF.format(
+                where="is not installed here (or install it: requirements.txt)")
     if native_size is None:
         return ("data.dataset folder: preparation decodes your images with TensorFlow, "
                 "which is not installed here: install it (requirements.txt)")
@@ -254,7 +263,7 @@ KERAS3_ISSUE = "keras-team/keras#20585"  # Keras 3's fit under MultiWorkerMirror
 
 
 def framework_problem(keras: int, backend: str, chosen: str, nodes: int, loop: str,
-                      profile_steps, batch_per_gpu=None) -> str | None:
+                      batch_per_gpu=None, tensorboard: bool = False) -> str | None:
     """Why a point of this Keras, backend, strategy, nodes and loop cannot train, or None
     (docs/frameworks.md): known at planning, so that no job fails on it."""
     if backend in ("jax", "torch") and keras == 2:
@@ -279,17 +288,12 @@ def framework_problem(keras: int, backend: str, chosen: str, nodes: int, loop: s
         return ("the custom training loop is written for tf-keras (Keras 2): use loop fit "
                 "with Keras 3")
     if backend == "torch":
-        if profile_steps:
-            return ("training.profile_steps traces TensorFlow's steps; on PyTorch it is not "
-                    "supported yet: set it to null")
-        return None
+        return (TENSORBOARD_NEEDS_TF.format(where="PyTorch's environment (.venv-torch) does "
+                                            "not have") if tensorboard else None)
     if backend == "jax":
         if chosen != "dataparallel":
             return (f"strategy {chosen} is TensorFlow's: Keras 3 on JAX trains with "
                     "keras.distribution.DataParallel (strategy dataparallel, or no strategy)")
-        if profile_steps:
-            return ("training.profile_steps traces TensorFlow's steps; on JAX it is not "
-                    "supported yet: set it to null")
         return None
     if chosen != "mirrored" or nodes > 1:
         return (f"Keras 3 on TensorFlow trains under MirroredStrategy on one node: its fit "

@@ -22,7 +22,7 @@ import shutil
 import time
 from pathlib import Path
 
-from dlscale.core.contract import BREAKDOWN, TRACE
+from dlscale.core.contract import BREAKDOWN, TENSORBOARD, TRACE
 from dlscale.core.files import write_json_atomic
 from dlscale.train import hvdtimeline, keraschoice, stepsplit, torchwindow, xprofcheck
 from dlscale.train.allreduce import measure_collective
@@ -311,6 +311,34 @@ def open_window(settings, backend, steps_per_epoch: int, resumed_at: int = 0):
                                horovod=backend.hvd if backend.kind == "horovod" else None)
     window.short = short_window(steps_per_epoch, settings.breakdown_steps, first, count)
     return window
+
+
+def profile_window(settings, steps_per_epoch: int):
+    """training.profile_steps [a, b] on Keras 3 over JAX or PyTorch (Keras profiles JAX from
+    Python 3.12 only, PyTorch not at all): steps a to b of the first epoch traced into the
+    TensorBoard folder, JAX's as plugins/profile/<run>/<host>.xplane.pb (TensorBoard's
+    profile plugin, xprof), PyTorch's as torchwindow.TRACE_FILE (Perfetto, HTA)."""
+    a, b = settings.profile_steps
+    first, count = a - 1, max(0, min(b, steps_per_epoch) - a + 1)
+    logdir = settings.out / TENSORBOARD
+    if keraschoice.trains_on_torch():
+        return torchwindow.make_callback(keraschoice.keras(), logdir, first, count,
+                                         logdir / WINDOW_FILE)
+    return make_callback(logdir, first, count, marks=True)
+
+
+def profile_note(settings, steps_per_epoch: int) -> str | None:
+    """run.json's note where training.profile_steps reach past the first epoch on JAX or
+    PyTorch, whose trace stays in it."""
+    if not settings.profile_steps or not keraschoice.without_tensorflow():
+        return None
+    a, b = settings.profile_steps
+    if b <= steps_per_epoch:
+        return None
+    return (f"training.profile_steps [{a}, {b}]: on JAX and PyTorch the trace stays in the "
+            f"first epoch ({steps_per_epoch} steps): "
+            + (f"steps {a} to {steps_per_epoch} traced" if a <= steps_per_epoch
+               else "nothing traced"))
 
 
 def short_window(steps_per_epoch: int, wanted: int, first: int, count: int) -> str | None:
