@@ -70,7 +70,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
 
     backend = make_backend(strategy, settings)
     manifest = load_manifest(settings.data_dir)
-    state, note, resuming = open_state(settings, backend, manifest, stack)
+    state, state_note, resuming = open_state(settings, backend, manifest, stack)
     say = print if backend.chief else (lambda *a, **k: None)
     backend.setup()
     sampler = start_telemetry(settings, backend, stack)
@@ -113,7 +113,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     train_ds, test_ds = backend.datasets(slow_input(train_input, notes), test_input,
                                          plan.global_batch)
     phases.mark("data")
-    for line in filter(None, [summary(r), note, *notes, plan.xla_note]):
+    for line in filter(None, [summary(r), state_note, *notes, plan.xla_note]):
         say(f"dlscale train: {line}")
     train = trainer(r, model, train_ds, callbacks)
     phases.mark("first_step")
@@ -149,7 +149,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
             say(f"dlscale train: warning: {notes[-1]}")
     phases.mark("evaluated")
     info = record(r, started, status, reason, test, fit_seconds, read_epochs(state / EPOCHS),
-                  resumed_at=resumed_at(resuming, recorder, settings.epochs), note=note,
+                  resumed_at=resumed_at(resuming, recorder, settings.epochs), note=state_note,
                   notes=notes)
     info["telemetry"] = ({"file": TELEMETRY, "interval_s": settings.telemetry_interval,
                           "gpu_note": sampler.gpu_note} if sampler else None)
