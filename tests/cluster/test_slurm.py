@@ -679,11 +679,11 @@ def test_a_slowed_link_between_the_nodes_is_probed_and_predicts_the_two_node_poi
     another moment predicted (docs/benchmarks.md, "The test bed")."""
     set_link("100mbit")
     favour(True)
-    for node in ("n1", "n2"):
-        slurmd = (CLUSTER_DIR / f"slurmd-{node}.pid").read_text().strip()
-        cgroup = Path(f"/proc/{slurmd}/cgroup").read_text()
-        assert ":cpu:/dlscale-testcluster\n" in cgroup, cgroup
     try:
+        for node in ("n1", "n2"):
+            slurmd = (CLUSTER_DIR / f"slurmd-{node}.pid").read_text().strip()
+            cgroup = Path(f"/proc/{slurmd}/cgroup").read_text()
+            assert ":cpu:/dlscale-testcluster\n" in cgroup, cgroup
         held = {}
         for name, strategy, training in (
                 ("tf", "multiworker", "{epochs: 3, batch_per_gpu: 32, device: cpu}"),

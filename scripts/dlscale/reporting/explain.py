@@ -291,7 +291,7 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
         exposed = total if pd.isna(share) or fitted else min(share * traced, steps[(g, n)], total)
         compute[(g, n)] = steps[(g, n)] - exposed
         if g > 1 and not pd.isna(share) and not fitted and compute[(g, n)] > 0:
-            hidden.append(max(total - exposed, 0.0) / compute[(g, n)])
+            hidden.append((total - exposed) / compute[(g, n)])  # exposed <= total
     usable = [k for k in fit if not math.isnan(compute[k])]
     if not usable:
         return note_rows(NO_NETWORK)

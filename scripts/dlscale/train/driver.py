@@ -233,12 +233,15 @@ def chief_callbacks(settings, backend, steps_per_epoch: int) -> list:
     Keras' own on TensorFlow, dlscale's window on JAX and PyTorch (profwindow)."""
     if not backend.chief or not (settings.tensorboard or settings.profile_steps):
         return []
-    ours = settings.profile_steps and keraschoice.without_tensorflow()
-    keras = keraschoice.keras()
-    out = [keras.callbacks.TensorBoard(log_dir=str(settings.out / TENSORBOARD),
-                                       profile_batch=0 if ours else settings.profile_steps or 0)
-           ] if settings.tensorboard or not ours else []
-    return out + ([profwindow.profile_window(settings, steps_per_epoch)] if ours else [])
+    ours = bool(settings.profile_steps) and keraschoice.without_tensorflow()
+    out = []
+    if settings.tensorboard or not ours:  # Keras' own: event files, TensorFlow's profile
+        out.append(keraschoice.keras().callbacks.TensorBoard(
+            log_dir=str(settings.out / TENSORBOARD),
+            profile_batch=0 if ours else settings.profile_steps or 0))
+    if ours:
+        out.append(profwindow.profile_window(settings, steps_per_epoch))
+    return out
 
 
 # Tests only: seconds of sleep after every training step, so that a study is measurably
