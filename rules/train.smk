@@ -64,7 +64,7 @@ rule train:
         SOFTWARE_CONTAINER
     envmodules:
         *SOFTWARE_MODULES,
-    threads: point_resource("cpus_per_task")
+    threads: point_resource("cores")
     resources:
         **point_resources(),
     params:
@@ -74,10 +74,12 @@ rule train:
         worker=of_point(STUDY.worker_command),
     # launch.py --record: whatever becomes of the point, run.json says so and the job
     # succeeds, so the tables are built with it; check_points fails the workflow after.
-    # --time-limit-min: the watchdog's limit where no SLURM job gives one (profiles/local).
+    # --time-limit-min: the watchdog's limit where no SLURM job gives one (profiles/local);
+    # --threads: the cores Snakemake granted, shared by the workers where SLURM says nothing.
     shell:
         "python {params.launcher:q} {params.launch} --record {params.out:q} --log {log:q} "
-        "--time-limit-min {resources.runtime} -- {params.worker} > {log:q} 2>&1"
+        "--time-limit-min {resources.runtime} --threads {threads} -- {params.worker} "
+        "> {log:q} 2>&1"
 
 
 # The link between nodes, timed once per strategy and node count over one node, on the
@@ -99,7 +101,7 @@ rule probe_network:
         SOFTWARE_CONTAINER
     envmodules:
         *SOFTWARE_MODULES,
-    threads: point_resource("cpus_per_task")
+    threads: point_resource("cores")
     resources:
         **point_resources(),
     params:
@@ -110,5 +112,6 @@ rule probe_network:
     # a probe that fails says so in its JSON (the prediction goes without it), never
     # stopping the tables
     shell:
-        "python {params.launcher:q} {params.launch} -- {params.worker} > {log:q} 2>&1 || "
+        "python {params.launcher:q} {params.launch} --threads {threads} -- {params.worker} "
+        "> {log:q} 2>&1 || "
         "python {params.script:q} --probe-out {output:q} --failed {log:q} >> {log:q} 2>&1"

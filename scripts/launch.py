@@ -35,11 +35,16 @@ def main(argv=None) -> int:
     parser.add_argument("--time-limit-min", type=float,
                         help="outside SLURM: the job's time limit, for the watchdog "
                              "(inside a SLURM job its end is read from squeue)")
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="outside SLURM: the cores granted to the point (Snakemake's "
+                             "{threads}), shared by its workers (their thread count)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the worker command")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given after --")
+    if args.threads is not None and args.threads < 1:
+        parser.error(f"--threads {args.threads}: expected at least 1")
     if args.plan.timeline and not args.record:
         parser.error("a plan with a timeline needs --record DIR (it is written there)")
     return launcher.run(args, command)

@@ -7,7 +7,9 @@ import pytest
 from conftest import IN_CI
 
 from dlscale.core.errors import RunError
+from dlscale.core.vocabulary import THREADS_ENV
 from dlscale.jobs.slurm import expand_tasks_per_node, hostnames, parse_hostlist
+from dlscale.launch.workers import threads_env
 from dlscale.train.cluster import lonely_rank, slurm_tf_config
 
 HOSTLISTS = {
@@ -67,14 +69,14 @@ def test_every_task_gets_its_own_port_even_on_a_shared_host():
 ])
 def test_horovod_across_nodes_is_started_by_the_sites_launcher_with_its_ranks(launcher,
                                                                              expected):
-    from dlscale.launch.launcher import horovod_command
+    from dlscale.launch.workers import horovod_command
 
     command = ["/venv/bin/python", "train.py"]
     assert horovod_command(4, 2, command, launcher, tasks_per_node=2) == expected + command
 
 
 def test_horovod_across_nodes_without_a_launcher_is_refused():
-    from dlscale.launch.launcher import horovod_command
+    from dlscale.launch.workers import horovod_command
 
     with pytest.raises(SystemExit, match="horovod.mpi_launcher"):
         horovod_command(4, 2, ["python"], None)
@@ -85,3 +87,18 @@ def test_horovod_across_nodes_without_a_launcher_is_refused():
     (1, {"PMI_SIZE": "4"}, True), (1, {}, False), (1, {"OMPI_COMM_WORLD_SIZE": ""}, False)])
 def test_a_rank_that_sees_fewer_ranks_than_its_launcher_started_is_named(size, env, alone):
     assert (lonely_rank(size, env) is not None) == alone
+
+
+@pytest.mark.parametrize(("granted", "tasks", "env", "told"), [
+    (2, 2, {}, {THREADS_ENV: "1"}),
+    (4, 2, {}, {THREADS_ENV: "2"}),
+    (1, 2, {}, {THREADS_ENV: "1"}),  # fewer than its tasks: one each, never 0
+    (2, 1, {}, {THREADS_ENV: "2"}),
+    (2, 2, {"SLURM_JOB_ID": "7"}, {}),  # SLURM_CPUS_PER_TASK says it in a job
+    (None, 2, {}, {}),
+])
+def test_each_worker_is_told_its_share_of_the_cores_snakemake_granted(granted, tasks, env,
+                                                                       told):
+    """Outside SLURM a point's workers share the cores Snakemake granted it (launch.py
+    --threads): torch's thread count follows it, not the host's cores over the workers."""
+    assert threads_env(granted, tasks, env) == told

@@ -12,7 +12,8 @@ import pytest
 from conftest import ROOT
 
 from dlscale.core.contract import NCCL_DEBUG_FILE
-from dlscale.launch.launcher import nccl_debug_env, read_plan
+from dlscale.launch.launcher import read_plan
+from dlscale.launch.workers import nccl_debug_env
 from dlscale.logparse import nccldebug
 from dlscale.reporting import analysis, runtable
 

@@ -11,6 +11,8 @@ import pandas as pd
 import pytest
 from conftest import ROOT, TABLES, needs_fashion, needs_torch, run_snakemake
 
+from dlscale.core.vocabulary import THREADS_ENV
+
 pytestmark = [pytest.mark.workflow, needs_torch, needs_fashion]
 PROFILE = ["--profile", str(ROOT / "profiles" / "local")]
 
@@ -30,6 +32,12 @@ def test_a_torch_study_of_dlscales_model_and_torchvisions_gives_their_series(tmp
     run = json.loads((tmp_path / "results/runs/resnet18/gpus2/rep1/run.json").read_text())
     assert (run["workers"], run["replicas"], run["communication"]) == (2, 2, "gloo")
     assert run["test_images"] == 32 and 0.0 <= run["test_accuracy"] <= 1.0
+    # each point claimed its tasks' cores (cpus_per_gpu 1 x processes), so none ran beside
+    # another, and each rank trained on its share of what Snakemake granted
+    for gpus in (1, 2):
+        done = json.loads((tmp_path / f"results/runs/resnet18/gpus{gpus}/rep1/run.json")
+                          .read_text())
+        assert done["env"][THREADS_ENV] == "1", done["env"]
     scaling = pd.read_csv(tmp_path / "results/tables/scaling.csv")
     assert sorted(zip(scaling["series"], scaling["gpus"])) == [
         (model, gpus) for model in ("SimpleCNN", "resnet18") for gpus in (1, 2)]

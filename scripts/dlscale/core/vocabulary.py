@@ -68,6 +68,9 @@ SYSTEM_FIELDS = ("host", "node", "cpu_model", "cpu_threads", "memory_gb", "gpu_m
 # what the user forced to run again ("*", or run folders): Snakemake's process tells the
 # points' launchers through their environment (rulefunctions.note_forced)
 FORCED_ENV = "DLSCALE_FORCED"
+# outside SLURM, the cores Snakemake granted a point shared by its workers (launch.py
+# --threads): each worker's thread count, where no SLURM_CPUS_PER_TASK says it
+THREADS_ENV = "DLSCALE_THREADS"
 # real / synthetic throughput under this: the report flags the point input-bound
 INPUT_BOUND_RATIO = 0.9
 

@@ -35,7 +35,7 @@ from dlscale.core.contract import (
 )
 from dlscale.core.files import write_json_atomic
 from dlscale.jobs import phases, slurm
-from dlscale.jobs.locks import PointLock, reserve_ports
+from dlscale.jobs.locks import PointLock
 from dlscale.jobs.processes import (
     adopt_orphans,
     end_tree,
@@ -43,8 +43,7 @@ from dlscale.jobs.processes import (
     spawn,
     stopped_reason,
 )
-
-MPI_LAUNCHERS = ("mpirun", "mpiexec", "orterun")
+from dlscale.launch import workers
 
 
 @dataclass(frozen=True)
@@ -74,18 +73,6 @@ class Plan:
         return planned
 
 
-def nccl_debug_env(out: Path, env: dict) -> dict:
-    """NCCL_DEBUG=INFO for NCCL's set-up and network lines, one file per host and process
-    in the run folder (dlscale.logparse.nccldebug reads them); {} where the user set
-    NCCL_DEBUG: theirs is kept."""
-    from dlscale.core.contract import NCCL_DEBUG_FILE
-
-    if "NCCL_DEBUG" in env:
-        return {}
-    return {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET",
-            "NCCL_DEBUG_FILE": str(Path(out).resolve() / NCCL_DEBUG_FILE)}
-
-
 def read_plan(text: str) -> Plan:
     """launch.py's --plan: a JSON object of Plan's fields; ArgumentTypeError, in one line,
     naming what is wrong."""
@@ -107,35 +94,6 @@ def read_plan(text: str) -> Plan:
     if not isinstance(plan.tasks, int) or plan.tasks < 1:
         raise argparse.ArgumentTypeError(f"tasks {plan.tasks!r}: expected at least 1")
     return plan
-
-
-def is_mpirun(mpi_launcher: str | None) -> bool:
-    """Whether the launcher is MPI's own (mpirun, mpiexec): it is given -np, and OpenMPI's
-    needs the SLURM allocation in its environment (mpi_allocation)."""
-    return bool(mpi_launcher) and os.path.basename(shlex.split(mpi_launcher)[0]) in MPI_LAUNCHERS
-
-
-def horovod_command(tasks: int, nodes: int, command: list[str], mpi_launcher: str | None,
-                    tasks_per_node: int | None = None) -> list[str]:
-    """Horovod's ranks: horovodrun with Gloo on one node; across nodes the site's MPI
-    launcher, given the number of ranks (mpirun/mpiexec: -np; srun: --ntasks) unless it
-    is another launcher, which is used as written."""
-    if nodes > 1:
-        if not mpi_launcher:
-            raise SystemExit("error: Horovod across nodes needs Horovod built with MPI and "
-                             "the site's MPI launcher: set horovod.mpi_launcher, e.g. "
-                             "'mpirun' or 'srun --mpi=pmix'")
-        launcher = shlex.split(mpi_launcher)
-        if is_mpirun(mpi_launcher):
-            launcher += ["-np", str(tasks)]
-        elif slurm.is_srun(launcher):
-            launcher += slurm.srun_task_flags(tasks, tasks_per_node)
-        return launcher + command
-    horovodrun = os.path.join(os.path.dirname(command[0]), "horovodrun")
-    if not os.path.exists(horovodrun):
-        raise SystemExit(f"error: {horovodrun} not found: the command's python must be the "
-                         "Horovod environment's (make horovod)")
-    return [horovodrun, "--gloo", "-np", str(tasks), "-H", f"localhost:{tasks}"] + command
 
 
 # the signals (SIGTERM, SIGINT) that asked this process to stop, in order; noted by the
@@ -168,17 +126,6 @@ def supervise(procs: list[subprocess.Popen], stop_at: float | None = None,
     finally:
         end_tree(procs)
     return status or next((p.returncode for p in procs if p.returncode), 0), late
-
-
-def local_workers(tasks: int, command: list[str]) -> list[subprocess.Popen]:
-    """N processes on this machine, TF_CONFIG naming ports reserved for them."""
-    workers = [f"localhost:{port}" for port in reserve_ports(tasks)]
-    procs = []
-    for index in range(tasks):
-        tf_config = {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
-        env = dict(os.environ, TF_CONFIG=json.dumps(tf_config))
-        procs.append(spawn(command, env=env))
-    return procs
 
 
 # the planned settings that make a finished record the same point's (attempt aside)
@@ -321,8 +268,10 @@ def record_end(out: Path, returncode: int, log: str | None, started: datetime,
 def run(args: argparse.Namespace, command: list[str]) -> int:
     """launch.py's work, its flags parsed (scripts/launch.py)."""
     sys.stdout.flush()
+    os.environ.update(workers.threads_env(getattr(args, "threads", None), args.plan.tasks,
+                                          dict(os.environ)))
     if args.plan.nccl_debug and args.record:
-        os.environ.update(nccl_debug_env(args.record, dict(os.environ)))
+        os.environ.update(workers.nccl_debug_env(args.record, dict(os.environ)))
     if args.plan.timeline:
         os.environ["HOROVOD_TIMELINE"] = str((args.record / "timeline.json").resolve())
     if not args.record:
@@ -439,12 +388,12 @@ def start(args: argparse.Namespace, command: list[str],
         # TensorFlow 2.15 (the Horovod environment) has Keras 2 built in; asked for
         # tf_keras, which it lacks, horovodrun's own import of TensorFlow fails
         env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
-        if plan.nodes > 1 and is_mpirun(plan.mpi_launcher):
+        if plan.nodes > 1 and workers.is_mpirun(plan.mpi_launcher):
             env = slurm.allocation_env(env, plan.nodes, plan.tasks_per_node)
         return supervise([spawn(
-            horovod_command(plan.tasks, plan.nodes, command, plan.mpi_launcher,
+            workers.horovod_command(plan.tasks, plan.nodes, command, plan.mpi_launcher,
                             plan.tasks_per_node), env=env)], stop_at)
     if os.environ.get("SLURM_JOB_ID"):
         return supervise([spawn(slurm.srun_command(plan.tasks, plan.tasks_per_node,
                                                    command))], stop_at)
-    return supervise(local_workers(plan.tasks, command), stop_at)
+    return supervise(workers.local_workers(plan.tasks, command), stop_at)

@@ -74,6 +74,12 @@ class Point:
     gres: str | None     # per node
 
     @property
+    def cores(self) -> int:
+        """The cores all its tasks use: the point's `threads` (profiles/local runs no other
+        point on them)."""
+        return self.cpus_per_task * self.tasks
+
+    @property
     def tasks_per_gpu(self) -> int | None:
         """Several tasks: 1 when every worker owns one GPU (SLURM's --ntasks-per-gpu=1),
         else 0 (unset); None for one task (for several, the SLURM plugin would take `tasks`

@@ -18,6 +18,7 @@ import json
 import os
 from datetime import timedelta
 
+from dlscale.core.vocabulary import THREADS_ENV
 from dlscale.train import keraschoice
 from dlscale.train.backends import Backend
 from dlscale.train.cluster import worker_identity, workers_from_slurm
@@ -69,10 +70,12 @@ class DDP(Backend):
                                f"{count}, CUDA_VISIBLE_DEVICES={cuda_visible_devices()}")
             torch.cuda.set_device(index)
             self.torch_device = f"cuda:{index}"
-        else:  # the cores of this task (SLURM's), or this host's shared by its workers
-            cores = (int(os.environ["SLURM_CPUS_PER_TASK"])
-                     if os.environ.get("SLURM_CPUS_PER_TASK", "").isdigit()
-                     else len(os.sched_getaffinity(0)) // self.local_size)
+        else:  # the cores of this task: SLURM's, those Snakemake granted the point shared
+            # by its workers (launch.py --threads), or this host's shared by its workers
+            given = (os.environ.get("SLURM_CPUS_PER_TASK", ""),
+                     os.environ.get(THREADS_ENV, ""))
+            cores = next((int(v) for v in given if v.isdigit()),
+                         len(os.sched_getaffinity(0)) // self.local_size)
             torch.set_num_threads(max(1, cores))
             self.torch_device = "cpu"
         self.devices = [self.torch_device]
