@@ -252,7 +252,7 @@ def absorb(run: ParsedLog, other: ParsedLog) -> None:
     """`other`'s epochs and facts into `run`, another worker's of the same run: each
     epoch's time the slower one's, its values `run`'s."""
     mine, theirs = run.epochs, other.epochs
-    seconds = theirs.columns["seconds"]
+    seconds = theirs.columns.get("seconds")  # (none in a run cut before any epoch)
     for epoch, row in theirs.index.items():
         if epoch in mine:
             mine.keep_slower(epoch, seconds[row], theirs.lines[row])
@@ -391,6 +391,7 @@ class Stream:
     def __init__(self, path: str, patterns: dict[str, re.Pattern] | None, formats):
         self.path, self.patterns = path, patterns
         self.runs = [ParsedLog(path)]
+        self.totals: list[tuple] = []  # (line, seconds, step, an average) no epoch took
         self.readers = [fmt.Reader(self) for fmt in formats if fmt.Reader.wanted(patterns)]
         self.first = self.readers[0].read  # most lines of a long log are the first's
         self.rest = tuple(reader.read for reader in self.readers[1:])
@@ -405,6 +406,7 @@ class Stream:
     def fresh_run(self, number: int) -> ParsedLog:
         """The current run if it has no result yet, else a new one: settings or a
         throughput after results begin the next run."""
+        self.flush()  # an epoch still pending is this run's (a command echoed after it)
         run = self.runs[-1]
         return self.new_run(number) if run.epochs or run.images_per_s is not None else run
 

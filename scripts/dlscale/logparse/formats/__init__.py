@@ -13,6 +13,7 @@ from dlscale.logparse.formats import (
     hftrainer,
     keras,
     launch,
+    mined,
     mllog,
     richbar,
     stated,
@@ -24,7 +25,8 @@ from dlscale.logparse.formats import (
 # begins with their MARK; the first of them that finds runs gives the log's runs.
 LOG = (mllog, dllogger)
 # One stream's formats (runs.StreamFormat): each line is offered to them in this order
-# until one reads it. The user's patterns first; Keras' lines, most of a long log, next.
-STREAM = (custom, keras, tqdm, richbar, examples, hftrainer, totals, stated)
+# until one reads it. The user's patterns first; Keras' lines, most of a long log, next;
+# last the lines no format took, mined for a script's own epoch line at the stream's end.
+STREAM = (custom, keras, tqdm, richbar, examples, hftrainer, totals, stated, mined)
 # What the lines say of the launch (the GPU count and nodes where a run states none).
 LAUNCH = launch

@@ -6,9 +6,12 @@ warm-up, per-iteration and per-GPU lines); tf_cnn_benchmarks: "total images/sec:
 (its per-step "images/sec:" lines are per worker and not used).
 
 A run's total time (`Total time: 2.27s`, `elapsed time: 95.2sec`, `Training time
-0:05:12`), after epochs whose lines give no time (PyTorch's examples print none): shared
-evenly over those epochs, and the run's `epoch_time_from` says so. Where the epochs have
-times of their own, the line is left alone.
+0:05:12`, `Total training time: 312.4 seconds`, the FSDP tutorial's `CUDA event elapsed
+time: 7.0sec`), after epochs whose lines give no time (PyTorch's examples print none):
+shared evenly over those epochs, and the run's `epoch_time_from` says so; `Average time per
+epoch: 12.3s` gives each its time. Where the epochs have times of their own, the line is
+left alone; where no epoch was read yet (a script's own epoch lines, formats.mined, are
+read at the stream's end), the total waits in the stream's `totals`.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from dlscale.logparse.runs import StreamFormat, resolution, share_total
 NAME = "totals"
 HOROVOD_TOTAL = re.compile(r"Total img/sec on (\d+) [GC]PU\(s\):\s*(\d+(?:\.\d+)?)")
 TF_CNN_TOTAL = re.compile(r"^\s*total images/sec:\s*(\d+(?:\.\d+)?)\s*$")
-RUN_TIME = re.compile(r"^\s*(?:total(?: training)? time|training time|elapsed time|time elapsed)"
+RUN_TIME = re.compile(r"^\s*(?:total(?: training)? time|training time|(?:cuda event )?elapsed time|"
+                      r"time elapsed|(average) time per epoch)"
                       r"\s*[:=]?\s*(?:(\d+):(\d\d):(\d\d(?:\.\d+)?)|(\d+(?:\.\d+)?)\s*"
                       r"(s|secs?|seconds|min|minutes|h|hours)?)\s*$", re.IGNORECASE)
 UNIT = {"min": 60.0, "minutes": 60.0, "h": 3600.0, "hours": 3600.0}
@@ -35,16 +39,19 @@ def throughput(text: str) -> tuple[float, int | None] | None:
     return None
 
 
-def run_time(text: str) -> tuple[float, float] | None:
-    """(seconds, the resolution printed) of a run's total time line, or None."""
+def run_time(text: str) -> tuple[float, float, bool] | None:
+    """(seconds, the resolution printed, whether an epoch's average) of a run's total
+    time line, or None."""
     m = RUN_TIME.match(text)
     if m is None:
         return None
-    hours, minutes, secs, value, unit = m.groups()
+    average, hours, minutes, secs, value, unit = m.groups()
     if hours is not None:
-        return int(hours) * 3600 + int(minutes) * 60 + float(secs), resolution(secs)
-    scale = UNIT.get((unit or "s").lower(), 1.0)
-    return float(value) * scale, resolution(value) * scale
+        found = int(hours) * 3600 + int(minutes) * 60 + float(secs), resolution(secs)
+    else:
+        scale = UNIT.get((unit or "s").lower(), 1.0)
+        found = float(value) * scale, resolution(value) * scale
+    return (*found, average is not None)
 
 
 class Reader(StreamFormat):
@@ -54,7 +61,16 @@ class Reader(StreamFormat):
     def read(self, number: int, text: str) -> bool:
         if "ime" in text and (found := run_time(text)) is not None:
             self.stream.flush()  # an epoch still open (no test line ended it) ends here
-            return share_total(self.runs[-1], *found, "the run's total time", number)
+            seconds, step, average = found
+            what = "the run's total time"
+            if average:  # each epoch's: the run's total is that many times it
+                count = len(self.runs[-1].epochs)
+                seconds, step = seconds * count, step * count
+                what = f"the run's average time per epoch ({found[0]:g} s) times its epochs"
+            if share_total(self.runs[-1], seconds, step, what, number):
+                return True
+            self.stream.totals.append((number, *found[:2], average))
+            return False
         if "/sec" not in text or (total := throughput(text)) is None:
             return False
         run = self.stream.fresh_run(number)

@@ -1,0 +1,452 @@
+"""A script's own epoch lines, read without a pattern: the line shape that recurs once per
+epoch, found in the stream itself by template mining, where no other format read a result.
+
+  Epoch 3 took: 1.23s loss=0.5 acc=91.2%          a time with its unit, key=value metrics
+  2026-12-02 01:02:03,456 INFO Epoch 0            timed by the gap to the next marker
+  Train Epoch: 1 	Loss: 0.211924                  a run total shared over the epochs
+  Beginning of Epoch 1/16, Total Micro Batches 100 (and the line's own total: 16)
+
+Each line no other format took is reduced to its template: its fixed words, each field (a
+timestamp, a time with its unit, a percentage, a number) a placeholder. A template that
+names an epoch keeps its rows (the fields' values, as columns of doubles); any other keeps
+its first CAP rows (an evaluation printed after each epoch). At the stream's end the
+epoch templates are ranked: a counter rising by one (the number after the word epoch
+first), a time (a field with a unit, or timestamps: its own, else the last line's before
+it), one row per counter value, then the most epochs. The winner's rows are the epochs (a
+counter that drops begins the next run; a value printed again, by another node, is a copy
+counted once); another template printed once between two epoch lines gives that epoch's
+metrics (`val_` where its words say test, validation or eval). The run's `epoch_line` says
+which template was taken and from which line, so a user can check it.
+
+An epoch without a time of its own takes the gap between its line and the next epoch's
+(Python logging, ISO 8601, `[YYYY-mm-dd HH:MM:SS,ms]`, `date`'s echo, `HH:MM:SS`): from a
+line that marks a start (its words say begin or start, or it holds no metric) to the next
+one; from the epoch before, for a line that ends one. Else a run total the stream printed
+(formats.totals leaves it in `Stream.totals`) is shared over the epochs. `epoch_time_from`
+says which. Tests: tests/unit/test_mined_logs.py, on real captures (tests/data/own-scripts).
+"""
+
+from __future__ import annotations
+
+import re
+from array import array
+from bisect import bisect_right
+from datetime import date
+from math import nan as NAN
+
+from dlscale.logparse.runs import ParsedLog, StreamFormat, resolution, share_total
+
+NAME = "mined"
+MONTHS = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split()
+_STAMP = (r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+          r"|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:" + "|".join(MONTHS) +
+          r") +\d\d? \d\d:\d\d:\d\d(?: [A-Z]{2,5})? \d{4}"
+          r"|(?<![\d:.])\d\d:\d\d:\d\d(?:[.,]\d+)?(?![\d:])")
+# a field: (timestamp)|(amount)(time unit)|(percent)%|(number)
+FIELD = re.compile(
+    rf"({_STAMP})"
+    r"|(?<![\w.])(\d+(?:\.\d+)?) ?(ms|s|secs?|seconds?|min|mins|minutes?|h|hrs?|hours?)\b"
+    r"|(?<![\w.])(-?\d+(?:\.\d+)?) ?%"
+    r"|(?<![\w.])(-?(?:\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|nan|inf))(?!\w|\.\d)", re.IGNORECASE)
+SUB, FINDALL = FIELD.sub, FIELD.findall
+UNITS = {"ms": 0.001, "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0, "h": 3600.0,
+         "hr": 3600.0, "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0}
+STAMP_PARTS = re.compile(r"(?:(\d{4})-(\d\d)-(\d\d)[T ])?(\d\d):(\d\d):(\d\d)(?:[.,](\d+))?"
+                         r"(Z|[+-]\d\d:?\d\d)?")
+CAP = 20000         # rows kept of a template that names no epoch
+MAX_TEMPLATES = 5000  # templates counted in a stream (lines of free text make many)
+LONGEST = 2000      # a longer line is no epoch line
+EPOCH_WORD = re.compile(r"epoch\W{0,3}$", re.IGNORECASE)  # the literal before a counter
+STARTS = re.compile(r"\b(?:begin|beginning|start|starting|started)\b", re.IGNORECASE)
+EVALUATION = re.compile(r"test|valid|eval", re.IGNORECASE)
+WORD = re.compile(r"[A-Za-z][\w.]*")
+_DAYS: dict[tuple, int] = {}
+
+
+def stamp_seconds(text: str) -> float:
+    """A timestamp as seconds (since 1970 where it has a date, of the day where not)."""
+    if text[:1].isalpha():  # date's echo: Tue Dec  2 01:02:03 UTC 2026
+        parts = text.split()
+        day = _days(int(parts[-1]), MONTHS.index(parts[1]) + 1, int(parts[2]))
+        hours, minutes, secs = parts[3].split(":")
+        return day * 86400.0 + int(hours) * 3600 + int(minutes) * 60 + int(secs)
+    m = STAMP_PARTS.search(text)
+    year, month, day, hours, minutes, secs, fraction, zone = m.groups()
+    value = int(hours) * 3600 + int(minutes) * 60 + int(secs) + (
+        float("0." + fraction) if fraction else 0.0)
+    if year:
+        value += _days(int(year), int(month), int(day)) * 86400.0
+    if zone and zone != "Z":
+        value -= (1 if zone[0] == "+" else -1) * (int(zone[1:3]) * 3600 + int(zone[-2:]) * 60)
+    return value
+
+
+def _days(year: int, month: int, day: int) -> int:
+    found = _DAYS.get((year, month, day))
+    if found is None:
+        found = _DAYS[year, month, day] = date(year, month, day).toordinal() - 719163
+    return found
+
+
+def value_of(groups: tuple) -> float:
+    stamp, amount, unit, percent, number = groups
+    if number:
+        return float(number)
+    if amount:
+        return float(amount) * UNITS.get(unit.lower(), 1.0)
+    return float(percent) if percent else stamp_seconds(stamp)
+
+
+def kind_of(groups: tuple) -> str:
+    """t: a timestamp, d: a time with its unit, p: a percentage, n: a number."""
+    return "t" if groups[0] else "d" if groups[1] else "p" if groups[3] else "n"
+
+
+class Template:
+    """A line shape: its fixed words (`literals`, one more than its fields), the kinds of
+    its fields, and its rows as columns (None once it has too many to be an epoch's)."""
+
+    __slots__ = ("key", "count", "line", "text", "kinds", "literals", "columns", "lines",
+                 "clocks", "epoch", "stamp", "steps")
+
+    def __init__(self, key: str, number: int, text: str, found: list):
+        self.key, self.count, self.line, self.text = key, 0, number, text.strip()
+        self.kinds = [kind_of(g) for g in found]
+        self.literals = key.split("\x00")
+        self.epoch = "epoch" in key.lower()
+        self.columns = [array("d") for _ in found]
+        self.lines, self.clocks = array("q"), array("d")
+        self.stamp = self.kinds.index("t") if "t" in self.kinds else None
+        # each field's printed resolution (a format string prints the same digits)
+        self.steps = [resolution(g[1] or g[3] or g[4]) * UNITS.get(g[2].lower(), 1.0)
+                      if not g[0] else stamp_resolution(g[0]) for g in found]
+
+    def add(self, number: int, found: list, clock: float) -> None:
+        if len(found) != len(self.columns):
+            return
+        for column, groups in zip(self.columns, found):
+            column.append(value_of(groups))
+        self.lines.append(number)
+        self.clocks.append(clock)
+        if not self.epoch and len(self.lines) > CAP:
+            self.columns = None  # too many to be once an epoch: only counted
+
+    def shape(self) -> str:
+        """The template as a user reads it: `Epoch <n> took: <time> loss=<n>`."""
+        names = {"t": "<timestamp>", "d": "<time>", "p": "<percent>", "n": "<n>"}
+        return "".join(lit + (names[k] if i < len(self.kinds) else "") for i, (lit, k) in
+                       enumerate(zip(self.literals, [*self.kinds, "n"]))).strip()
+
+    def counter(self) -> int | None:
+        """The field that counts epochs: whole numbers that rise by one where they change
+        (80 % of changes; a drop is the next run), the number after the word epoch first."""
+        fields = [i for i, k in enumerate(self.kinds) if k == "n"]
+        fields.sort(key=lambda i: not EPOCH_WORD.search(self.literals[i]))
+        for index in fields:
+            values = self.columns[index]
+            if any(v != int(v) for v in values[:1000] if v == v):
+                continue
+            changes = [b - a for a, b in zip(values, values[1:]) if b != a]
+            rising = sum(1 for c in changes if c == 1)
+            if changes and rising >= 0.8 * sum(1 for c in changes if c > 0) and rising:
+                return index
+            if not changes and EPOCH_WORD.search(self.literals[index]):
+                return index  # one epoch (or its copies)
+        return None
+
+    def clock(self, row: int) -> float:
+        return self.columns[self.stamp][row] if self.stamp is not None else self.clocks[row]
+
+
+def line_stamp(text: str) -> float:
+    """The first timestamp of a line (that has one), in seconds."""
+    return next(stamp_seconds(m[1]) for m in FIELD.finditer(text) if m[1])
+
+
+def stamp_resolution(text: str) -> float:
+    m = STAMP_PARTS.search(text)
+    return 1.0 if m is None or not m.group(7) else 10.0 ** -len(m.group(7))
+
+
+def metric_name(literal: str, evaluation: bool) -> str | None:
+    """loss, accuracy, val_loss or val_accuracy from the words before a field (`loss=`,
+    `Loss: `, `val_acc `, `Average loss: `), or None for any other number."""
+    words = WORD.findall(literal)
+    if not words:
+        return None
+    word = words[-1].lower().strip("_.")
+    for prefix in ("val_", "valid_", "validation_", "eval_", "test_"):
+        if word.startswith(prefix):
+            word, evaluation = word[len(prefix):], True
+    base = ("loss" if word.endswith("loss") else "accuracy" if word in (
+        "acc", "accuracy", "top1", "acc1", "top1_acc") else None)
+    return None if base is None else ("val_" if evaluation else "") + base
+
+
+def metrics(template: Template, row: int, skip: set, evaluation: bool) -> dict:
+    """The named metrics of a row: a `a/b` pair read as a ratio, a percentage over 100."""
+    found, kinds, lits, cols = {}, template.kinds, template.literals, template.columns
+    for i, kind in enumerate(kinds):
+        if i in skip or kind not in "np":
+            continue
+        name = metric_name(lits[i], evaluation)
+        if name is None or name in found:
+            continue
+        value = cols[i][row]
+        if kind == "n" and i + 1 < len(kinds) and kinds[i + 1] == "n" and lits[i + 1] == "/":
+            value = value / cols[i + 1][row] if cols[i + 1][row] else NAN
+            skip = skip | {i + 1}
+        elif kind == "p":
+            value /= 100
+        found[name] = value
+    return found
+
+
+class Reader(StreamFormat):
+    """The templates of one stream's lines that no other format took; the epochs at its
+    end (`settle`), where no other format found any."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.templates: dict[str, Template] = {}
+        self.clock_text = self.first_clock_text = None  # the last (first) stamped line
+        self.clock_value, self.clock_of = NAN, None
+
+    def read(self, number: int, text: str) -> bool:
+        if len(text) > LONGEST:
+            return False
+        key = SUB("\x00", text)
+        template = self.templates.get(key)
+        if template is None:
+            if len(self.templates) >= MAX_TEMPLATES and "poch" not in key:
+                return False
+            template = self.templates[key] = Template(key, number, text, FINDALL(text))
+        template.count += 1
+        if template.columns is not None:
+            template.add(number, FINDALL(text), self.clock() if template.stamp is None else NAN)
+        if template.stamp is not None:
+            self.clock_text = text
+            if self.first_clock_text is None:
+                self.first_clock_text = text
+        return False
+
+    def clock(self) -> float:
+        """The last timestamp a line gave (NaN before any), parsed once per line."""
+        if self.clock_of is not self.clock_text and self.clock_text is not None:
+            self.clock_of = self.clock_text
+            self.clock_value = line_stamp(self.clock_text)
+        return self.clock_value
+
+    def ranked(self) -> list[tuple[tuple, Template, int]]:
+        """(score, template, counter field) of each epoch template with a counter, best
+        first (see the module's doc)."""
+        found = []
+        for template in self.templates.values():
+            if not template.epoch or template.columns is None or not template.count:
+                continue
+            index = template.counter()
+            if index is None:
+                continue
+            values = template.columns[index]
+            groups = 1 + sum(1 for a, b in zip(values, values[1:]) if a != b)
+            timed = "d" in template.kinds or any(c == c for c in template.clocks) or (
+                template.stamp is not None)
+            score = (timed, bool(EPOCH_WORD.search(template.literals[index])),
+                     len(values) <= 1.5 * groups, groups, -template.line)
+            found.append((score, template, index))
+        return sorted(found, key=lambda f: f[0], reverse=True)
+
+    def settle(self, runs: list[ParsedLog]) -> list[ParsedLog]:
+        if any(run.epochs for run in runs):
+            return runs  # another format read this stream
+        ranked = self.ranked()
+        if not ranked:
+            return runs
+        _score, template, index = ranked[0]
+        mined = self.epochs(template, index)
+        kept = [run for run in runs if run.images_per_s is not None]
+        return sorted(mined + kept, key=lambda run: run.line)
+
+    def epochs(self, template: Template, index: int) -> list[ParsedLog]:
+        """The runs of the winning template's rows."""
+        stream, values, lines = self.stream, template.columns[index], template.lines
+        total = (index + 1 if index + 1 < len(template.kinds) and template.kinds[index + 1] == "n"
+                 and template.literals[index + 1].strip() in ("/", "of") else None)
+        skip = {index} | ({total} if total is not None else set()) | {
+            i for i, k in enumerate(template.kinds) if k in "td"}
+        # groups: [counter value, first row, last row]; runs: lists of groups
+        runs: list[list[list]] = []
+        for row, value in enumerate(values):
+            if runs and value == runs[-1][-1][0]:
+                runs[-1][-1][2] = row  # a copy (another node's line), or the same epoch
+                continue
+            if not runs or any(value == group[0] for group in runs[-1]) or value < runs[-1][-1][0]:
+                runs.append([])  # the counter drops: the next run
+            runs[-1].append([value, row, row])
+        per_group = len(values) / sum(len(r) for r in runs)
+        duration = next((i for i, k in enumerate(template.kinds) if k == "d"), None)
+        if per_group > 1.5:
+            duration = None  # a per-step line's time is no epoch's
+        stamped = template.stamp is not None or any(c == c for c in template.clocks)
+        start = bool(STARTS.search(template.key)) or not metrics(template, 0, skip, False)
+        evaluation = bool(EVALUATION.search(template.key))
+        where = f"`{template.shape()}` (line {template.line}: {template.text[:120]!r})"
+        starts = [lines[group[1]] for run in runs for group in run]
+        others = self.evaluations(template, starts)
+        result = []
+        for number, groups in enumerate(runs):
+            first_line = lines[groups[0][1]]
+            run = ParsedLog(stream.path, line=first_line if number else min(
+                first_line, stream.runs[0].line))
+            run.settings = self.settings_for(first_line, number == 0)
+            base = 1 if groups[0][0] == 0 else 0
+            if total is not None:
+                run.epochs_total = int(template.columns[total][groups[-1][2]])
+            for at, (value, _first, last) in enumerate(groups):
+                record = {"seconds": None, "seconds_resolution": None, "steps": None,
+                          "samples": None}
+                if duration is not None:
+                    record["seconds"] = template.columns[duration][last]
+                    record["seconds_resolution"] = template.steps[duration]
+                elif stamped:
+                    record["seconds"] = self.gap(template, groups, at, start)
+                    record["seconds_resolution"] = self.stamp_step(template)
+                record.update(metrics(template, last, skip, evaluation))
+                record["loss_unknown"] = "loss" not in record
+                run.result(record, lines[last], int(value) + base)
+            self.merge(run, others, starts)
+            run.facts["log_format"] = NAME
+            run.facts["epoch_line"] = where
+            if duration is None and stamped and run.epochs:
+                run.facts["epoch_time_from"] = (
+                    "the gap between timestamps of " + ("its line and the next epoch's"
+                                                        if start else "its line and the "
+                                                        "epoch before's") + f": {where}")
+            result.append(run)
+        self.unfinished(result, start and duration is None)
+        self.totals(result, runs, lines)
+        return result
+
+    def gap(self, template: Template, groups: list, at: int, start: bool) -> float | None:
+        """An epoch's time from timestamps: its line's to the next epoch's (a start
+        marker; the last epoch: to the stream's last timestamp) or from the epoch before."""
+        if start:
+            begin = template.clock(groups[at][1])
+            end = (template.clock(groups[at + 1][1]) if at + 1 < len(groups) else
+                   line_stamp(self.clock_text))
+        else:
+            end = template.clock(groups[at][2])
+            begin = (template.clock(groups[at - 1][2]) if at else
+                     line_stamp(self.first_clock_text))
+        seconds = end - begin
+        if seconds < 0 and seconds > -86400:
+            seconds += 86400  # a time of day past midnight
+        return seconds if seconds == seconds and seconds > 0 else None
+
+    def stamp_step(self, template: Template) -> float:
+        if template.stamp is not None:
+            return template.steps[template.stamp]
+        return stamp_resolution(self.clock_text or "")
+
+    def evaluations(self, template: Template, starts: list[int]) -> list:
+        """(template, {epoch's index: row}) of each other template with metrics printed
+        once between two epoch lines in at least half the gaps (an evaluation)."""
+        found = []
+        for other in self.templates.values():
+            if other is template or other.columns is None or not other.lines:
+                continue
+            if not any(metric_name(lit, True) for lit in other.literals[:-1]):
+                continue
+            where: dict[int, int] = {}
+            doubled = 0
+            for row, line in enumerate(other.lines):
+                at = bisect_right(starts, line) - 1
+                if at < 0:
+                    continue
+                doubled += at in where
+                where[at] = row
+            if where and not doubled and len(where) >= len(starts) / 2:
+                found.append((other, where))
+        return found
+
+    def merge(self, run: ParsedLog, others: list, starts: list[int]) -> None:
+        """Each evaluation's metrics into the epoch whose line came before it."""
+        if not others:
+            return
+        table = run.epochs
+        ended = table.ended()
+        for epoch in list(table.index):
+            at = bisect_right(starts, ended.get(epoch, 0)) - 1
+            for other, where in others:
+                if (row := where.get(at)) is None:
+                    continue
+                evaluation = bool(EVALUATION.search(other.key))
+                for name, value in metrics(other, row, set(), evaluation).items():
+                    if table[epoch].get(name) is None:
+                        table.set(epoch, name, value)
+
+    def settings_for(self, line: int, first: bool) -> dict:
+        """What the stream stated before a run's first epoch (its first run: all it stated
+        before any epoch)."""
+        settings: dict = {}
+        for run in self.stream.runs:
+            settings.update(run.settings)
+        return settings if first else {}
+
+    def unfinished(self, runs: list[ParsedLog], started: bool) -> None:
+        """A run whose counter stops short of the total its line states: cut (its last
+        epoch, where its line marks a start, never finished)."""
+        ending = self.stream.runs[-1]
+        last = runs[-1]
+        if ending.cut or ending.facts.get("unfinished"):
+            last.cut, last.facts["unfinished"] = True, ending.facts.get("unfinished", "cut")
+        short = last.epochs_total is not None and last.last < last.epochs_total
+        if short:
+            last.cut = True
+            last.facts.setdefault("unfinished", f"stopped at epoch {last.last} of "
+                                                f"{last.epochs_total}")
+        if last.cut:
+            last.cut_epoch = last.last + (0 if started else 1)
+
+    def totals(self, runs: list[ParsedLog], groups: list, lines) -> None:
+        """A run total the stream printed after a run's epochs, for epochs without times."""
+        starts = [run.line for run in runs[1:]] + [1 << 62]
+        for run, end in zip(runs, starts):
+            for number, seconds, step, average in self.stream.totals:
+                if run.epochs and run.epochs.lines[-1] < number < end:
+                    count = len(run.epochs) if average else 1
+                    share_total(run, seconds * count, step * count, (
+                        f"the run's average time per epoch ({seconds:g} s) times its epochs"
+                        if average else "the run's total time"), number)
+                    break
+
+
+def epoch_like(readers) -> list[tuple[int, str, str]]:
+    """(line, text, shape) of the lines most like an epoch's in streams read to their
+    end with nothing found: those naming an epoch, then those with a time, by count."""
+    found = []
+    for reader in readers:
+        for template in reader.templates.values():
+            if not template.kinds:
+                continue
+            score = (template.epoch, "d" in template.kinds, template.count)
+            found.append((score, template))
+    found.sort(key=lambda f: f[0], reverse=True)
+    return [(t.line, t.text, t.shape()) for score, t in found[:3] if score[0] or score[1]]
+
+
+def pattern_for(text: str) -> str:
+    """A pattern for `external_runs[].patterns` built from a line: its fixed words, each
+    field a number; the first time (else the last number) the group (epoch_time)."""
+    found = list(FIELD.finditer(text))
+    timed = [m for m in found if m.group(2)]
+    group = (timed or found[-1:] or [None])[0]
+    out, at = [], 0
+    for m in found:
+        out.append(re.escape(text[at:m.start()]).replace("\\ ", " "))
+        out.append(r"([\d.]+)" if m is group else r"\S+")
+        if m is group and m.group(3):
+            out.append(re.escape(m.group(0)[len(m.group(2)):].strip()))
+        at = m.end()
+    out.append(re.escape(text[at:]).replace("\\ ", " "))
+    return "".join(out).strip()
