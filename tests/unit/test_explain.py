@@ -16,6 +16,8 @@ from conftest import NO_TENSORFLOW, SCRIPTS
 
 from dlscale.core.contract import BREAKDOWN
 from dlscale.reporting import explain, gradients
+from dlscale.reporting.prediction import links as netlinks
+from dlscale.reporting.prediction import series as predict
 
 ALPHA, BANDWIDTH, GRADIENT = 20e-6, 5e9, 100 * 2**20  # s, bytes/s (bus), bytes
 COMPUTE, BATCH = 0.2, 32  # seconds of a step no communication explains; images per GPU
@@ -23,7 +25,7 @@ SIZES = [4096, 65536, 2**20, 16 * 2**20, GRADIENT]
 
 
 def allreduce(n, size=GRADIENT):
-    return explain.allreduce_s(n, size, ALPHA, BANDWIDTH)
+    return netlinks.allreduce_s(n, size, ALPHA, BANDWIDTH)
 
 
 def study(tmp_path, gpus=(1, 2, 4), slower_at=None, separable=True, traced_slower=1.0):
@@ -61,15 +63,15 @@ def study(tmp_path, gpus=(1, 2, 4), slower_at=None, separable=True, traced_slowe
 
 def test_a_points_timings_give_back_the_latency_and_bus_bandwidth():
     for n in (2, 4, 8):
-        alpha, bandwidth = explain.alpha_beta(
+        alpha, bandwidth = netlinks.alpha_beta(
             {"bytes": SIZES, "seconds": [allreduce(n, s) for s in SIZES]}, n)
         assert alpha == pytest.approx(ALPHA) and bandwidth == pytest.approx(BANDWIDTH)
-    assert explain.alpha_beta(None, 2) is None and explain.alpha_beta({"error": "x"}, 2) is None
+    assert netlinks.alpha_beta(None, 2) is None and netlinks.alpha_beta({"error": "x"}, 2) is None
 
 
 def test_a_series_the_model_explains_is_predicted_on_its_held_out_point(tmp_path):
     scaling, runs = study(tmp_path)
-    breakdown, prediction = explain.tables(scaling, runs, tmp_path)
+    breakdown, prediction = explain.tables(scaling, runs, tmp_path, gpus_per_node=16)
     assert prediction["gpus"].tolist() == [1, 2, 4, 8, 16]
     assert prediction["role"].tolist() == ["fit", "fit", "held out", "extrapolated",
                                            "extrapolated"]
@@ -91,7 +93,7 @@ def test_a_series_the_model_explains_is_predicted_on_its_held_out_point(tmp_path
 
 def test_a_held_out_point_slower_than_the_model_says_is_not_explained(tmp_path):
     scaling, runs = study(tmp_path, slower_at=4)
-    _, prediction = explain.tables(scaling, runs, tmp_path)
+    _, prediction = explain.tables(scaling, runs, tmp_path, gpus_per_node=16)
     held = prediction[prediction["gpus"] == 4].iloc[0]
     assert held["error"] == pytest.approx(-(0.5 * COMPUTE) / (1.5 * COMPUTE + allreduce(4)))
     assert held["verdict"].startswith("not explained")
@@ -99,7 +101,7 @@ def test_a_held_out_point_slower_than_the_model_says_is_not_explained(tmp_path):
 
 def test_communication_the_trace_cannot_separate_is_empty_never_zero(tmp_path):
     scaling, runs = study(tmp_path, separable=False)
-    breakdown, _ = explain.tables(scaling, runs, tmp_path)
+    breakdown, _ = explain.tables(scaling, runs, tmp_path, gpus_per_node=16)
     two = breakdown[breakdown["gpus"] == 2].iloc[0]
     assert two["communication"] == "not separable"
     assert math.isnan(two["communication_share"]) and two["dominant"] == "compute"
@@ -109,7 +111,7 @@ def test_a_series_without_records_is_listed_with_the_reason(tmp_path):
     scaling, runs = study(tmp_path, gpus=(1, 2))
     for run in runs["run"]:
         (tmp_path / run / BREAKDOWN).unlink()
-    breakdown, prediction = explain.tables(scaling, runs, tmp_path)
+    breakdown, prediction = explain.tables(scaling, runs, tmp_path, gpus_per_node=16)
     assert breakdown["notes"].str.startswith("no breakdown.json").all()
     assert prediction["note"].str.contains("not predicted").all()
     assert prediction["predicted_step_s"].isna().all()
@@ -124,7 +126,7 @@ def test_compare_shows_where_the_time_goes_and_the_prediction_of_both_studies(tm
         folder = tmp_path / name
         scaling, runs = study(folder, slower_at=slower)
         scaling = scaling.assign(epoch_time_s=1.0, speedup=1.0, final_accuracy=0.5)
-        breakdown, prediction = explain.tables(scaling, runs, folder)
+        breakdown, prediction = explain.tables(scaling, runs, folder, gpus_per_node=16)
         for table, frame in (("scaling", scaling), ("breakdown", breakdown),
                              ("prediction", prediction)):
             write_table(frame, folder / "tables" / f"{table}.csv")
@@ -140,7 +142,7 @@ def test_compare_shows_where_the_time_goes_and_the_prediction_of_both_studies(tm
     assert measured["dominant"].eq("compute").all() and measured["compute_share"].gt(0).all()
     assert compared["predicted_efficiency"].notna().all()
     assert set(compared.groupby("study")["verdict"].first()) == {
-        "explained", f"not explained: the held-out error is over {explain.EXPLAINED_ERROR:.0%}"}
+        "explained", f"not explained: the held-out error is over {predict.EXPLAINED_ERROR:.0%}"}
 
 
 def test_an_external_series_is_fitted_on_its_step_times_with_a_known_gradient():
@@ -151,18 +153,18 @@ def test_an_external_series_is_fitted_on_its_step_times_with_a_known_gradient():
                            "scaling": "weak", "efficiency": [1.0, 0.8, 2 / 3]})
     points["images_per_s"] = points["global_batch"] / points["gpus"].map(steps)
     empty = pd.DataFrame(columns=["series", "gpus", "communication_share"])
-    rows = explain.series_prediction("Net", points, empty, {}, known_size=GRADIENT)
+    rows = predict.series_prediction("Net", points, empty, {}, known_size=GRADIENT)
     by = {r["gpus"]: r for r in rows}
     # the extra time is a residual: no latency or bandwidth is printed for it
     assert math.isnan(by[2]["bus_bandwidth_gbs"]) and math.isnan(by[2]["latency_us"])
-    assert by[2]["link_source"] == explain.FITTED and by[2]["comm_s"] == pytest.approx(0.05)
+    assert by[2]["link_source"] == netlinks.FITTED and by[2]["comm_s"] == pytest.approx(0.05)
     assert by[2]["predicted_step_s"] == pytest.approx(0.25)
     assert by[4]["role"] == "held out"
     assert by[4]["predicted_step_s"] == pytest.approx(0.20 + 1.5 * 0.05)
     assert by[4]["error"] == pytest.approx((0.275 - 0.30) / 0.30)
-    assert explain.FROM_STEP_TIMES in by[4]["note"] and by[4]["verdict"] == "explained"
+    assert netlinks.FROM_STEP_TIMES in by[4]["note"] and by[4]["verdict"] == "explained"
     # no gradient size: a note on every row, nothing predicted
-    rows = explain.series_prediction("Net", points, empty, {}, known_size=None)
+    rows = predict.series_prediction("Net", points, empty, {}, known_size=None)
     assert all(r["note"].startswith("no breakdown.json and no known model") for r in rows)
 
 
@@ -254,11 +256,11 @@ def test_strong_scaling_compute_falls_as_one_over_n_and_never_below_zero():
     """Strong scaling: C(1) = 0.2 s and C(2) = 0.1 s made the straight line of the compute
     negative at 4 GPUs (0.2 - 0.1 x 3 = -0.1 s, printed on the first page). Its form is a
     fixed part and a part that falls as 1/n: 0.05 s at 4 GPUs, 0.025 s at 8."""
-    one = lambda n, nodes, s: explain.allreduce_s(n, s, ALPHA, BANDWIDTH)  # noqa: E731
+    one = lambda n, nodes, s: netlinks.allreduce_s(n, s, ALPHA, BANDWIDTH)  # noqa: E731
     steps = {(1, 1): 0.2, (2, 1): 0.1 + one(2, 1, GRADIENT), (4, 1): 0.05 + one(4, 1, GRADIENT)}
     frame = series(steps, scaling="strong", batch=256)
     exposed = {k: one(k[0], 1, GRADIENT) if k[0] > 1 else 0.0 for k in steps}
-    rows = explain.series_prediction("Net", frame, breakdown_of(frame, exposed),
+    rows = predict.series_prediction("Net", frame, breakdown_of(frame, exposed),
                                      records(steps, one), gpus_per_node=16)
     by = {r["gpus"]: r for r in rows}
     assert by[4]["role"] == "held out" and abs(by[4]["error"]) < 1e-9
@@ -271,12 +273,12 @@ def test_weak_scaling_noise_is_not_extrapolated_into_a_gain():
     """5 % of noise at 2 GPUs made the compute line grow 75 % by 16 GPUs, and an efficiency
     over 1 could follow. On GPUs each replica's work is the same at any count: C is one
     number, and no predicted weak-scaling efficiency is above 1."""
-    one = lambda n, nodes, s: explain.allreduce_s(n, s, ALPHA, BANDWIDTH)  # noqa: E731
+    one = lambda n, nodes, s: netlinks.allreduce_s(n, s, ALPHA, BANDWIDTH)  # noqa: E731
     steps = {(1, 1): COMPUTE, (2, 1): 0.95 * COMPUTE + one(2, 1, GRADIENT),
              (4, 1): COMPUTE + one(4, 1, GRADIENT)}
     frame = series(steps)
     exposed = {k: one(k[0], 1, GRADIENT) if k[0] > 1 else 0.0 for k in steps}
-    rows = explain.series_prediction("Net", frame, breakdown_of(frame, exposed),
+    rows = predict.series_prediction("Net", frame, breakdown_of(frame, exposed),
                                      records(steps, one), gpus_per_node=16)
     by = {r["gpus"]: r for r in rows}
     assert by[16]["predicted_step_s"] - one(16, 1, GRADIENT) == pytest.approx(COMPUTE)
@@ -293,13 +295,13 @@ def test_communication_the_trace_shows_beyond_the_timed_all_reduce_stays_in_the_
     short.
     What the link does not explain recurs at every multi-replica count: the fit points
     reproduce themselves and the held-out point is predicted."""
-    one = lambda n, nodes, s: explain.allreduce_s(n, s, ALPHA, BANDWIDTH)  # noqa: E731
+    one = lambda n, nodes, s: netlinks.allreduce_s(n, s, ALPHA, BANDWIDTH)  # noqa: E731
     extra = 0.05  # seconds a step spends in collectives beyond moving the bytes
     steps = {(1, 1): COMPUTE, (2, 1): COMPUTE + extra + one(2, 1, GRADIENT),
              (4, 1): COMPUTE + extra + one(4, 1, GRADIENT)}
     frame = series(steps)
     exposed = {k: extra + one(k[0], 1, GRADIENT) if k[0] > 1 else 0.0 for k in steps}
-    rows = explain.series_prediction("Net", frame, breakdown_of(frame, exposed),
+    rows = predict.series_prediction("Net", frame, breakdown_of(frame, exposed),
                                      records(steps, one), gpus_per_node=16)
     by = {(r["gpus"], r["role"]): r for r in rows}
     assert abs(by[(2, "fit")]["error"]) < 1e-9, by[(2, "fit")]
@@ -311,12 +313,12 @@ def test_a_spread_wider_than_the_step_keeps_the_band_above_zero():
     the step itself (t of 1 degree of freedom is 12.7), and the band's low end read
     -0.9 s for a 0.69 s prediction in the slowed-link test bed. The band is a factor
     either way: the step over and times 1 + the spread."""
-    one = lambda n, nodes, s: explain.allreduce_s(n, s, ALPHA, BANDWIDTH)  # noqa: E731
+    one = lambda n, nodes, s: netlinks.allreduce_s(n, s, ALPHA, BANDWIDTH)  # noqa: E731
     steps = {(1, 1): COMPUTE, (2, 1): COMPUTE + one(2, 1, GRADIENT),
              (4, 1): COMPUTE + one(4, 1, GRADIENT)}
     frame = series(steps, epoch_time_s=10.0, epoch_time_ci95=23.0)  # a spread of 2.3
     exposed = {k: one(k[0], 1, GRADIENT) if k[0] > 1 else 0.0 for k in steps}
-    rows = explain.series_prediction("Net", frame, breakdown_of(frame, exposed),
+    rows = predict.series_prediction("Net", frame, breakdown_of(frame, exposed),
                                      records(steps, one), gpus_per_node=16)
     for row in rows:
         assert 0 < row["predicted_step_low_s"] < row["predicted_step_s"] \
@@ -337,7 +339,7 @@ def test_communication_no_trace_separates_counts_as_wholly_exposed(tmp_path, cas
             record = json.loads(path.read_text())
             record.pop("summary")
             path.write_text(json.dumps(record))
-    _, prediction = explain.tables(scaling, runs, tmp_path)
+    _, prediction = explain.tables(scaling, runs, tmp_path, gpus_per_node=16)
     assert prediction["predicted_step_s"].tolist() == pytest.approx(
         [COMPUTE + allreduce(n) for n in prediction["gpus"]])
     assert (prediction["hideable"] == 0).all()
@@ -349,17 +351,17 @@ def test_a_series_over_node_counts_is_one_series_and_crosses_nodes_on_the_link_b
     points, past it the ring the two-node point timed (at the network's pace, 20x slower
     here); 4 GPUs on 2 nodes is predicted from them, and the doublings take as many nodes
     as hold them (2 GPUs a node)."""
-    inter = explain.Link(50e-6, BANDWIDTH / 20)
-    intra = explain.Link(ALPHA, BANDWIDTH)
+    inter = netlinks.Link(50e-6, BANDWIDTH / 20)
+    intra = netlinks.Link(ALPHA, BANDWIDTH)
 
     def ring(n, nodes, size):
-        return explain.allreduce_time(n, nodes, size, intra, inter)
+        return netlinks.allreduce_time(n, nodes, size, intra, inter)
 
     points = [(1, 1), (2, 1), (2, 2), (4, 2)]
     steps = {k: COMPUTE + ring(*k, GRADIENT) for k in points}
     frame = series(steps)
     exposed = {k: steps[k] - COMPUTE for k in points}
-    rows = explain.series_prediction("Net", frame, breakdown_of(frame, exposed),
+    rows = predict.series_prediction("Net", frame, breakdown_of(frame, exposed),
                                      records(points, ring), gpus_per_node=2)
     assert [(r["gpus"], r["nodes"], r["role"]) for r in rows] == [
         (1, 1, "fit"), (2, 1, "fit"), (2, 2, "fit"), (4, 2, "held out"),
@@ -370,25 +372,25 @@ def test_a_series_over_node_counts_is_one_series_and_crosses_nodes_on_the_link_b
     assert by[(2, 2)]["latency_inter_us"] == pytest.approx(50)
     assert by[(2, 1)]["bus_bandwidth_gbs"] == pytest.approx(BANDWIDTH / 1e9)
     assert by[(16, 8)]["predicted_step_s"] == pytest.approx(COMPUTE + ring(16, 8, GRADIENT))
-    assert by[(16, 8)]["predicted_step_s"] > COMPUTE + explain.allreduce_s(
+    assert by[(16, 8)]["predicted_step_s"] > COMPUTE + netlinks.allreduce_s(
         16, GRADIENT, ALPHA, BANDWIDTH)  # not the link inside a node
-    assert {r["link_source"] for r in rows} == {explain.MEASURED}
+    assert {r["link_source"] for r in rows} == {netlinks.MEASURED}
 
 
 def test_a_doubling_past_the_node_without_a_link_between_nodes_is_a_note():
     """One-node points only, on 4-GPU nodes: 8 GPUs need two nodes and nothing measured
     the link between them, so nothing is predicted there (the bandwidth inside a node
     was used whatever node count a doubling needed)."""
-    one = lambda n, nodes, s: explain.allreduce_s(n, s, ALPHA, BANDWIDTH)  # noqa: E731
+    one = lambda n, nodes, s: netlinks.allreduce_s(n, s, ALPHA, BANDWIDTH)  # noqa: E731
     steps = {(1, 1): COMPUTE, (2, 1): COMPUTE + one(2, 1, GRADIENT),
              (4, 1): COMPUTE + one(4, 1, GRADIENT)}
     frame = series(steps)
     exposed = {k: steps[k] - COMPUTE for k in steps}
-    rows = explain.series_prediction("Net", frame, breakdown_of(frame, exposed),
+    rows = predict.series_prediction("Net", frame, breakdown_of(frame, exposed),
                                      records(steps, one), gpus_per_node=4)
     by = {r["gpus"]: r for r in rows}
     assert by[4]["verdict"] == "explained" and (by[8]["nodes"], by[16]["nodes"]) == (2, 4)
-    assert math.isnan(by[8]["predicted_step_s"]) and explain.NO_NETWORK in by[8]["note"]
+    assert math.isnan(by[8]["predicted_step_s"]) and netlinks.NO_NETWORK in by[8]["note"]
 
 
 def test_replicas_sharing_one_machines_cores_share_its_work():
@@ -397,8 +399,8 @@ def test_replicas_sharing_one_machines_cores_share_its_work():
     steps = {(1, 1): 0.1, (2, 1): 0.2 + allreduce(2), (4, 1): 0.4 + allreduce(4)}
     frame = series(steps)
     exposed = {k: steps[k] - 0.1 * k[0] for k in steps}
-    one = lambda n, nodes, s: explain.allreduce_s(n, s, ALPHA, BANDWIDTH)  # noqa: E731
-    rows = explain.series_prediction("Net", frame, breakdown_of(frame, exposed),
+    one = lambda n, nodes, s: netlinks.allreduce_s(n, s, ALPHA, BANDWIDTH)  # noqa: E731
+    rows = predict.series_prediction("Net", frame, breakdown_of(frame, exposed),
                                      records(steps, one), shared_cores=True)
     by = {r["gpus"]: r for r in rows}
     assert abs(by[4]["error"]) < 1e-9 and by[16]["nodes"] == 1
@@ -412,7 +414,7 @@ def test_the_traced_steps_shares_are_taken_of_the_traced_steps_time(tmp_path):
     measured, nothing of the all-reduce is hidden (as the trace says: all of it exposed),
     where the share of the epochs' step read 57 % of it as hidden behind compute."""
     scaling, runs = study(tmp_path, traced_slower=2.3)
-    breakdown, prediction = explain.tables(scaling, runs, tmp_path)
+    breakdown, prediction = explain.tables(scaling, runs, tmp_path, gpus_per_node=16)
     assert (prediction["hideable"] == 0).all()
     held = prediction[prediction["role"] == "held out"].iloc[0]
     assert abs(held["error"]) < 1e-6 and held["verdict"] == "explained"
@@ -451,7 +453,8 @@ def test_an_outside_series_with_one_global_batch_is_predicted_as_strong_scaling(
                            "efficiency": [1.0, 0.91, 0.77]})
     points["images_per_s"] = 256 / points["gpus"].map(steps)
     empty = pd.DataFrame(columns=["series", "gpus", "communication_share"])
-    rows = explain.series_prediction("Net", points, empty, {}, known_size=GRADIENT)
+    rows = predict.series_prediction("Net", points, empty, {}, known_size=GRADIENT,
+                                     gpus_per_node=16)
     by = {r["gpus"]: r for r in rows}
     assert by[8]["predicted_step_s"] < by[4]["predicted_step_s"]  # the batch is split
     assert by[8]["predicted_efficiency"] < by[4]["predicted_efficiency"] <= 1
@@ -466,7 +469,7 @@ def test_breakdown_csv_tells_waiting_for_the_slowest_replica_from_the_transfer(t
     record = json.loads(path.read_text())
     record["summary"].update(comm_wait_s=0.030, comm_transfer_s=0.010, slowest="/device:GPU:3")
     path.write_text(json.dumps(record))
-    breakdown, _ = explain.tables(scaling, runs, tmp_path)
+    breakdown, _ = explain.tables(scaling, runs, tmp_path, gpus_per_node=16)
     four = breakdown[breakdown["gpus"] == 4].iloc[0]
     wall = record["summary"]["wall_s"]
     assert (four["wait_share"], four["transfer_share"]) == (
@@ -482,11 +485,11 @@ def test_a_series_without_a_1_gpu_point_predicts_efficiency_over_its_base_point(
     """Measured efficiency is over the series' fewest GPUs; the prediction's was over a
     modelled 1-GPU point, so a fit point disagreed with itself (1.0 against 0.98; issue
     78, 7). Both are over the base point now."""
-    one = lambda n, nodes, s: explain.allreduce_s(n, s, ALPHA, BANDWIDTH)  # noqa: E731
+    one = lambda n, nodes, s: netlinks.allreduce_s(n, s, ALPHA, BANDWIDTH)  # noqa: E731
     steps = {(n, 1): COMPUTE + one(n, 1, GRADIENT) for n in (2, 4, 8)}
     frame = series(steps)
     exposed = {k: steps[k] - COMPUTE for k in steps}
-    rows = explain.series_prediction("Net", frame, breakdown_of(frame, exposed),
+    rows = predict.series_prediction("Net", frame, breakdown_of(frame, exposed),
                                      records(steps, one), gpus_per_node=8)
     for row in rows[:3]:
         assert row["predicted_efficiency"] == pytest.approx(row["measured_efficiency"])

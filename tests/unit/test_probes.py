@@ -16,7 +16,8 @@ from test_plan import study
 
 from dlscale.core.contract import NETWORK
 from dlscale.plan import probes
-from dlscale.reporting import explain
+from dlscale.reporting.prediction import links as netlinks
+from dlscale.reporting.prediction import series as predict
 from dlscale.train.probe import probe_sizes
 
 SWEEP = {"models": ["SimpleCNN", "MLP"], "gpus": [1, 2, 4], "nodes": [1, 2],
@@ -50,7 +51,7 @@ def test_the_probe_times_sizes_four_times_apart_up_to_the_gradient():
     assert probe_sizes(65536) == [4096, 16384, 65536]
 
 
-def write_probe(path, nodes, ranks, link: explain.Link, strategy="multiworker"):
+def write_probe(path, nodes, ranks, link: netlinks.Link, strategy="multiworker"):
     path.write_text(json.dumps({
         "strategy": strategy, "nodes": nodes, "gpus": ranks, "hosts": ["n1", "n2"],
         "collective": {"bytes": SIZES, "seconds": [link.ring_s(ranks, s) for s in SIZES]}}))
@@ -61,25 +62,25 @@ def test_a_probe_predicts_the_first_point_past_a_node_from_one_node_points(tmp_p
     """No fit point crossed a node: the probe's link between nodes is what the held-out
     2-node point is predicted with, marked measured, its latency and bandwidth given back;
     a link the user gives for that level loses to the measured one."""
-    intra = explain.Link(ALPHA, BANDWIDTH)
-    inter = explain.Link(80e-6, BANDWIDTH / 50)
+    intra = netlinks.Link(ALPHA, BANDWIDTH)
+    inter = netlinks.Link(80e-6, BANDWIDTH / 50)
     probe = write_probe(tmp_path / "nodes2.json", 2, 2, inter)
-    links = explain.probe_links([probe])
+    links = netlinks.probe_links([probe])
     assert list(links) == ["multiworker"]
     (link, source), = links["multiworker"].values()
     assert link.alpha == pytest.approx(80e-6) and link.bandwidth == pytest.approx(BANDWIDTH / 50)
-    assert source.startswith(explain.MEASURED) and "probe: 2 nodes" in source
+    assert source.startswith(netlinks.MEASURED) and "probe: 2 nodes" in source
 
     def ring(n, nodes, size):
-        return explain.allreduce_time(n, nodes, size, intra, inter)
+        return netlinks.allreduce_time(n, nodes, size, intra, inter)
 
     points = [(1, 1), (2, 1), (2, 2)]
     steps = {k: COMPUTE + ring(*k, GRADIENT) for k in points}
     frame = series(steps)
     exposed = {k: steps[k] - COMPUTE for k in points}
     fit = records(points[:2], ring)
-    given = {"between_nodes": (explain.Link(1e-6, BANDWIDTH), explain.GIVEN)}
-    rows = explain.series_prediction("Net", frame, breakdown_of(frame, exposed), fit,
+    given = {"between_nodes": (netlinks.Link(1e-6, BANDWIDTH), netlinks.GIVEN)}
+    rows = predict.series_prediction("Net", frame, breakdown_of(frame, exposed), fit,
                                      gpus_per_node=2, network={**given, **links["multiworker"]})
     held = next(r for r in rows if r["role"] == "held out")
     assert (held["gpus"], held["nodes"]) == (2, 2)
@@ -87,21 +88,21 @@ def test_a_probe_predicts_the_first_point_past_a_node_from_one_node_points(tmp_p
     assert held["bus_bandwidth_inter_gbs"] == pytest.approx(BANDWIDTH / 50 / 1e9)
     assert "between nodes: measured (probe: 2 nodes)" in held["link_source"]
     # a slower link probed: a proportionally slower communication predicted there
-    slower = explain.probe_links([write_probe(tmp_path / "slow.json", 2, 2,
-                                              explain.Link(80e-6, BANDWIDTH / 100))])
-    again = explain.series_prediction("Net", frame, breakdown_of(frame, exposed), fit,
+    slower = netlinks.probe_links([write_probe(tmp_path / "slow.json", 2, 2,
+                                              netlinks.Link(80e-6, BANDWIDTH / 100))])
+    again = predict.series_prediction("Net", frame, breakdown_of(frame, exposed), fit,
                                       gpus_per_node=2, network=slower["multiworker"])
     held_slow = next(r for r in again if r["role"] == "held out")
     assert held_slow["comm_s"] == pytest.approx(
-        explain.Link(80e-6, BANDWIDTH / 100).ring_s(2, GRADIENT))
+        netlinks.Link(80e-6, BANDWIDTH / 100).ring_s(2, GRADIENT))
     assert held_slow["comm_s"] > 1.9 * held["comm_s"] - 4 * 80e-6
 
 
 def test_the_probe_over_the_most_nodes_of_a_strategy_is_taken(tmp_path):
-    two = write_probe(tmp_path / "a.json", 2, 2, explain.Link(1e-5, 1e9))
-    four = write_probe(tmp_path / "b.json", 4, 4, explain.Link(2e-5, 5e8))
-    other = write_probe(tmp_path / "c.json", 2, 2, explain.Link(1e-5, 2e9), strategy="horovod")
-    links = explain.probe_links([four, two, other])
+    two = write_probe(tmp_path / "a.json", 2, 2, netlinks.Link(1e-5, 1e9))
+    four = write_probe(tmp_path / "b.json", 4, 4, netlinks.Link(2e-5, 5e8))
+    other = write_probe(tmp_path / "c.json", 2, 2, netlinks.Link(1e-5, 2e9), strategy="horovod")
+    links = netlinks.probe_links([four, two, other])
     assert links["multiworker"]["between_nodes"][0].bandwidth == pytest.approx(5e8)
     assert links["horovod"]["between_nodes"][0].bandwidth == pytest.approx(2e9)
 
@@ -120,6 +121,6 @@ def test_a_failed_probe_says_why_and_the_prediction_goes_without_it(tmp_path):
     record = json.loads(out.read_text())
     assert record == {"error": "the probe failed (RuntimeError: Collective ops timed out "
                                f"after 60 s); see {log}"}
-    good = write_probe(tmp_path / "good.json", 2, 2, explain.Link(1e-5, 1e9),
+    good = write_probe(tmp_path / "good.json", 2, 2, netlinks.Link(1e-5, 1e9),
                        strategy="horovod")
-    assert list(explain.probe_links([out, good])) == ["horovod"]
+    assert list(netlinks.probe_links([out, good])) == ["horovod"]

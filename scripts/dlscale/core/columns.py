@@ -217,22 +217,32 @@ PREDICTION = (
     Column("nodes", "", "nodes: measured, or as few as hold the GPUs at the most GPUs per "
            "node the series used"),
     Column("gpus", "", "GPUs"),
-    Column("role", "", "fit, held out (predicted unseen) or extrapolated"),
+    Column("role", "", "fit, held out (predicted from the smaller points), or extrapolated "
+           "(from every measured point)"),
     Column("measured_step_s", "s", "step_s where measured", True),
-    Column("predicted_step_s", "s", "C(n) + the all-reduce's time beyond its hideable part"),
-    Column("predicted_step_low_s", "s", "the band's low end: the step over (1 + the fit "
-           "points' relative spread: 95 % interval of the epochs, the compute form's "
-           "residual)"),
-    Column("predicted_step_high_s", "s", "the band's high end: the step times (1 + that "
-           "spread)"),
+    Column("predicted_step_s", "s", "compute + the all-reduce's time beyond its hideable "
+           "part + growth_s; a fit point's own step"),
+    Column("predicted_step_low_s", "s", "the band's low end: the fastest of the other fits "
+           "(the growth's other shape, the compute's other split) over (1 + the points' "
+           "relative spread: 95 % interval of the epochs) and the corpus' margin"),
+    Column("predicted_step_high_s", "s", "the band's high end: the slowest of those fits "
+           "times the same factors"),
     Column("error", "1", "(predicted - measured) / measured step time"),
     Column("measured_efficiency", "1", "scaling.csv's efficiency", True),
     Column("predicted_efficiency", "1", "the model's speedup over the series' base point / "
            "(gpus / base gpus)"),
+    Column("predicted_efficiency_low", "1", "the efficiency at the band's slow end"),
+    Column("predicted_efficiency_high", "1", "the efficiency at the band's fast end"),
     Column("comm_s", "s", "predicted exposed communication per step"),
     Column("exposure", "1", "comm_s / the all-reduce's time"),
     Column("hideable", "1", "the share of compute that hides communication (the fit "
            "points' trace; 0 where no trace separates it)"),
+    Column("growth_s", "s", "what else grows with the replica count, per step: a measured "
+           "point's step beyond compute and exposed communication, carried past the "
+           "largest at the rate the points show"),
+    Column("growth_cause", "", "the growth's cause where the points' breakdown names it "
+           "(input pipeline, wait for the slowest replica, other), else fitted from step "
+           "times"),
     Column("latency_us", "us", "within a node: the ring's per-hop latency (alpha)"),
     Column("bus_bandwidth_gbs", "GB/s", "within a node: the ring's bus bandwidth"),
     Column("latency_inter_us", "us", "between nodes: the ring's per-hop latency"),

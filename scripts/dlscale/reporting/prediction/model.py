@@ -1,0 +1,146 @@
+"""The model of a series' step: compute in the form the hardware gives it, the gradient's
+all-reduce beyond what compute hides, and what else grows with the replica count (the
+input pipeline on the host's cores, the wait for the slowest replica, host-side work),
+which no link explains and which is carried forward, never dropped. docs/prediction.md
+says how and why; bench/prediction_corpus.py checks it on real series of other centres.
+
+Each fit point reproduces its own step: its growth is what its step holds beyond compute
+and exposed communication. Past the largest fit point the growth goes on at the rate the
+fit points show, in the shape the corpus favours (GROWTH_SHAPE); the band's ends are the
+other shape and the compute's other split, widened by the timing spread and the margin
+the corpus calibrates (BAND_MARGIN).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from dlscale.reporting.prediction.links import fit_line, median
+
+# what else grows with the replica count, as a function of the GPUs: per doubling (a
+# tree's depth; the slowest of n replicas grows as sigma x sqrt(2 ln n)) or per replica
+# (contention on a shared host: USL's first term)
+SHAPES = {"per doubling": math.log2, "per replica": lambda g: g - 1.0}
+GROWTH_SHAPE = "per doubling"
+# the compute's fixed part at the base point, where one batch per GPU leaves it unknown:
+# the prior (weak scaling never needs it) and the band's ends
+FIXED_SHARE, FIXED_SHARES = 0.1, (0.0, 0.5)
+# with one fit point no growth is seen: the band's slow end grows this share of the base
+# step per doubling (the corpus' median growth)
+GROWTH_PRIOR = 0.05
+# the band's margin beyond its ends, either way (the corpus holds the measured held-out
+# point inside on at least 90 % of series: docs/benchmarks.md)
+BAND_MARGIN = 0.05
+
+Key = tuple[int, int]  # (gpus, nodes)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A series' step fitted on some of its points."""
+    base: Key
+    fixed: float          # compute's fixed part (s)
+    per_image: float      # compute per image of the batch per GPU (s)
+    hideable: float       # the share of compute that hides communication
+    overhead: float       # what the trace shows of collectives beyond the timed all-reduce
+    growth: dict          # {fit point: growth (s)}: each its own
+    rate: float           # growth (s) per unit of the shape past the largest fit point
+    shape: str
+    own_compute: dict     # shared cores: each fit point's compute
+    shared_k: float       # shared cores: compute per image of the global batch
+    shared_cores: bool
+
+    def compute(self, g: int, n: int, b: float) -> float:
+        if self.shared_cores:
+            return self.own_compute.get((g, n), self.shared_k * b)
+        return self.fixed + self.per_image * b / g
+
+    def growth_at(self, g: int, n: int) -> float:
+        if (g, n) in self.growth:
+            return self.growth[(g, n)]
+        if self.shared_cores:
+            return 0.0
+        f = SHAPES[self.shape]
+        last = max(self.growth)
+        return self.growth[last] + self.rate * max(f(g) - f(last[0]), 0.0)
+
+    def step(self, g: int, n: int, b: float, allreduce: float) -> tuple[float, float, float]:
+        """(step, exposed communication, growth) at g GPUs on n nodes, global batch b,
+        the all-reduce taking `allreduce` alone."""
+        c = self.compute(g, n, b)
+        comm = (max(allreduce - self.hideable * c, 0.0) + self.overhead) if g > 1 else 0.0
+        growth = self.growth_at(g, n)
+        return c + comm + growth, comm, growth
+
+
+def compute_line(points: list[Key], rest: dict, batch: dict, fixed_share: float
+                 ) -> tuple[float, float]:
+    """(fixed, per image of the batch per GPU): a straight line through the points where
+    their batch per GPU differs (a and k at least 0); through the base point with
+    `fixed_share` of it fixed where one batch per GPU leaves the split unknown."""
+    xs = [batch[p] / p[0] for p in points]
+    ys = [rest[p] for p in points]
+    if len(set(xs)) > 1:
+        a, k = fit_line(xs, ys)
+        if k < 0:  # more work per GPU, less time: no per-image part to be seen
+            return median(ys), 0.0
+        if a < 0:  # no fixed part: all of it per image
+            return 0.0, median([y / x for x, y in zip(xs, ys, strict=True)])
+        return a, k
+    return fixed_share * ys[0], (1 - fixed_share) * ys[0] / xs[0]
+
+
+def fit(points: list[Key], steps: dict, batch: dict, exposed: dict, beyond: dict,
+        hideable: float, shared_cores: bool = False, shape: str = GROWTH_SHAPE,
+        fixed_share: float = FIXED_SHARE, prior_growth: float = 0.0) -> Fit:
+    """The model through `points` (sorted by GPUs): the compute's line; each point's
+    growth what its step holds beyond that compute, its `exposed` communication and what
+    its trace shows `beyond` the timed all-reduce (a collective's own cost, the same at
+    every multi-replica count); the growth's rate from the base to the largest point
+    (`prior_growth` x the base step per unit of the shape where there is one count)."""
+    multi = [beyond[p] for p in points if p[0] > 1]
+    overhead = median(multi) if multi else 0.0
+    rest = {p: max(steps[p] - exposed[p] - beyond[p], 0.0) for p in points}
+    base, last = points[0], points[-1]
+    if shared_cores:  # replicas on one machine's cores: its work grows with the global batch
+        return Fit(base, 0.0, 0.0, hideable, overhead, {p: 0.0 for p in points}, 0.0, shape,
+                   rest, rest[last] / batch[last], True)
+    fixed, per_image = compute_line(points, rest, batch, fixed_share)
+    growth = {p: rest[p] - (fixed + per_image * batch[p] / p[0]) for p in points}
+    f = SHAPES[shape]
+    span = f(last[0]) - f(base[0])
+    rate = (max(growth[last] - growth[base], 0.0) / span if span > 0
+            else prior_growth * steps[base])
+    return Fit(base, fixed, per_image, hideable, overhead, growth, rate, shape, {}, 0.0,
+               False)
+
+
+def alternatives(points: list[Key], steps: dict, batch: dict, exposed: dict, beyond: dict,
+                 hideable: float, shared_cores: bool) -> list[Fit]:
+    """The fits the band spans: the other shape, the compute's other splits, and with one
+    count the prior growth."""
+    one = len({p[0] for p in points}) < 2
+    return [fit(points, steps, batch, exposed, beyond, hideable, shared_cores, shape, share,
+                growth)
+            for shape in SHAPES for share in FIXED_SHARES
+            for growth in ((0.0, GROWTH_PRIOR) if one else (0.0,))]
+
+
+def growth_cause(points: list[Key], shares: dict, steps: dict) -> str:
+    """What the growth from the base to the largest point is, where the points' breakdown
+    says it: the input pipeline, the wait for the slowest replica, other; '' where no
+    breakdown of both tells."""
+    base, last = points[0], points[-1]
+    rows = shares.get(base), shares.get(last)
+    if len(points) < 2 or any(r is None for r in rows):
+        return ""
+    grown = {}
+    for cause, column in (("input pipeline", "input_share"),
+                          ("wait for the slowest replica", "wait_share"),
+                          ("other", "other_share")):
+        before, after = (getattr(r, column, math.nan) for r in rows)
+        if not (math.isnan(before) or math.isnan(after)):
+            grown[cause] = after * steps[last] - before * steps[base]
+    named = max(grown, key=grown.get) if grown else ""
+    return named if named and grown[named] > 0 else ""

@@ -1,0 +1,242 @@
+"""prediction.csv's rows for one series: the model (dlscale.reporting.prediction.model)
+fitted on every point but the largest and checked on it (the held-out error), then fitted
+on every point for the next two doublings, each with its band."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from dlscale.reporting.prediction import model
+from dlscale.reporting.prediction.links import (
+    FITTED,
+    FROM_STEP_TIMES,
+    LEVELS,
+    MEASURED,
+    NO_NETWORK,
+    Link,
+    allreduce_time,
+    fitted_link,
+    links,
+    median,
+)
+
+EXPLAINED_ERROR = 0.10  # |predicted - measured| / measured step time on the held-out point
+CAPPED = ("capped at the largest measured efficiency: nothing the model holds (a faster "
+          "link, a larger batch per GPU) makes it rise")
+
+
+def node_size(keys: list[tuple[int, int]], gpus_per_node: int | None, shared_cores: bool,
+              notes: list[str]) -> float:
+    """The GPUs a node holds: stated (analysis.gpus_per_node, or what the runs report), a
+    series over nodes' most per node, else the largest point's node (said in `notes`);
+    no limit where the replicas share one machine's cores."""
+    most = max(math.ceil(g / n) for g, n in keys)
+    if shared_cores:
+        return math.inf
+    if gpus_per_node:
+        return max(most, gpus_per_node)
+    if not any(n > 1 for _, n in keys):
+        notes.append(f"no run says how many GPUs a node has: a node is taken to hold {most} "
+                     "(the largest point's; analysis.gpus_per_node says otherwise)")
+    return most
+
+
+def exposed_of(keys, steps, shares, timed, fitted: bool) -> tuple[dict, dict, list[float]]:
+    """Each point's exposed communication (the trace's share of its step, never more than
+    the step nor the all-reduce timed alone; all of the all-reduce where no trace tells),
+    what its trace shows beyond the timed all-reduce (a collective's own cost or a wait),
+    and the hidden share of compute at each multi-GPU point with a trace."""
+    exposed, beyond, hidden = {}, {}, []
+    for g, n in keys:
+        total, step = timed(g, n), steps[(g, n)]
+        row = shares.get((g, n))
+        share = getattr(row, "communication_share", math.nan) if row is not None else math.nan
+        traced = getattr(row, "window_step_s", math.nan) if row is not None else math.nan
+        traced = step if pd.isna(traced) else traced
+        seen = math.nan if pd.isna(share) or fitted else min(share * traced, step)
+        exposed[(g, n)] = min(total, step) if math.isnan(seen) else min(seen, total)
+        beyond[(g, n)] = 0.0 if math.isnan(seen) or g < 2 else max(seen - total, 0.0)
+        compute = step - exposed[(g, n)] - beyond[(g, n)]
+        if g > 1 and not math.isnan(seen) and compute > 0:
+            hidden.append((total - exposed[(g, n)]) / compute)
+    return exposed, beyond, hidden
+
+
+def banded(points, steps, batch, exposed, beyond, hideable, shared_cores, g, n, b, timed,
+           spread: float) -> tuple[float, float]:
+    """The band's (low, high) step at (g, n, b): the alternative fits' ends, widened by the
+    timing spread and the corpus' margin, a factor either way (never below 0)."""
+    ends = [f.step(g, n, b, timed(g, n))[0]
+            for f in model.alternatives(points, steps, batch, exposed, beyond, hideable,
+                                        shared_cores)]
+    widen = (1 + spread) * (1 + model.BAND_MARGIN)
+    return min(ends) / widen, max(ends) * widen
+
+
+def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
+                      found: dict[tuple[int, int], list[dict]], known_size: int | None = None,
+                      shared_cores: bool = False, gpus_per_node: int | None = None,
+                      network: dict[str, tuple[Link, str]] | None = None) -> list[dict]:
+    """prediction.csv's rows for one series (its scaling.csv rows, over any node counts):
+    the held-out point (the largest) predicted from the others, then the next two
+    doublings from all of them, on as many nodes as hold them. `found`: the
+    breakdown.json records by (gpus, nodes); `known_size`: the gradient's bytes where none
+    gives them (an external log); `network`: the links given for the levels no point
+    measured (links.given_links); `gpus_per_node`: the node's GPUs, as stated."""
+    points = points.assign(nodes=points["nodes"] if "nodes" in points else 1)
+    points = points.sort_values(["gpus", "nodes"])
+    keys = [(int(g), int(n)) for g, n in zip(points["gpus"], points["nodes"], strict=True)]
+    steps = dict(zip(keys, points["global_batch"] / points["images_per_s"], strict=True))
+    batch = dict(zip(keys, points["global_batch"].astype(float), strict=True))
+    eff = dict(zip(keys, points["efficiency"], strict=True))
+    spread = dict(zip(keys, (points["epoch_time_ci95"] / points["epoch_time_s"]).fillna(0.0)
+                      if "epoch_time_ci95" in points else [0.0] * len(keys), strict=True))
+    fit = keys[:-1] if len(keys) > 1 else keys
+    held = keys[-1] if len(keys) > 1 else None
+    said = points["scaling"].iloc[0] if "scaling" in points else None
+    # an outside log says no scaling: one global batch over its counts is strong scaling
+    weak = (said != "strong" if said in ("weak", "strong")
+            else len(keys) < 2 or len(set(batch.values())) > 1)
+    mine = breakdown[breakdown["series"] == series]
+    shares = {(int(r.gpus), int(r.nodes)): r for r in mine.itertuples()} \
+        if "nodes" in mine else {(int(r.gpus), 1): r for r in mine.itertuples()}
+
+    def note_rows(note):
+        return [{"series": series, "nodes": n, "gpus": g, "role": "measured",
+                 "measured_step_s": steps[(g, n)], "measured_efficiency": eff[(g, n)],
+                 "note": note} for g, n in keys]
+
+    size = next((r.get("gradient_bytes") for k in keys for r in found.get(k, [])
+                 if r.get("gradient_bytes")), known_size)
+    if not size:
+        return note_rows("no breakdown.json and no known model to take the gradient's size "
+                         "from: not predicted")
+    on_fit = link_set(fit, found, network, keys, steps, size, weak)
+    if isinstance(on_fit, str):
+        return note_rows(on_fit)
+    on_all = link_set(keys, found, network, keys, steps, size, weak)
+    intra, inter, source, fitted, notes = on_fit
+    # the extrapolations' links: every point's (the held-out's timed all-reduce too)
+    intra_all, inter_all = on_all[:2]
+
+    def timed(g, n):
+        return allreduce_time(g, n, size, intra, inter)
+
+    def timed_all(g, n):
+        return allreduce_time(g, n, size, intra_all, inter_all)
+
+    usable = [k for k in keys if not math.isnan(timed(*k))]
+    if not usable or usable[0] != keys[0]:
+        return note_rows(NO_NETWORK)
+    fit = [k for k in fit if k in usable]
+    exposed, beyond, hidden = exposed_of(fit, steps, shares, timed, fitted)
+    reach = [k for k in keys if not math.isnan(timed_all(*k))]
+    exposed_all, beyond_all, hidden_all = exposed_of(reach, steps, shares, timed_all, fitted)
+    # a link whose all-reduce alone fills a point's step leaves it no compute: likely wrong
+    starved = [k for k in usable if k[0] > 1 and timed(*k) >= steps[k]]
+    hideable = median(hidden) if hidden else 0.0
+    checked = model.fit(fit, steps, batch, exposed, beyond, hideable, shared_cores)
+    hideable_all = median(hidden_all) if hidden_all else 0.0
+    everything = model.fit(reach, steps, batch, exposed_all, beyond_all, hideable_all,
+                           shared_cores)
+    per_node = node_size(keys, gpus_per_node, shared_cores, notes)
+    per_gpu = batch[keys[0]] / keys[0][0]
+    largest = keys[-1][0]
+    doublings = [(m, max(1, math.ceil(m / per_node))) for m in (2 * largest, 4 * largest)]
+    cause = model.growth_cause(usable, shares, steps)
+    base = keys[0]
+    rows = []
+    for g, n in [*keys, *doublings]:
+        measured = (g, n) in steps
+        b = batch[(g, n)] if measured else (per_gpu * g if weak else batch[keys[-1]])
+        which, on, t, x, y, h = (
+            (checked, fit, timed, exposed, beyond, hideable) if measured
+            else (everything, reach, timed_all, exposed_all, beyond_all, hideable_all))
+        if measured and (g, n) not in usable:
+            step = comm = growth = low = high = math.nan
+        else:
+            step, comm, growth = which.step(g, n, b, t(g, n))
+            low, high = banded(on, steps, batch, x, y, h, shared_cores, g, n, b, t,
+                               max([spread[k] for k in on] + [0.0]))
+        speedup = (b / step) / (batch[base] / steps[base]) if step > 0 else math.nan
+        efficiency = speedup / (g / base[0])
+        row_notes = list(notes)
+        if not measured and efficiency > eff[keys[-1]] and not math.isnan(step):
+            efficiency, step = eff[keys[-1]], step * efficiency / eff[keys[-1]]
+            row_notes.append(CAPPED)
+        total = t(g, n) if g > 1 else 0.0
+        rows.append({
+            "series": series, "nodes": n, "gpus": g,
+            "role": "fit" if (g, n) in fit else "held out" if (g, n) == held
+            else "extrapolated" if not measured else "measured",
+            "measured_step_s": steps.get((g, n), math.nan), "predicted_step_s": step,
+            "predicted_step_low_s": min(low, step), "predicted_step_high_s": max(high, step),
+            "error": (step - steps[(g, n)]) / steps[(g, n)] if measured else math.nan,
+            "measured_efficiency": eff.get((g, n), math.nan),
+            "predicted_efficiency": efficiency,
+            "predicted_efficiency_low": efficiency * step / max(high, step),
+            "predicted_efficiency_high": efficiency * step / min(low, step) if low > 0
+            else math.nan,
+            "comm_s": comm, "exposure": comm / total if total > 0 else math.nan,
+            "hideable": hideable, "growth_s": growth,
+            "growth_cause": (cause or "fitted from step times") if growth > 0 else "",
+            "latency_us": intra_all.alpha * 1e6 if intra_all and not fitted else math.nan,
+            "bus_bandwidth_gbs": intra_all.bandwidth / 1e9 if intra_all and not fitted
+            else math.nan,
+            "latency_inter_us": inter_all.alpha * 1e6 if inter_all else math.nan,
+            "bus_bandwidth_inter_gbs": inter_all.bandwidth / 1e9 if inter_all else math.nan,
+            "link_source": source, "gradient_bytes": size, "verdict": "",
+            "note": "; ".join(row_notes + [NO_NETWORK] if math.isnan(step) and NO_NETWORK
+                              not in row_notes else row_notes)})
+    verdict = judge(rows[keys.index(held)] if held else None, starved, source, steps, timed)
+    for row in rows:
+        row["verdict"] = verdict
+    return rows
+
+
+def judge(held: dict | None, starved: list, source: str, steps: dict, timed) -> str:
+    """The series' verdict: the held-out error against EXPLAINED_ERROR; a link that leaves
+    a point no compute is named as the likely wrong figure, whatever the error."""
+    if starved:
+        g, n = starved[0]
+        level = LEVELS[0] if n == 1 else LEVELS[1]
+        return (f"not explained: the link {level} ({source}) leaves the "
+                f"{g}-GPU point no compute (its all-reduce alone {timed(g, n):.3g} s, the "
+                f"step {steps[(g, n)]:.3g} s): that link's figure is likely wrong")
+    if held is None:
+        return "no held-out point (one GPU count below the largest is needed)"
+    if math.isnan(held["error"]):
+        return "not predicted: " + NO_NETWORK
+    if abs(held["error"]) <= EXPLAINED_ERROR:
+        return "explained"
+    return f"not explained: the held-out error is over {EXPLAINED_ERROR:.0%}"
+
+
+def link_set(pts, found, network, keys, steps, size, weak):
+    """(within a node, between nodes, where they came from, whether fitted from step
+    times, notes) from the timed all-reduces of `pts`, the network given or probed for the
+    levels they lack, or a link fitted on the step times; a note where there is none."""
+    intra, inter = links(pts, found)
+    sources = {level: MEASURED for level, link in zip(LEVELS, (intra, inter), strict=True)
+               if link}
+    for level, key in zip(LEVELS, ("within_node", "between_nodes"), strict=True):
+        if level not in sources and key in (network or {}):  # measured wins over given
+            link, sources[level] = network[key]
+            intra, inter = (link, inter) if key == "within_node" else (intra, link)
+    fitted, notes = False, []
+    if intra is None and inter is None:
+        if found or not (guess := fitted_link(keys, steps, size, weak)):
+            return ("no multi-GPU point below the largest timed its all-reduce: nothing to "
+                    "fit (a sweep of 1, 2 and 4 GPUs fits on 2, checks 4)" if found
+                    else "no timed all-reduce, no network given, and not three counts on "
+                    "one node from 1 GPU (one to fit the communication on, one to check): "
+                    "not predicted")
+        intra, fitted, sources = guess, True, {LEVELS[0]: FITTED}
+        notes.append(FROM_STEP_TIMES)
+    if inter is None and any(n > 1 for _, n in keys):
+        notes.append(NO_NETWORK)
+    kinds = set(sources.values())
+    source = kinds.pop() if len(kinds) == 1 else "; ".join(f"{k}: {v}" for k, v in sources.items())
+    return intra, inter, source, fitted, notes
