@@ -17,7 +17,7 @@ import re
 from collections import deque
 from pathlib import Path
 
-from dlscale.logparse.formats import LAUNCH, LOG, STREAM
+from dlscale.logparse.formats import LAUNCH, LOG, STREAM, mined
 from dlscale.logparse.formats.stated import job_gpus, settings_sequence  # noqa: F401
 from dlscale.logparse.lines import (  # noqa: F401 (what readers of logs import from here)
     ANSI,
@@ -222,15 +222,36 @@ class LogReader:
             if self.binary:
                 raise LogError(f"{self.path} is binary (it holds NUL bytes): expected a "
                                "text log")
-            last = " | ".join(quoted(t.strip()) for t in self.tail)
             stated = job_gpus({k: v for p in self.parsers.values() for r in p.runs
                                for k, v in r.settings.items()})
-            raise LogError(f"{self.path}: no finished epoch found (expected Keras lines such "
-                           "as '196/196 - 45s - loss: 1.76 - accuracy: 0.35', or a "
-                           "benchmark's total images/s)"
-                           + (f"; its last lines: {last}" if last else "; it is empty"),
-                           stated)
+            raise LogError(self.nothing_found(runs), stated)
         return runs
+
+    def nothing_found(self, runs: list[ParsedLog]) -> str:
+        """Why no run has a finished epoch: a run that never finished says why; else what
+        was looked for, the lines most like an epoch's, and a pattern built from one."""
+        last = " | ".join(quoted(t.strip()) for t in self.tail)
+        ending = "; its last lines: " + last if last else "; it is empty"
+        reasons = [r.facts["unfinished"] for r in runs if r.facts.get("unfinished")]
+        if reasons:
+            return (f"{self.path}: no finished epoch: the run never finished "
+                    f"({'; '.join(reasons)}){ending}")
+        message = (f"{self.path}: no finished epoch found: looked for Keras' lines ('196/196 - "
+                   "45s - loss: 1.76 - accuracy: 0.35'), Lightning's and tqdm's epoch bars, "
+                   "PyTorch's examples, a Trainer's dicts, MLPerf's and DLLogger's lines, a "
+                   "benchmark's total images/s, and a line of the script's own that names an "
+                   "epoch with a counter rising by one")
+        readers = [reader for parser in self.parsers.values() for reader in parser.readers
+                   if isinstance(reader, mined.Reader)]
+        seen = epoch_like(readers)
+        if not seen:
+            return message + ending
+        shown = " | ".join(f"line {number}: {quoted(text, 100)}" for number, text, _ in seen)
+        example = printable(pattern_for(seen[0][1]))
+        return (f"{message}; the lines most like an epoch's: {shown}; if one is, give its "
+                "pattern in the log's entry, e.g. external_runs[].patterns: {epoch_time: "
+                f"'{example}'}} (one group, the epoch's seconds; loss and accuracy may be "
+                f"read from the same line){ending}")
 
 
 def parse_lines(lines, path: str = "<log>",
@@ -321,6 +342,16 @@ def combine(streams: dict[str, list[ParsedLog]]) -> list[ParsedLog]:
     stream's (rank 0, the chief). Streams without epochs only state settings."""
     order = sorted(streams, key=stream_order)
     with_epochs = [streams[name] for name in order if streams[name]]
+    # a stream whose only run was cut before any result (SLURM's cancel line on the job's
+    # own lines, beside the tasks'): the job's last run is unfinished, no worker of it
+    ended = [runs[0] for runs in with_epochs if len(runs) == 1 and not runs[0].epochs
+             and runs[0].images_per_s is None]
+    if ended and len(ended) < len(with_epochs):
+        with_epochs = [runs for runs in with_epochs if runs[0] not in ended]
+        last = with_epochs[0][-1]
+        last.cut = True
+        last.cut_epoch = last.last + 1
+        last.facts.update({k: v for run in ended for k, v in run.facts.items()})
     if len(with_epochs) <= 1:
         return with_epochs[0] if with_epochs else []
     combined = []
@@ -351,3 +382,33 @@ def combine(streams: dict[str, list[ParsedLog]]) -> list[ParsedLog]:
                         if streams[name]) + "): runs are matched in order")
     return combined
 
+
+def epoch_like(readers: list[mined.Reader]) -> list[tuple[int, str, str]]:
+    """(line, text, shape) of the lines most like an epoch's in streams read to their
+    end with nothing found: those naming an epoch, then those with a time, by count."""
+    found = []
+    for reader in readers:
+        for template in reader.templates.values():
+            if not template.kinds:
+                continue
+            score = (template.epoch, "d" in template.kinds, template.count)
+            found.append((score, template))
+    found.sort(key=lambda f: f[0], reverse=True)
+    return [(t.line, t.text, t.shape()) for score, t in found[:3] if score[0] or score[1]]
+
+
+def pattern_for(text: str) -> str:
+    """A pattern for `external_runs[].patterns` built from a line: its fixed words, each
+    field a number; the first time (else the last number) the group (epoch_time)."""
+    found = list(mined.FIELD.finditer(text))
+    timed = [m for m in found if m.group(2)]
+    group = (timed or found[-1:] or [None])[0]
+    out, at = [], 0
+    for m in found:
+        out.append(re.escape(text[at:m.start()]).replace("\\ ", " "))
+        out.append(r"([\d.]+)" if m is group else ".*?" if m.group(1) else r"[\d.]+")
+        if m is group and m.group(3):
+            out.append(re.escape(m.group(0)[len(m.group(2)):].strip()))
+        at = m.end()
+    out.append(re.escape(text[at:]).replace("\\ ", " "))
+    return "".join(out).strip()

@@ -8,6 +8,13 @@ ceil(e): its `loss` is that epoch's (the last logged), `eval_loss` and `eval_acc
 its `val_loss` and `val_accuracy`. The summary's time is shared evenly over those epochs
 (the run's `epoch_time_from` says so), its samples/s the run's logged throughput; without
 logged epochs the summary is one run of that throughput, as a benchmark's total is.
+
+An epoch is finished by a dict at its end (`'epoch': 1.0`), a later epoch's, or the
+summary: a Trainer stopped inside an epoch (cancelled at step 394 of 1000) leaves it
+unfinished, never an epoch. The same summary printed by every node (each node's Trainer
+prints its own; a launcher's `host: ` before it) is one run, the copies and their hosts
+noted, what differs between them a warning. Dicts that carry no `'epoch'` are not read:
+the run says so, and how to give a pattern.
 """
 
 from __future__ import annotations
@@ -32,9 +39,12 @@ def trainer_total(text: str) -> tuple[float, dict, int | None, float] | None:
     resolution), or None."""
     try:
         found = ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError):  # a raw nan: read by pairs
+        found = dict(PAIR.findall(text))
+    try:
         values = {key: float(value) for key, value in found.items()}
         rate, seconds = values["train_samples_per_second"], values["train_runtime"]
-    except (ValueError, SyntaxError, TypeError, KeyError, AttributeError, MemoryError):
+    except (ValueError, TypeError, KeyError, AttributeError):
         return None
     facts = {"train_seconds": seconds, "log_format": "hf-trainer"}
     if "train_loss" in values:
@@ -66,17 +76,26 @@ class Reader(StreamFormat):
     def __init__(self, stream):
         super().__init__(stream)
         self.mine = None  # the run whose epochs the dicts gave
+        self.reached = 0.0  # the last dict's epoch (fractional)
+        self.summed = None  # the run the last summary gave: (run, its text, its hosts)
+        self.unread = 0  # dicts with a loss and no 'epoch'
 
     def read(self, number: int, text: str) -> bool:
         text = text.lstrip()
         if not text.startswith(DICT):
-            return False
+            at = text.find(TRAINER_TOTAL[0]) if "train_runtime" in text else -1
+            if at <= 0 or (summary := trainer_total(text[at:])) is None:
+                return False
+            return self.summary(number, *summary, text[at:], text[:at].strip(" :|"))
         if text.startswith(TRAINER_TOTAL):
             if (summary := trainer_total(text)) is None:
                 return False
-            return self.summary(number, *summary)
+            return self.summary(number, *summary, text.strip(), "")
         values = logged(text)
-        if values is None or not ("loss" in values or values.keys() & EVAL):
+        if values is None:
+            self.unread += "loss" in text and "epoch" not in text
+            return False
+        if not ("loss" in values or values.keys() & EVAL):
             return False
         epoch = max(1, math.ceil(values["epoch"]))
         run = self.runs[-1]
@@ -85,6 +104,7 @@ class Reader(StreamFormat):
         elif epoch < run.last:
             run = self.stream.new_run(number)  # the epoch count restarts: the next run
         self.mine = run
+        self.reached = values["epoch"]
         record = {name: values[key] for key, name in (("loss", "loss"), *EVAL.items())
                   if key in values}
         if epoch in run.epochs:
@@ -96,15 +116,59 @@ class Reader(StreamFormat):
         return True
 
     def summary(self, number: int, rate: float, facts: dict, epochs: int | None,
-                step: float) -> bool:
+                step: float, text: str = "", host: str = "") -> bool:
         run = self.runs[-1]
+        if self.summed is not None and self.summed[0] is run and (
+                text == self.summed[1] or host and host not in self.summed[2]):
+            return self.copy(run, text, host, number)  # another node's, not another run
         if self.mine is run:
             share_total(run, facts["train_seconds"], step, "the Trainer's train_runtime",
                         number)
+            self.reached = math.inf  # its epochs finished
         else:
             run = self.stream.fresh_run(number)
+            if self.unread:
+                run.warnings.append(
+                    f"{self.stream.path}:{number}: the Trainer's summary read as a "
+                    f"benchmark's total ({rate:g} samples/s): {self.unread} logged dict(s) "
+                    "with a loss carry no 'epoch', so no epoch was read; give "
+                    "external_runs[].patterns (epoch_time, loss) to read them")
         run.images_per_s = rate
         run.facts.update(facts)
         if epochs is not None:
             run.settings["epochs"] = epochs
+        self.summed = (run, text, [host or "?"])
         return True
+
+    def copy(self, run, text: str, host: str, number: int) -> bool:
+        """The same summary from another node: counted once, its host noted."""
+        _run, first, hosts = self.summed
+        hosts.append(host or "?")
+        run.facts["summary_copies"] = len(hosts)
+        if any(name != "?" for name in hosts):
+            run.facts["summary_hosts"] = " ".join(hosts)
+        if text != first:
+            run.warnings.append(f"{self.stream.path}:{number}: the Trainer's summary from "
+                                f"{host or 'another node'} differs from the first one's "
+                                f"({text[:200]} against {first[:200]}): the first is kept")
+        return True
+
+    def ended(self, run, last: bool) -> None:
+        """A run whose Trainer stopped inside an epoch: that epoch is not finished."""
+        if self.mine is not run or not run.epochs or self.reached >= run.last:
+            return
+        table, epoch = run.epochs, run.last
+        if len(table) == 1:
+            run.epochs = type(table)()  # its only epoch: none finished
+        else:
+            kept = type(table)()
+            for number, row in table.items():
+                if number != epoch:
+                    kept.add(number, {k: v for k, v in row.items() if k != "epoch"},
+                             table.lines[table.index[number]])
+            run.epochs = kept
+        run.last = max(run.epochs, default=0)
+        run.cut, run.cut_epoch = True, epoch
+        said = run.facts.get("unfinished")  # (SLURM's cancel line, formats.stated)
+        run.facts["unfinished"] = (f"the Trainer stopped at epoch {self.reached:g} and "
+                                   "printed no train_runtime" + (f"; {said}" if said else ""))

@@ -4,7 +4,9 @@ ResNet50 2 GPUs`, TensorFlow's `Using MirroredStrategy with devices (...)`, `Num
 devices: 4`, Horovod's size, Lightning's `Starting with 2 processes`, and the user's
 setting patterns; and what a script prints after evaluate() (`Test accuracy: 0.87`).
 
-The same setting stated again after a run's results begins the next run.
+The same setting stated again after a run's results begins the next run. SLURM's end of a
+job or step it cancelled (`slurmstepd: error: *** JOB 123 ON n1 CANCELLED AT ... DUE TO
+TIME LIMIT ***`) leaves the run unfinished: its epoch in progress cut, the reason kept.
 """
 
 from __future__ import annotations
@@ -41,6 +43,10 @@ DEVICES = re.compile(r"^\s*Devices:\s*\[(.*)\]\s*$")  # tf_cnn_benchmarks' heade
 TEST_PRINT = re.compile(r"^\s*test[ _](loss|accuracy|acc)\s*[:=]\s*"
                         r"(-?(?:nan|inf|\d+(?:\.\d+)?(?:e[-+]?\d+)?))\s*(%?)\s*$",
                         re.IGNORECASE)
+
+
+CANCELLED = re.compile(r"\*\*\* (?:JOB|STEP) (\S+) ON (\S+) CANCELLED AT (\S+)"
+                       r"(?: DUE TO ([A-Z ]+?))?(?: \*\*\*|$)")
 
 
 # Every line that SETTINGS or MIRRORED can match holds one of these: most lines are
@@ -111,6 +117,12 @@ class Reader(StreamFormat):
             stream.fresh_run(number).settings.update(found)
             return True
         run = stream.runs[-1]
+        if "CANCELLED" in text and (m := CANCELLED.search(text)) is not None:
+            stream.flush()  # what was pending is finished; the epoch after it is not
+            run.cut, run.cut_epoch = True, run.last + 1
+            run.facts["unfinished"] = (f"SLURM cancelled {m[1]} at {m[3]}"
+                                       + (f" due to {m[4].lower()}" if m[4] else ""))
+            return True
         if (printed := TEST_PRINT.match(text)) is not None and (run.epochs or run.lanes):
             name, value = printed.group(1).lower(), float(printed.group(2))
             run.test[f"test_{ALIASES.get(name, name)}"] = value / (100 if printed.group(3)
