@@ -103,7 +103,7 @@ def test_a_long_line_is_read_in_linear_time(junk):
     a real output: read at once (bench/nccltests_lines.py times it)."""
     line = junk * (5_000_000 // len(junk)) + "device"
     text = A3MEGA.read_text()
-    at = text.index("#        (B)")  # before the header and after it, among the rows
+    # before the header, and after it among the rows (in the units' line's place)
     text = text.replace("#       size", line + "\n#       size").replace("#        (B)", line)
     result = nccltests.parse(text, "x.out")
     assert (result.ranks, len(result.bytes)) == (16, 31)

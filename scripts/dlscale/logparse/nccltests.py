@@ -170,8 +170,9 @@ def other_factor(rows: list[Row], n: int) -> str | None:
     """What the bus bandwidth says where some row's is not 2(n-1)/n times its algorithm
     bandwidth, to the precision printed (two decimals), else None."""
     factor = 2 * (n - 1) / n
-    off = [row for row in rows
-           if abs(row.busbw - factor * row.algbw) > 0.006 * (1 + factor) + 0.01 * factor * row.algbw]
+    # each figure printed to 0.005 GB/s, and 1 % besides
+    off = [row for row in rows if abs(row.busbw - factor * row.algbw)
+           > 0.006 * (1 + factor) + 0.01 * factor * row.algbw]
     if not off:
         return None
     row = max(off, key=lambda r: r.algbw)
