@@ -408,7 +408,7 @@ def pattern_for(text: str) -> str:
         out.append(re.escape(text[at:m.start()]).replace("\\ ", " "))
         out.append(r"([\d.]+)" if m is group else ".*?" if m.group(1) else r"[\d.]+")
         if m is group and m.group(3):
-            out.append(re.escape(m.group(0)[len(m.group(2)):].strip()))
+            out.append(re.escape(m.group(0)[len(m.group(2)):]).replace("\\ ", " "))
         at = m.end()
     out.append(re.escape(text[at:]).replace("\\ ", " "))
     return "".join(out).strip()

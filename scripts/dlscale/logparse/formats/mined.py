@@ -15,8 +15,8 @@ first), a time (a field with a unit, or timestamps: its own, else the last line'
 it), one row per counter value, then the most epochs. The winner's rows are the epochs (a
 counter that drops begins the next run; a value printed again, by another node, is a copy
 counted once); another template printed once between two epoch lines gives that epoch's
-metrics (`val_` where its words say test, validation or eval). The run's `epoch_line` says
-which template was taken and from which line, so a user can check it.
+metrics (`val_` where its words, or its line's before, say test, validation or eval). The
+run's `epoch_line` says which template was taken and from which line: a user can check it.
 
 An epoch without a time of its own takes the gap between its line and the next epoch's
 (Python logging, ISO 8601, `[YYYY-mm-dd HH:MM:SS,ms]`, `date`'s echo, `HH:MM:SS`): from a
@@ -350,7 +350,7 @@ class Reader(StreamFormat):
                                                         if start else "its line and the "
                                                         "epoch before's") + f": {where}")
             result.append(run)
-        self.unfinished(result, start and duration is None)
+        self.unfinished(result)
         self.totals(result, runs, lines)
         return result
 
@@ -377,24 +377,27 @@ class Reader(StreamFormat):
         return said.steps[said.stamp] if said is not None else 1.0
 
     def evaluations(self, template: Template, starts: list[int]) -> list:
-        """(template, {epoch's index: row}) of each other template with metrics printed
-        once between two epoch lines in at least half the gaps (an evaluation)."""
+        """(template, {epoch's index: row}, whether an evaluation's) of each other template
+        with metrics printed once (or as often as the epoch line) between two epoch lines in
+        at least half the gaps: an evaluation where its words, or the line's before it,
+        say test, validation or eval."""
         found = []
         for other in self.templates.values():
-            if other is template or other.columns is None or not other.lines:
-                continue
-            if not any(metric_name(lit, True) for lit in other.literals[:-1]):
+            if (other is template or other.columns is None or not other.lines
+                    or len(other.lines) > 1.5 * len(template.lines)
+                    or not any(metric_name(lit, True) for lit in other.literals[:-1])):
                 continue
             where: dict[int, int] = {}
-            doubled = 0
             for row, line in enumerate(other.lines):
-                at = bisect_right(starts, line) - 1
-                if at < 0:
-                    continue
-                doubled += at in where
-                where[at] = row
-            if where and not doubled and len(where) >= len(starts) / 2:
-                found.append((other, where))
+                if (at := bisect_right(starts, line) - 1) >= 0:
+                    where[at] = row
+            if where and len(where) >= len(starts) / 2:
+                before = other.lines[0] - 1
+                evaluation = bool(EVALUATION.search(other.key)) or any(
+                    EVALUATION.search(t.key) and t.lines and before in t.lines[
+                        max(0, bisect_right(t.lines, before) - 1):][:1]
+                    for t in self.templates.values() if t.columns is not None)
+                found.append((other, where, evaluation))
         return found
 
     def merge(self, run: ParsedLog, others: list, starts: list[int]) -> None:
@@ -405,10 +408,9 @@ class Reader(StreamFormat):
         ended = table.ended()
         for epoch in list(table.index):
             at = bisect_right(starts, ended.get(epoch, 0)) - 1
-            for other, where in others:
+            for other, where, evaluation in others:
                 if (row := where.get(at)) is None:
                     continue
-                evaluation = bool(EVALUATION.search(other.key))
                 for name, value in metrics(other, row, set(), evaluation).items():
                     if table[epoch].get(name) is None:
                         table.set(epoch, name, value)
@@ -421,20 +423,16 @@ class Reader(StreamFormat):
             settings.update(run.settings)
         return settings if first else {}
 
-    def unfinished(self, runs: list[ParsedLog], started: bool) -> None:
-        """A run whose counter stops short of the total its line states: cut (its last
-        epoch, where its line marks a start, never finished)."""
-        ending = self.stream.runs[-1]
-        last = runs[-1]
-        if ending.cut or ending.facts.get("unfinished"):
-            last.cut, last.facts["unfinished"] = True, ending.facts.get("unfinished", "cut")
-        short = last.epochs_total is not None and last.last < last.epochs_total
-        if short:
-            last.cut = True
-            last.facts.setdefault("unfinished", f"stopped at epoch {last.last} of "
-                                                f"{last.epochs_total}")
-        if last.cut:
-            last.cut_epoch = last.last + (0 if started else 1)
+    def unfinished(self, runs: list[ParsedLog]) -> None:
+        """The last run cut (SLURM's cancel line), or its counter short of the total its
+        line states: unfinished, with the reason."""
+        ending, last = self.stream.runs[-1], runs[-1]
+        reason = ending.facts.get("unfinished") or ("cut" if ending.cut else None)
+        if last.epochs_total is not None and last.last < last.epochs_total:
+            reason = reason or f"stopped at epoch {last.last} of {last.epochs_total}"
+        if reason:
+            last.cut, last.cut_epoch = True, last.last + 1
+            last.facts["unfinished"] = reason
 
     def totals(self, runs: list[ParsedLog], groups: list, lines) -> None:
         """A run total the stream printed after a run's epochs, for epochs without times."""
