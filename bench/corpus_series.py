@@ -109,7 +109,7 @@ NOT_COMPUTE = re.compile(r"Storage|Management|for NS", re.I)
 FABRIC = re.compile(r"\bIB\b|InfiniBand|Omni-Path|HDR|EDR|NDR|BF3", re.I)
 UNSTATED = {"", "n/a", "na", "none", "todo"}
 
-BLOCK_TOLERANCE = 0.10
+BLOCK_TOLERANCE = 0.05
 T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
        2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064,
        2.060, 2.056, 2.052, 2.048, 2.045, 2.042]  # Student's t, 97.5 %, 1..30 dof

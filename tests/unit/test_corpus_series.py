@@ -113,3 +113,11 @@ def test_every_indexed_file_is_stored_and_listed_with_its_blob():
                               text=True, check=True).stdout.strip()
         assert f"`{name.split('/', 1)[1]}` | {name.split('/')[0].split('_')[-1]} | {blob}" \
             in readme, name
+
+
+def test_unsynchronised_epoch_events_give_way_to_blocks(series):
+    # NVIDIA's MXNet at 527 nodes prints epoch events before its GPUs are done: the blocks
+    nvidia = next(s for s in series if s.id == "v2.0-nvidia-dgxa100-resnet")
+    largest = nvidia.points.iloc[-1]
+    assert largest["rule"] == "blocks"
+    assert largest["efficiency"] < 1.0
