@@ -76,15 +76,15 @@ def main(argv=None) -> int:
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    [run] = runs
-    assert len(run.epochs) == epochs, (len(run.epochs), epochs)
-    assert run.epochs[2]["seconds"] == args.steps * 1.5 + 1, run.epochs[2]
-    assert run.epochs[2].get("val_loss") is not None, run.epochs[2]
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"{size / 1e6:.0f} MB, {lines} lines, {epochs} epochs: {cpu:.1f} s CPU "
           f"({wall:.1f} s wall, {lines / wall / 1e6:.2f} M lines/s), peak RSS {peak:.0f} MB "
           f"(Python {platform.python_version()}, {platform.machine()})")
+    [run] = runs
     print(f"the template taken: {run.facts['epoch_line']}")
+    assert len(run.epochs) == epochs, (len(run.epochs), epochs)
+    assert run.epochs[2]["seconds"] == args.steps * 1.5 + 1, run.epochs[2]
+    assert run.epochs[epochs].get("val_loss") is not None, run.epochs[epochs]
     return 0 if cpu < 30 else 1
 
 

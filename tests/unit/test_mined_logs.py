@@ -199,3 +199,13 @@ def test_nothing_found_names_what_was_looked_for_the_likeliest_line_and_a_patter
     log.write_text(text)
     [run] = parse_file_runs(str(log), compile_patterns({"epoch_time": example}))
     assert [r["seconds"] for r in run.rows()] == [2.5, 2.4]
+
+
+def test_each_run_of_a_scripts_own_lines_takes_the_settings_stated_before_it():
+    text = "".join(f"python train.py --gpus {gpus} --batch_size 64\n" + "".join(
+        f"Epoch {e} took: {e}.0s loss=1.0\n" for e in (1, 2)) for gpus in (1, 2))
+    runs = parse_runs(text, "two-runs.out")
+    assert [run.settings for run in runs] == [{"gpus": 1, "batch_per_gpu": 64},
+                                              {"gpus": 2, "batch_per_gpu": 64}]
+    assert [run.line for run in runs] == [1, 5]
+    assert "no known format: the epochs are the lines `Epoch <n> took" in runs[0].warnings[0]

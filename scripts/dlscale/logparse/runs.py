@@ -392,6 +392,7 @@ class Stream:
         self.path, self.patterns = path, patterns
         self.runs = [ParsedLog(path)]
         self.totals: list[tuple] = []  # (line, seconds, step, an average) no epoch took
+        self.stated: list[tuple[int, dict]] = []  # (line, settings) as stated, in order
         self.readers = [fmt.Reader(self) for fmt in formats if fmt.Reader.wanted(patterns)]
         self.first = self.readers[0].read  # most lines of a long log are the first's
         self.rest = tuple(reader.read for reader in self.readers[1:])

@@ -32,6 +32,7 @@ import re
 from array import array
 from bisect import bisect_right
 from datetime import date
+from functools import lru_cache
 from math import nan as NAN
 
 from dlscale.logparse.runs import ParsedLog, StreamFormat, resolution, share_total
@@ -56,14 +57,13 @@ UNITS = {"ms": 0.001, "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0
          "hr": 3600.0, "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0}
 STAMP_PARTS = re.compile(r"(?:(\d{4})-(\d\d)-(\d\d)[T ])?(\d\d):(\d\d):(\d\d)(?:[.,](\d+))?"
                          r"(Z|[+-]\d\d:?\d\d)?")
-CAP = 20000         # rows kept of a template that names no epoch
+CAP = 20000  # rows kept of a template that names no epoch (beyond twice an epoch one's)
 MAX_TEMPLATES = 5000  # templates counted in a stream (lines of free text make many)
 LONGEST = 2000      # a longer line is no epoch line
 EPOCH_WORD = re.compile(r"epoch\W{0,3}$", re.IGNORECASE)  # the literal before a counter
 STARTS = re.compile(r"\b(?:begin|beginning|start|starting|started)\b", re.IGNORECASE)
 EVALUATION = re.compile(r"test|valid|eval", re.IGNORECASE)
 WORD = re.compile(r"[A-Za-z][\w.]*")
-_DAYS: dict[tuple, int] = {}
 
 
 def stamp_seconds(text: str) -> float:
@@ -84,11 +84,9 @@ def stamp_seconds(text: str) -> float:
     return value
 
 
+@lru_cache(maxsize=4096)
 def _days(year: int, month: int, day: int) -> int:
-    found = _DAYS.get((year, month, day))
-    if found is None:
-        found = _DAYS[year, month, day] = date(year, month, day).toordinal() - 719163
-    return found
+    return date(year, month, day).toordinal() - 719163  # days since 1970-01-01
 
 
 def kind_of(groups: tuple) -> str:
@@ -152,8 +150,6 @@ class Template:
             column.append(value)
         self.lines.append(number)
         self.clocks.append(clock)
-        if not self.epoch and len(self.lines) > CAP:
-            self.columns = None  # too many to be once an epoch: only counted
 
     def shape(self) -> str:
         """The template as a user reads it: `Epoch <n> took: <time> loss=<n>`."""
@@ -236,6 +232,7 @@ class Reader(StreamFormat):
         self.templates: dict[str, Template] = {}
         self.clock_text = self.first_clock_text = None  # the last (first) stamped line
         self.clock_value, self.clock_of = NAN, None
+        self.most = 0  # the most rows an epoch template has
 
     def read(self, number: int, text: str) -> bool:
         if len(text) > LONGEST:
@@ -249,6 +246,10 @@ class Reader(StreamFormat):
         template.count += 1
         if template.columns is not None:
             template.add(number, FINDALL(text), self.clock() if template.stamp is None else NAN)
+            if template.epoch:
+                self.most = max(self.most, template.count)
+            elif template.count > CAP and template.count > 2 * self.most:
+                template.columns = None  # too many to be once an epoch: only counted
         if template.stamp is not None:
             self.clock_text = (text, template)
             if self.first_clock_text is None:
@@ -325,7 +326,6 @@ class Reader(StreamFormat):
             first_line = lines[groups[0][1]]
             run = ParsedLog(stream.path, line=first_line if number else min(
                 first_line, stream.runs[0].line))
-            run.settings = self.settings_for(first_line, number == 0)
             base = 1 if groups[0][0] == 0 else 0
             if total is not None:
                 run.epochs_total = int(template.columns[total][groups[-1][2]])
@@ -344,6 +344,9 @@ class Reader(StreamFormat):
             self.merge(run, others, starts)
             run.facts["log_format"] = NAME
             run.facts["epoch_line"] = where
+            run.warnings.append(f"{stream.path}: no known format: the epochs are the lines "
+                                f"{where}; check them, or give a pattern (external_runs[]"
+                                ".patterns)")
             if duration is None and stamped and run.epochs:
                 run.facts["epoch_time_from"] = (
                     "the gap between timestamps of " + ("its line and the next epoch's"
@@ -351,7 +354,8 @@ class Reader(StreamFormat):
                                                         "epoch before's") + f": {where}")
             result.append(run)
         self.unfinished(result)
-        self.totals(result, runs, lines)
+        self.settings_for(result)
+        self.totals(result)
         return result
 
     def gap(self, template: Template, groups: list, at: int, start: bool) -> float | None:
@@ -415,13 +419,11 @@ class Reader(StreamFormat):
                     if table[epoch].get(name) is None:
                         table.set(epoch, name, value)
 
-    def settings_for(self, line: int, first: bool) -> dict:
-        """What the stream stated before a run's first epoch (its first run: all it stated
-        before any epoch)."""
-        settings: dict = {}
-        for run in self.stream.runs:
-            settings.update(run.settings)
-        return settings if first else {}
+    def settings_for(self, runs: list[ParsedLog]) -> None:
+        """What the stream stated, each to the run whose last epoch comes after it."""
+        for number, found in self.stream.stated:
+            ends = [run for run in runs if run.epochs.lines[-1] >= number]
+            (ends[0] if ends else runs[-1]).settings.update(found)
 
     def unfinished(self, runs: list[ParsedLog]) -> None:
         """The last run cut (SLURM's cancel line), or its counter short of the total its
@@ -434,7 +436,7 @@ class Reader(StreamFormat):
             last.cut, last.cut_epoch = True, last.last + 1
             last.facts["unfinished"] = reason
 
-    def totals(self, runs: list[ParsedLog], groups: list, lines) -> None:
+    def totals(self, runs: list[ParsedLog]) -> None:
         """A run total the stream printed after a run's epochs, for epochs without times."""
         starts = [run.line for run in runs[1:]] + [1 << 62]
         for run, end in zip(runs, starts):

@@ -115,6 +115,7 @@ class Reader(StreamFormat):
             stream.runs[-1].warnings.append(f"{stream.path}:{at}: {message}"))
         if found := settings_in(text, stream.patterns, warn):
             stream.fresh_run(number).settings.update(found)
+            stream.stated.append((number, found))  # (for epochs read at the stream's end)
             return True
         run = stream.runs[-1]
         if "CANCELLED" in text and (m := CANCELLED.search(text)) is not None:
