@@ -28,15 +28,16 @@ def said(lines: list[str]) -> tuple:
 
 @pytest.mark.parametrize("index, count, what, nodes", [
     (0, 8, "mpirun -np 8", (4, "mpirun -np 8 with 2 a node")),  # -N 2: 2 a node
-    (1, 4, "mpirun -np 4", (2, "mpirun -np 4 with 2 a node")),  # --npernode 2
-    (2, 8, "srun -N 2 --ntasks-per-node=4", (2, "srun -N 2")),
-    (3, 8, "srun -N 2 --ntasks-per-node=4", (2, "srun -N 2")),  # --nodes=2, per node 4
-    (4, 8, "torchrun --nproc-per-node 4 --nnodes 2", (2, "torchrun --nnodes 2")),
-    (5, 8, "torchrun --nproc_per_node=4 --nnodes=2", (2, "torchrun --nnodes=2")),
-    (6, 8, "torch.distributed.run --nproc-per-node=4 --nnodes=1:2",
+    (1, 8, "mpirun -np 8", (2, "mpirun -np 8 with 4 a node")),  # a path, ppr:4:node
+    (2, 4, "mpirun -np 4", (2, "mpirun -np 4 with 2 a node")),  # --npernode 2
+    (3, 8, "srun -N 2 --ntasks-per-node=4", (2, "srun -N 2")),
+    (4, 8, "srun -N 2 --ntasks-per-node=4", (2, "srun -N 2")),  # --nodes=2, per node 4
+    (5, 8, "torchrun --nproc-per-node 4 --nnodes 2", (2, "torchrun --nnodes 2")),
+    (6, 8, "torchrun --nproc_per_node=4 --nnodes=2", (2, "torchrun --nnodes=2")),
+    (7, 8, "torch.distributed.run --nproc-per-node=4 --nnodes=1:2",
      (2, "torch.distributed.run --nnodes=1:2")),  # elastic: its largest
-    (7, 16, "deepspeed --num_gpus 8 --num_nodes 2", (2, "deepspeed --num_nodes 2")),
-    (8, 2, "deepspeed --num_gpus=2", None),  # one node, but a hostfile may name more
+    (8, 16, "deepspeed --num_gpus 8 --num_nodes 2", (2, "deepspeed --num_nodes 2")),
+    (9, 2, "deepspeed --num_gpus=2", None),  # one node, but a hostfile may name more
 ])
 def test_a_launch_per_node_is_read_as_processes_and_nodes(index, count, what, nodes):
     """Each launch a job script echoed (`set -x`, captured: launch_lines.out)."""
@@ -91,3 +92,6 @@ def test_torchrun_local_rank_prefixes_of_two_nodes_count_every_worker():
     assert run.settings["gpus"] == 4
     assert run.facts["gpus_from"] == ("4 workers' lines under 2 ranks' line prefixes (each "
                                       "prefix's lines 2 workers')")
+    # one process a node (--nproc-per-node 1) on two nodes: one prefix, two workers
+    [run] = parse_runs("".join(f"[default0]:{line}\n" for line in keras), "one-each.out")
+    assert (run.streams, run.settings["gpus"]) == (2, 2)

@@ -12,6 +12,7 @@ torchrun() { echo "(torchrun: not installed on this machine)"; }
 deepspeed() { echo "(deepspeed: not installed on this machine)"; }
 set -x
 mpirun -np 8 -N 2 hostname
+/usr/bin/mpirun -np 8 --map-by ppr:4:node hostname
 mpirun --oversubscribe -np 4 --npernode 2 hostname
 srun -N 2 --ntasks-per-node=4 python train.py --epochs 2
 srun --nodes=2 --ntasks-per-node 4 python train.py --epochs 2

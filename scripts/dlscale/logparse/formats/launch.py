@@ -40,7 +40,7 @@ def might_say(line: str) -> bool:
             or "launch" in line or "deepspeed" in line or "world_size" in line)
 
 
-_AFTER = r"(?:^|[\s'\"=;(+])"  # a launcher is a word of its own
+_AFTER = r"(?:^|[\s'\"=;(+/])"  # a launcher is a word of its own, or a path's last
 LAUNCHERS = re.compile(_AFTER + r"(mpirun|mpiexec|orterun|horovodrun)\b[^|;&]*?\s"
                        r"(?:-np|-n|--np|-c)[= ]?(\d+)\b")
 SRUN = re.compile(_AFTER + r"srun\b([^|;&]*)")
@@ -189,7 +189,7 @@ class LaunchReader:
             first = runs[index - 1].line if index else 0
             last = runs[index + 1].line if index + 1 < len(runs) else math.inf
             found, nodes = self.said(first, last)
-            if prefixes > 1 and run.streams > prefixes:
+            if prefixes and run.streams > prefixes:
                 # torchrun's [default0]: is a local rank: each prefix holds the workers of
                 # that local rank on every node
                 found.append(("prefixes", run.streams, f"{run.streams} workers' lines under "
