@@ -132,9 +132,9 @@ def parse(text: str, where: str = "the output") -> AllReduce:
     if not table.closed:
         last = table.rows[-1]
         raise NcclTestsError(
-            f"{where} ends inside its nccl-tests table, after the {last.bytes}-byte row "
-            f"({len(table.rows)} rows, no '# Avg bus bandwidth' line after them): the output "
-            f"was cut short; {expected} whole")
+            f"{where} ends inside its nccl-tests table, after the {last.bytes}-byte row (no "
+            f"'# Avg bus bandwidth' line after it): the output was cut short; {expected} "
+            "whole")
     if not hosts or sorted(hosts) != list(range(len(hosts))):
         raise NcclTestsError(f"{where} names no ranks 0 to n-1 with their hosts ('Rank 0 "
                              f"... on HOST device 0'): {expected} whole")
