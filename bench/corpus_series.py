@@ -36,6 +36,12 @@ Throughput, by benchmark (`rule` column of the points):
   v1.0/v1.1 logs name no samples at their evaluations (epoch_num 1 throughout): the rate
   is `train_samples` over the block (`run-average`, warm-up included; no interval).
 
+- Mask R-CNN (`logged`): the log's `train_samples` is no epoch's size (40000 in NVIDIA's
+  logs, against COCO's 117,266 training images), so the rate is the implementation's own:
+  the median of the images/s it logs every 50 steps (`tracked_stats` "throughput", else
+  the `throughput` key); epoch_time_s is the reader's mean epoch after the first, and
+  samples_per_epoch their product (within a few % of COCO's count in every stored log).
+
 epoch_time_ci95: Student's t half-width over the epochs (or intervals) of the one
 result file, not over repeats (each point is one stored run); NaN with one interval.
 """
@@ -64,6 +70,11 @@ MODELS = {
     # Devlin et al. 2019, BERT (arXiv:1810.04805) section 3: "BERT_LARGE (L=24, H=1024,
     # A=16, Total Parameters=340M)"; MLPerf's BERT benchmark is BERT-Large
     "bert": ("BERT-Large", 340_000_000, "Devlin et al. 2019, arXiv:1810.04805, sec. 3"),
+    # torchvision's MaskRCNN_ResNet50_FPN_Weights.COCO_V1 meta "num_params": 44401393
+    # (github.com/pytorch/vision, torchvision/models/detection/mask_rcnn.py); MLPerf's is
+    # the same architecture (NVIDIA's maskrcnn-benchmark: 81 classes, not 91, and a frozen
+    # stem, so its all-reduced gradient is a little smaller)
+    "maskrcnn": ("Mask R-CNN", 44_401_393, "torchvision MaskRCNN_ResNet50_FPN_Weights"),
 }
 # NVIDIA's MLPerf implementations (which every GPU series here runs: NVIDIA's own
 # submissions, and Dell's, Azure's, Fujitsu's and Clemson's from NGC containers) train
@@ -260,6 +271,9 @@ def measure(path: Path, benchmark: str) -> dict:
     epochs = [row["seconds"] for row in run.rows()] if run else block_epochs(path, False)
     if benchmark == "bert":  # no samples at the evaluations: the whole run (one epoch)
         return result(batch, samples, epochs, "run-average", reader)
+    if benchmark == "maskrcnn":
+        rate = statistics.median(logged_throughput(path))
+        return result(batch, rate * statistics.mean(epochs[1:]), epochs[1:], "logged", reader)
     seconds, rule = epochs[1:], "epochs"
     blocks = block_epochs(path)
     if blocks and (not seconds or abs(statistics.mean(seconds) / statistics.mean(blocks) - 1)
@@ -312,6 +326,16 @@ def block_epochs(path: Path, skip_first: bool = True) -> list[float]:
             inside = sum(b - a for a, b in timed if starts[n] <= a and b <= stops[n])
             found.append((stops[n] - starts[n] - inside) / 1000 / counts[n])
     return found[1:] if skip_first else found
+
+
+def logged_throughput(path: Path) -> list[float]:
+    """The images/s the implementation logs (each window once: `tracked_stats`'s
+    "throughput" where the log has it, else the `throughput` key)."""
+    tracked = [value["throughput"] for key, _, value, _ in events(path)
+               if key == "tracked_stats" and isinstance(value, dict)
+               and isinstance(value.get("throughput"), (int, float))]
+    return tracked or [value for key, _, value, _ in events(path)
+                       if key == "throughput" and isinstance(value, (int, float))]
 
 
 def evaluation_intervals(path: Path) -> tuple[list[float], float | None]:

@@ -52,7 +52,7 @@ def test_at_least_three_counts_in_most_series(series):
 
 def test_model_gradient_and_node_from_the_tables_and_systems(series):
     for s in series:
-        assert s.model in ("ResNet-50", "BERT-Large")
+        assert s.model in ("ResNet-50", "BERT-Large", "Mask R-CNN")
         name, parameters, _ = next(m for m in corpus_series.MODELS.values() if m[0] == s.model)
         assert s.gradient_bytes == parameters * corpus_series.GRADIENT_ELEMENT_BYTES
         assert s.gpus_per_node >= (s.points["gpus"] / s.points["nodes"]).max()
@@ -93,10 +93,13 @@ def test_network_rows_from_the_publishers_strings():
 
 def test_throughput_rules(series):
     rules = {r for s in series for r in s.points["rule"]}
-    assert rules <= {"epochs", "blocks", "evaluations", "run-average"}
+    assert rules <= {"epochs", "blocks", "evaluations", "run-average", "logged"}
     for s in series:
         if s.model == "BERT-Large":
             assert set(s.points["rule"]) == {"evaluations"}, s.id
+        if s.model == "Mask R-CNN":
+            assert set(s.points["rule"]) == {"logged"}, s.id
+            assert set(s.points["reader"]) == {"read"}, s.id
         for row in s.points.itertuples():
             # the rate is the samples of an "epoch" (or interval) over its mean time
             assert row.images_per_s == pytest.approx(row.samples_per_epoch / row.epoch_time_s)
