@@ -12,6 +12,13 @@ systems file (`systems/<system>.json`).
         series.network       # {"within_node": {"latency_us", "bus_bandwidth_gbs"}, ...}
         series.gradient_bytes, series.gpus_per_node
 
+`Series` (frozen): id (a slug), description, source (repository @ commit: the logs),
+model, gradient_bytes, gpus_per_node (the systems files' accelerators_per_node, the
+largest), network (the levels the publisher states, through LINKS), points (one row a
+count: series, model, strategy "mlperf", precision, nodes, gpus, global_batch,
+images_per_s (samples/s), epoch_time_s, epoch_time_ci95, efficiency, scaling, and
+samples_per_epoch, rule, reader, log, system), network_stated (the strings it came from).
+
 Nothing here is a typed measurement: every count, batch and time is read from the stored
 files; the only figures written below are the two tables (parameters of each model, and
 link technologies with their nominal rates), each row with its public source.
@@ -34,8 +41,8 @@ Throughput, by benchmark (`rule` column of the points):
   first and the last evaluation over the time between them (training with the
   evaluations it does inline), an "epoch" here being one interval between evaluations.
   v1.0/v1.1 logs name no samples at their evaluations (epoch_num 1 throughout): the rate
-  is `train_samples` over the block (`run-average`, warm-up included; no interval).
-
+  would be `train_samples` over the block (`run-average`, warm-up included; no interval):
+  the index leaves those logs out, the rule stays for a log that needs it.
 - Mask R-CNN (`logged`): the log's `train_samples` is no epoch's size (40000 in NVIDIA's
   logs, against COCO's 117,266 training images), so the rate is the implementation's own:
   the median of the images/s it logs every 50 steps (`tracked_stats` "throughput", else
