@@ -219,11 +219,12 @@ rule explain_scaling:
         script=script("explain_scaling.py"),
         runs=C.RUNS,
         network=ANALYSIS.network_flags(),
+        per_node=ANALYSIS.prediction_flags(),
     shell:
         "python {params.script:q} {input.scaling:q} --runs {input.runs:q} "
         "--runs-dir {params.runs:q} --breakdown {output.breakdown:q} "
-        "--prediction {output.prediction:q} {params.network} --probes {input.probes:q} "
-        "2>&1 | tee {log:q}"
+        "--prediction {output.prediction:q} {params.network} {params.per_node} "
+        "--probes {input.probes:q} 2>&1 | tee {log:q}"
 
 
 rule plot_breakdown:
@@ -276,11 +277,12 @@ rule report_page:
         verdicts=lambda wildcards, input: (
             f"--verdicts {shlex.quote(input.verdicts[0])}" if input.verdicts else ""
         ),
+        min_efficiency=float(config["analysis"]["min_efficiency"]),
     shell:
         "python {params.script:q} {input.scaling:q} --amdahl {input.amdahl:q} "
         "--failed {input.failed:q} --overview {input.overview:q} {params.verdicts} "
         "--breakdown {input.breakdown:q} --prediction {input.prediction:q} "
-        "-o {output:q} > {log:q} 2>&1"
+        "--min-efficiency {params.min_efficiency} -o {output:q} > {log:q} 2>&1"
 
 
 # Last: fails (non-zero exit of the workflow) when a point failed, once the tables and

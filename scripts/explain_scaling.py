@@ -34,13 +34,15 @@ def main() -> int:
     ap.add_argument("--network", type=json.loads, metavar="JSON",
                     help="analysis.network: the links no point measured (numbers, or "
                          "nccl-tests outputs)")
+    ap.add_argument("--gpus-per-node", type=int, metavar="N",
+                    help="analysis.gpus_per_node: the GPUs a node holds, where no run says")
     ap.add_argument("--probes", type=Path, nargs="*", default=[], metavar="JSON",
                     help="the network's probes (results/network/STRATEGY/nodesN.json)")
     args = ap.parse_args()
     scaling, runs = pd.read_csv(args.scaling), pd.read_csv(args.runs)
     sizes = gradient_sizes(scaling, runs, model_gradient_bytes)
     breakdown, prediction = tables(scaling, runs, args.runs_dir, sizes, args.network,
-                                   args.probes)
+                                   args.probes, args.gpus_per_node)
     write_table(breakdown, args.breakdown)
     write_table(prediction, args.prediction)
     for _, row in prediction.drop_duplicates("series").iterrows():

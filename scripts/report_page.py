@@ -25,6 +25,9 @@ def main(argv=None) -> int:
     parser.add_argument("--verdicts", type=Path, help="the history's verdicts (history.csv)")
     parser.add_argument("--breakdown", type=Path, help="breakdown.csv (dlscale.reporting.explain)")
     parser.add_argument("--prediction", type=Path, help="prediction.csv, with --breakdown")
+    parser.add_argument("--min-efficiency", type=float, default=0.8,
+                        help="analysis.min_efficiency: up to how many GPUs each series' "
+                             "efficiency stays above it (default 0.8)")
     parser.add_argument("-o", "--out", required=True, type=Path)
     args = parser.parse_args(argv)
 
@@ -40,7 +43,7 @@ def main(argv=None) -> int:
                     if args.verdicts else None,
                     (read_table(args.breakdown, ["series", "nodes", "gpus"]),
                      read_table(args.prediction, ["series", "gpus"]))
-                    if args.breakdown else None)
+                    if args.breakdown else None, args.min_efficiency)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -11,7 +11,8 @@ import pytest
 from conftest import ROOT
 
 from dlscale.logparse import nccltests
-from dlscale.reporting import explain
+from dlscale.reporting.prediction import links as netlinks
+from dlscale.reporting.prediction import series as predict
 
 # tests/data/nccl-tests/README.md says where it comes from: 2 nodes x 8 H100 (A3 Mega)
 DATA = ROOT / "tests" / "data" / "nccl-tests"
@@ -127,15 +128,15 @@ def test_an_external_series_over_nodes_is_predicted_where_the_network_is_given()
     size = 100 * 2**20
     network = {"within_node": {"latency_us": 5.0, "bus_bandwidth_gbs": 150.0},
                "nccl_tests": [str(A3MEGA)]}
-    links = explain.given_links(network)
+    links = netlinks.given_links(network)
     inside, between = links["within_node"][0], links["between_nodes"][0]
     compute = 0.1
-    steps = {(n, 1): compute + explain.allreduce_time(n, 1, size, inside, None)
+    steps = {(n, 1): compute + netlinks.allreduce_time(n, 1, size, inside, None)
              for n in (1, 2, 4, 8)}
-    steps[(16, 2)] = compute + explain.allreduce_time(16, 2, size, None, between)
+    steps[(16, 2)] = compute + netlinks.allreduce_time(16, 2, size, None, between)
     frame = steps_frame(steps)
     empty = pd.DataFrame(columns=["series", "nodes", "gpus", "communication_share"])
-    rows = explain.series_prediction("MLPerf", frame, empty, {}, known_size=size,
+    rows = predict.series_prediction("MLPerf", frame, empty, {}, known_size=size,
                                      gpus_per_node=8, network=links)
     by = {r["gpus"]: r for r in rows}
     assert by[16]["role"] == "held out" and abs(by[16]["error"]) < 1e-9
@@ -143,7 +144,7 @@ def test_an_external_series_over_nodes_is_predicted_where_the_network_is_given()
     assert by[16]["link_source"] == ("within a node: given; between nodes: nccl-tests "
                                      f"({A3MEGA.name})")
     assert by[16]["bus_bandwidth_inter_gbs"] == pytest.approx(339.7, abs=0.1)
-    alone = explain.series_prediction("MLPerf", frame, empty, {}, known_size=size,
+    alone = predict.series_prediction("MLPerf", frame, empty, {}, known_size=size,
                                       gpus_per_node=8)
     assert math.isnan({r["gpus"]: r for r in alone}[16]["predicted_step_s"])
-    assert explain.NO_NETWORK in alone[-1]["note"]
+    assert netlinks.NO_NETWORK in alone[-1]["note"]

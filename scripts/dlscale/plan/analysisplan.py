@@ -122,6 +122,13 @@ class AnalysisPlan:
         for level in ("within_node", "between_nodes"):
             if network[level]:
                 levels[level] = f"analysis.network.{level}"
+        inside, between = network["within_node"], network["between_nodes"]
+        if inside and between and inside["bus_bandwidth_gbs"] < between["bus_bandwidth_gbs"]:
+            self.warnings.append(
+                f"analysis.network.within_node's bus_bandwidth_gbs {inside['bus_bandwidth_gbs']}"
+                f" is below between_nodes' {between['bus_bandwidth_gbs']}: a node's own links "
+                "are as fast as the network between nodes or faster on most machines (were "
+                "the two swapped?); the prediction uses them as given")
         for index, path in enumerate(network["nccl_tests"]):
             where = f"analysis.network.nccl_tests[{index}]"
             if problem := unreadable_file(path):
@@ -143,6 +150,11 @@ class AnalysisPlan:
         if not (network["within_node"] or network["between_nodes"] or network["nccl_tests"]):
             return ""
         return f"--network {shlex.quote(html_safe_json(network))}"
+
+    def prediction_flags(self) -> str:
+        """explain_scaling.py's --gpus-per-node where analysis.gpus_per_node gives it."""
+        per_node = self.config["analysis"]["gpus_per_node"]
+        return f"--gpus-per-node {int(per_node)}" if per_node else ""
 
     def _references(self) -> list[dict]:
         spec = self.config["references"]

@@ -86,7 +86,37 @@ def ahead_of(prediction: pd.DataFrame, series: str, gpus: int) -> str:
             f"(model {rst(ahead['verdict'].iloc[0])})")
 
 
-def why_lines(breakdown: pd.DataFrame, prediction: pd.DataFrame) -> list[str]:
+def last_above(rows: pd.DataFrame, column: str, threshold: float) -> tuple[str, bool]:
+    """('N GPUs on M node(s)', whether that is the largest count predicted): the largest
+    count whose efficiency (measured where measured, else `column` of the prediction)
+    stays at or above `threshold` with every count before it; '' where none does."""
+    found, ordered = "", rows.sort_values(["gpus", "nodes"])
+    for index, (_, row) in enumerate(ordered.iterrows()):
+        value = (row["measured_efficiency"] if pd.notna(row["measured_efficiency"])
+                 else row[column])
+        if pd.isna(value) or value < threshold:
+            return found, False
+        found = f"{int(row['gpus'])} GPUs on {int(row['nodes'])} node(s)"
+    return found, bool(found)
+
+
+def holds_until(prediction: pd.DataFrame, series: str, threshold: float) -> str:
+    """'; efficiency at or above 0.8 up to N GPUs on M node(s) (band: ... to ...)', or ''
+    where the series has no prediction."""
+    rows = prediction[prediction["series"] == series]
+    if "predicted_efficiency_low" not in rows or rows["predicted_efficiency"].isna().all():
+        return ""
+    central, _ = last_above(rows, "predicted_efficiency", threshold)
+    if not central:
+        return f"; efficiency below {number(threshold)} from its smallest count"
+    low, _ = last_above(rows, "predicted_efficiency_low", threshold)
+    high, beyond = last_above(rows, "predicted_efficiency_high", threshold)
+    return (f"; efficiency at or above {number(threshold)} up to {central} (band: "
+            f"{low or 'not even the smallest'} to {high}{' or beyond' if beyond else ''})")
+
+
+def why_lines(breakdown: pd.DataFrame, prediction: pd.DataFrame,
+              min_efficiency: float = 0.8) -> list[str]:
     """Per series: where the step goes at its largest GPU count, and the predicted
     efficiency at the next doubling (dlscale.reporting.explain)."""
     out = []
@@ -96,7 +126,8 @@ def why_lines(breakdown: pd.DataFrame, prediction: pd.DataFrame) -> list[str]:
         head = f"- {rst(series)} at {gpus} GPU(s)"
         if pd.isna(row.get("compute_share")):  # an outside log: still its prediction
             text = f"{head}: no traced steps ({rst(row.get('notes') or 'no window')})"
-            out.append(text + ahead_of(prediction, series, gpus) + ".")
+            out.append(text + ahead_of(prediction, series, gpus)
+                       + holds_until(prediction, series, min_efficiency) + ".")
             continue
         comm = ("not separable" if row["communication"] == "not separable" else
                 f"{share(row['communication_share'])} exposed "
@@ -109,20 +140,25 @@ def why_lines(breakdown: pd.DataFrame, prediction: pd.DataFrame) -> list[str]:
         if slower > WINDOW_SLOWER:  # the shares are of the traced steps, not the epochs'
             text += (f" (of the traced steps, which took {slower:.1f}x the epochs' steps: "
                      "run one at a time and profiled)")
-        text += ahead_of(prediction, series, gpus)
+        text += ahead_of(prediction, series, gpus) + holds_until(prediction, series,
+                                                                 min_efficiency)
         out.append(text + ".")
     if not out:
         return []
     return ["Why it scales", "-------------", "",
             "Where the step time goes at the largest GPU count (a few traced steps of the "
             "first epoch; results/tables/breakdown.csv) and what the next doubling would "
-            "give (a communication model fitted on the smaller points; prediction.csv):",
+            "give, and up to how many GPUs the efficiency stays above "
+            f"{number(min_efficiency)} (the model fitted on every measured point: "
+            "compute, the all-reduce over the links, what else grows with the GPUs; "
+            "prediction.csv):",
             "", *out, ""]
 
 
 def page(scaling: pd.DataFrame, amdahl: pd.DataFrame, failed: pd.DataFrame,
          overview: Path | None = None, verdicts: pd.DataFrame | None = None,
-         why: tuple[pd.DataFrame, pd.DataFrame] | None = None) -> str:
+         why: tuple[pd.DataFrame, pd.DataFrame] | None = None,
+         min_efficiency: float = 0.8) -> str:
     """The first page as reStructuredText (for Snakemake's report)."""
     lines = ["How this study scales", "=====================", ""]
     if scaling.empty:
@@ -144,7 +180,7 @@ def page(scaling: pd.DataFrame, amdahl: pd.DataFrame, failed: pd.DataFrame,
                   "   :alt: the overview figure: epoch time, speedup, efficiency and "
                   "accuracy against GPUs", ""]
     if why is not None:
-        lines += why_lines(*why)
+        lines += why_lines(*why, min_efficiency)
     flags = []
     if "flags" in scaling:
         for _, row in scaling.dropna(subset=["flags"]).iterrows():

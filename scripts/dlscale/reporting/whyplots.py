@@ -82,6 +82,10 @@ def draw_prediction(prediction: pd.DataFrame, out_dir: Path) -> list[Path]:
         if len(model):
             ax.plot(model["gpus"], model["predicted_efficiency"], "-", color="tab:red",
                     label="model")
+            if "predicted_efficiency_low" in model:  # the band: its fits' ends, widened
+                ax.fill_between(model["gpus"], model["predicted_efficiency_low"],
+                                model["predicted_efficiency_high"].clip(upper=1.0),
+                                color="tab:red", alpha=0.2, linewidth=0, label="band")
             beyond = model[model["role"] == "extrapolated"]
             if len(beyond):
                 ax.axvspan(measured["gpus"].max(), beyond["gpus"].max(), color="tab:red",
@@ -93,8 +97,8 @@ def draw_prediction(prediction: pd.DataFrame, out_dir: Path) -> list[Path]:
         ax.set_xticks(part["gpus"].tolist(), [str(int(g)) for g in part["gpus"]])
         ax.set_ylim(bottom=0)
         label(ax, f"{series}\n{verdict}", "small", "parallel efficiency")
-    return finish(fig, axes, "What more GPUs would give: communication model against the "
-                  "measured", out_dir / WHY_PLOTS[1])
+    return finish(fig, axes, "What more GPUs would give: the model against the measured",
+                  out_dir / WHY_PLOTS[1])
 
 
 def plot_why(breakdown: pd.DataFrame, prediction: pd.DataFrame, out_dir: Path) -> list[Path]:
