@@ -209,3 +209,17 @@ def test_each_run_of_a_scripts_own_lines_takes_the_settings_stated_before_it():
                                               {"gpus": 2, "batch_per_gpu": 64}]
     assert [run.line for run in runs] == [1, 5]
     assert "no known format: the epochs are the lines `Epoch <n> took" in runs[0].warnings[0]
+
+
+def test_a_logging_run_killed_inside_an_epoch_keeps_the_epochs_it_finished():
+    """An epoch begun (`INFO Epoch 2`) whose validation never came is not an epoch."""
+    text = ("2026-12-02 10:00:00,000 INFO Epoch 0\n"
+            "2026-12-02 10:00:30,000 INFO Validation loss: 2.3000 accuracy: 0.1000\n"
+            "2026-12-02 10:01:00,000 INFO Epoch 1\n"
+            "2026-12-02 10:01:30,000 INFO Validation loss: 2.1000 accuracy: 0.2000\n"
+            "2026-12-02 10:02:00,000 INFO Epoch 2\n"
+            "2026-12-02 10:02:10,000 INFO step 10\n")
+    [run] = parse_runs(text, "killed.out")
+    assert [(r["epoch"], r["seconds"]) for r in run.rows()] == [(1, 60.0), (2, 60.0)]
+    assert run.cut and run.cut_epoch == 3
+    assert run.facts["unfinished"] == "epoch 3 began (line 5) and has no evaluation line"

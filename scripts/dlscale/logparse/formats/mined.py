@@ -6,26 +6,24 @@ epoch, found in the stream itself by template mining, where no other format read
   Train Epoch: 1 	Loss: 0.211924                  a run total shared over the epochs
   Beginning of Epoch 1/16, Total Micro Batches 100 (and the line's own total: 16)
 
-Each line no other format took is reduced to its template: its fixed words, each field (a
-timestamp, a time with its unit, a percentage, a number) a placeholder. A template that
-names an epoch keeps its rows (the fields' values, as columns of doubles); any other keeps
-its first CAP rows (an evaluation printed after each epoch). At the stream's end the
-epoch templates are ranked: a counter rising by one (the number after the word epoch
-first), a time (a field with a unit, or timestamps: its own, else the last line's before
-it), one row per counter value, then the most epochs. The winner's rows are the epochs (a
-counter that drops begins the next run; a value printed again, by another node, is a copy
-counted once); another template printed once between two epoch lines gives that epoch's
-metrics (`val_` where its words, or its line's before, say test, validation or eval). The
-run's `epoch_line` says which template was taken and from which line: a user can check it.
+Each line no other format took is reduced to its template: its fixed words, its fields (a
+timestamp, a time with its unit, a percentage, a number) placeholders. An epoch template
+(one that names an epoch) keeps its rows as columns of doubles; any other its first CAP.
+At the stream's end the epoch templates are ranked: a time (a field with a unit, or
+timestamps: its own, else the last line's before it), a counter rising by one (the number
+after the word epoch first), one row per counter value, then the most epochs. The winner's
+rows are the epochs (a counter that drops begins the next run; a value printed again, by
+another node, is a copy counted once); another template printed once between two epoch
+lines gives that epoch's metrics (`val_` where its words, or its line's before, say test,
+validation or eval). The run's `epoch_line` names the template and its first line.
 
 An epoch without a time of its own takes the gap between its line and the next epoch's
-(Python logging, ISO 8601, `[YYYY-mm-dd HH:MM:SS,ms]`, `date`'s echo, `HH:MM:SS`): from a
-line that marks a start (its words say begin or start, or it holds no metric) to the next
-one; from the epoch before, for a line that ends one. Else a run total the stream printed
-(formats.totals leaves it in `Stream.totals`) is shared over the epochs. `epoch_time_from`
-says which. Tests: tests/unit/test_mined_logs.py, on real captures (tests/data/own-scripts).
+(logging's, ISO 8601, `[YYYY-mm-dd HH:MM:SS,ms]`, `date`'s, `HH:MM:SS` timestamps) where
+its line marks a start (it says begin or start, or holds no metric; the last epoch's is
+unfinished without the evaluation the others have), else from the epoch before; or a run
+total the stream printed (formats.totals leaves it in `Stream.totals`), shared. Tests:
+tests/unit/test_mined_logs.py, on real captures (tests/data/own-scripts).
 """
-
 from __future__ import annotations
 
 import re
@@ -169,8 +167,6 @@ class Template:
             rising = sum(1 for c in changes if c == 1)
             if changes and rising >= 0.8 * sum(1 for c in changes if c > 0) and rising:
                 return index
-            if not changes and EPOCH_WORD.search(self.literals[index]):
-                return index  # one epoch (or its copies)
         return None
 
     def clock(self, row: int) -> float:
@@ -185,10 +181,7 @@ def stamp_resolution(text: str) -> float:
 def metric_name(literal: str, evaluation: bool) -> str | None:
     """loss, accuracy, val_loss or val_accuracy from the words before a field (`loss=`,
     `Loss: `, `val_acc `, `Average loss: `), or None for any other number."""
-    words = WORD.findall(literal)
-    if not words:
-        return None
-    word = words[-1].lower().strip("_.")
+    word = (WORD.findall(literal) or [""])[-1].lower().strip("_.")
     for prefix in ("val_", "valid_", "validation_", "eval_", "test_"):
         if word.startswith(prefix):
             word, evaluation = word[len(prefix):], True
@@ -218,8 +211,7 @@ def metrics(template: Template, row: int, skip: set, evaluation: bool) -> dict:
 
 def line_stamp(said: tuple[str, Template]) -> float:
     """The timestamp of a (line, its template), in seconds."""
-    text, template = said
-    return template.values(FINDALL(text))[template.stamp]
+    return said[1].values(FINDALL(said[0]))[said[1].stamp]
 
 
 class Reader(StreamFormat):
@@ -232,6 +224,7 @@ class Reader(StreamFormat):
         self.clock_text = self.first_clock_text = None  # the last (first) stamped line
         self.clock_value, self.clock_of = NAN, None
         self.most = 0  # the most rows an epoch template has
+        self.cut_reason = None  # why the last epoch read is not finished
 
     def read(self, number: int, text: str) -> bool:
         if len(text) > LONGEST:
@@ -320,6 +313,8 @@ class Reader(StreamFormat):
         where = f"`{template.shape()}` (line {template.line}: {template.text[:120]!r})"
         starts = [lines[group[1]] for run in runs for group in run]
         others = self.evaluations(template, starts)
+        # a last epoch begun whose evaluation (that every other epoch has) never came
+        begun = start and others and not any(len(starts) - 1 in w for _o, w, _e in others)
         result = []
         for number, groups in enumerate(runs):
             first_line = lines[groups[0][1]]
@@ -328,7 +323,11 @@ class Reader(StreamFormat):
             base = 1 if groups[0][0] == 0 else 0
             if total is not None:
                 run.epochs_total = int(template.columns[total][groups[-1][2]])
-            for at, (value, _first, last) in enumerate(groups):
+            for at, (value, first, last) in enumerate(groups):
+                if begun and number == len(runs) - 1 and at == len(groups) - 1:
+                    self.cut_reason = (f"epoch {int(value) + base} began (line "
+                                       f"{lines[first]}) and has no evaluation line")
+                    break
                 record = {"seconds": None, "seconds_resolution": None, "steps": None,
                           "samples": None}
                 if duration is not None:
@@ -346,7 +345,7 @@ class Reader(StreamFormat):
             run.warnings.append(f"{stream.path}: no known format: the epochs are the lines "
                                 f"{where}; check them, or give a pattern (external_runs[]"
                                 ".patterns)")
-            if duration is None and stamped and run.epochs:
+            if duration is None and stamped:
                 run.facts["epoch_time_from"] = (
                     "the gap between timestamps of " + ("its line and the next epoch's"
                                                         if start else "its line and the "
@@ -421,14 +420,15 @@ class Reader(StreamFormat):
     def settings_for(self, runs: list[ParsedLog]) -> None:
         """What the stream stated, each to the run whose last epoch comes after it."""
         for number, found in self.stream.stated:
-            ends = [run for run in runs if run.epochs.lines[-1] >= number]
+            ends = [run for run in runs if run.epochs and run.epochs.lines[-1] >= number]
             (ends[0] if ends else runs[-1]).settings.update(found)
 
     def unfinished(self, runs: list[ParsedLog]) -> None:
         """The last run cut (SLURM's cancel line), or its counter short of the total its
         line states: unfinished, with the reason."""
         ending, last = self.stream.runs[-1], runs[-1]
-        reason = ending.facts.get("unfinished") or ("cut" if ending.cut else None)
+        reason = ending.facts.get("unfinished") or self.cut_reason or (
+            "cut" if ending.cut else None)
         if last.epochs_total is not None and last.last < last.epochs_total:
             reason = reason or f"stopped at epoch {last.last} of {last.epochs_total}"
         if reason:
