@@ -146,10 +146,11 @@ class Series:
     network_stated: dict = field(default_factory=dict)  # the publisher's strings, by level
 
 
-def load(root: Path = ROOT) -> list[Series]:
-    """Every series of the index, in its order."""
+def load(root: Path = ROOT, ids: list[str] | None = None) -> list[Series]:
+    """Every series of the index (or those of `ids`), in its order."""
     index = yaml.safe_load((Path(root) / "series.yaml").read_text())
-    return [_series(Path(root), entry, index["repositories"]) for entry in index["series"]]
+    return [_series(Path(root), entry, index["repositories"]) for entry in index["series"]
+            if ids is None or entry["id"] in ids]
 
 
 def _series(root: Path, entry: dict, repositories: dict) -> Series:

@@ -151,7 +151,8 @@ def main(argv=None) -> int:
     corpus = [s for s in corpus_series.load() if not args.series or s.id in args.series]
     table = pd.DataFrame([evaluate(s) for s in corpus])
     total = summary(table)
-    coverage = table["inside"].mean()
+    predicted = table.dropna(subset=["model"])
+    coverage = predicted["inside"].mean()
     if args.markdown:
         cols = ["series", "counts", *(f"{m}_error" for m in METHODS), "inside"]
         shown = table[cols].copy()
@@ -166,7 +167,9 @@ def main(argv=None) -> int:
             print(table[["series", "counts", *(f"{m}_error" for m in METHODS),
                          "inside"]].to_string(float_format=lambda v: f"{v:+.3f}"))
             print(total.to_string(float_format=lambda v: f"{v:.3f}"))
-    print(f"band holds the measured held-out point on {coverage:.0%} of {len(table)} series")
+    print(f"band holds the measured held-out point on {coverage:.0%} of the {len(predicted)} "
+          f"series predicted ({len(table) - len(predicted)} not predicted: "
+          f"{'; '.join(sorted(set(table.loc[table['model'].isna(), 'note'])))})")
     return 0
 
 

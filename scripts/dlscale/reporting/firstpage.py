@@ -91,7 +91,7 @@ def last_above(rows: pd.DataFrame, column: str, threshold: float) -> tuple[str, 
     count whose efficiency (measured where measured, else `column` of the prediction)
     stays at or above `threshold` with every count before it; '' where none does."""
     found, ordered = "", rows.sort_values(["gpus", "nodes"])
-    for index, (_, row) in enumerate(ordered.iterrows()):
+    for _, row in ordered.iterrows():
         value = (row["measured_efficiency"] if pd.notna(row["measured_efficiency"])
                  else row[column])
         if pd.isna(value) or value < threshold:

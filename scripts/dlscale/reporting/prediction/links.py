@@ -45,6 +45,13 @@ def allreduce_s(n: float, size: float, alpha: float, bandwidth: float) -> float:
     return 2 * (n - 1) * alpha + 2 * (n - 1) / n * size / bandwidth
 
 
+def tree_s(n: float, size: float, alpha: float, bandwidth: float) -> float:
+    """The same over a tree: 2 log2 n hops, twice the bytes a member sends."""
+    if n < 2:
+        return 0.0
+    return 2 * math.log2(n) * alpha + 2 * size / bandwidth
+
+
 FROM_STEP_TIMES = ("no timed all-reduce (an external log): the communication is fitted on "
                    "the step times of 1 GPU and the next count, with the gradient of the "
                    f"model at {ASSUMED_CLASSES} classes and {ASSUMED_SIZE} px; no latency or "
@@ -64,17 +71,24 @@ class Link:
     def ring_s(self, members: int, size: float) -> float:
         return allreduce_s(members, size, self.alpha, self.bandwidth)
 
+    def time_s(self, members: int, size: float) -> float:
+        """As NCCL's tuner picks: the ring or the tree, whichever is faster (at a few
+        members always the ring; over hundreds of GPUs the ring's latency alone would
+        exceed the step)."""
+        return min(self.ring_s(members, size),
+                   tree_s(members, size, self.alpha, self.bandwidth))
+
 
 def allreduce_time(gpus: int, nodes: int, size: float, intra: Link | None,
                    inter: Link | None) -> float:
-    """The gradient's ring all-reduce on `gpus`: within one node at that level's pace; a
-    ring that crosses nodes goes at the network's (the level between nodes, as a
+    """The gradient's all-reduce on `gpus` (ring or tree): within one node at that level's
+    pace; one that crosses nodes goes at the network's (the level between nodes, as a
     multi-node nccl-tests run measures it over all its ranks). NaN where the level it
     needs has no link."""
     link = intra if nodes == 1 else inter
     if gpus < 2:
         return 0.0
-    return math.nan if link is None else link.ring_s(gpus, size)
+    return math.nan if link is None else link.time_s(gpus, size)
 
 
 def links(fit: list[tuple[int, int]], records: dict) -> tuple[Link | None, Link | None]:
