@@ -523,3 +523,38 @@ def test_writing_the_models_table_keeps_its_comments_once_and_torchvisions_sizes
         assert "SimpleCNN,simple_cnn,8,1\n" in after
     finally:
         models.table.cache_clear()
+
+
+def test_a_given_link_that_leaves_the_fit_points_no_compute_is_named_not_a_crash():
+    """within_node 0.1 GB/s on a 1/2/4/8 series: every multi-GPU point's all-reduce alone
+    is longer than its step. explain_scaling died with ZeroDivisionError (no prediction, no
+    first page), and a link contradicting the step times was printed 'explained': the
+    verdict names the link as the likely wrong figure and no efficiency is above 1."""
+    steps = {(1, 1): 0.20, (2, 1): 0.21, (4, 1): 0.22, (8, 1): 0.23}
+    frame = series(steps)
+    empty = pd.DataFrame(columns=["series", "gpus", "nodes", "communication_share"])
+    slow = {"within_node": (netlinks.Link(5e-6, 0.1e9), netlinks.GIVEN)}
+    rows = predict.series_prediction("Net", frame, empty, {}, known_size=GRADIENT,
+                                     gpus_per_node=16, network=slow)
+    verdict = rows[0]["verdict"]
+    assert verdict.startswith("not explained: the link within a node (given) leaves the "
+                              "2-GPU point no compute"), verdict
+    assert "likely wrong" in verdict
+    assert all(not r["predicted_efficiency"] > 1 for r in rows)  # NaN or at most 1
+
+
+def test_no_efficiency_above_one_from_links_given_the_wrong_way_round():
+    """No 1-GPU point (2, 4 on one node; 8 on two), the link within a node given slower than
+    the one between nodes: the 8-GPU point was predicted at efficiency 1.19 and 'explained'.
+    No predicted efficiency is above the largest measured one past the measured points."""
+    steps = {(2, 1): 0.30, (4, 1): 0.34, (8, 2): 0.33}
+    frame = series(steps)
+    empty = pd.DataFrame(columns=["series", "gpus", "nodes", "communication_share"])
+    given = {"within_node": (netlinks.Link(5e-6, 2e9), netlinks.GIVEN),
+             "between_nodes": (netlinks.Link(5e-6, 20e9), netlinks.GIVEN)}
+    rows = predict.series_prediction("Net", frame, empty, {}, known_size=GRADIENT,
+                                     gpus_per_node=4, network=given)
+    largest = frame["efficiency"].iloc[-1]
+    assert all(r["predicted_efficiency"] <= 1 for r in rows)
+    assert all(r["predicted_efficiency"] <= largest + 1e-9
+               for r in rows if r["role"] == "extrapolated")

@@ -22,7 +22,9 @@ from dlscale.reporting.prediction.links import (
     median,
 )
 
-EXPLAINED_ERROR = 0.10  # |predicted - measured| / measured step time on the held-out point
+EXPLAINED_ERROR = 0.10
+ABOVE_ONE = ("the model's step is faster than perfect scaling from the base point (links "
+             "given within a node slower than between nodes?): its efficiency is shown as 1")  # |predicted - measured| / measured step time on the held-out point
 CAPPED = ("capped at the largest measured efficiency: nothing the model holds (a faster "
           "link, a larger batch per GPU) makes it rise")
 
@@ -166,6 +168,9 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
         if not measured and efficiency > eff[keys[-1]] and not math.isnan(step):
             efficiency, step = eff[keys[-1]], step * efficiency / eff[keys[-1]]
             row_notes.append(CAPPED)
+        if efficiency > 1:  # the step is kept for its error; no efficiency above 1 is shown
+            efficiency = 1.0
+            row_notes.append(ABOVE_ONE)
         total = t(g, n) if g > 1 else 0.0
         rows.append({
             "series": series, "nodes": n, "gpus": g,
