@@ -209,9 +209,9 @@ def metrics(template: Template, row: int, skip: set, evaluation: bool) -> dict:
     return found
 
 
-def line_stamp(said: tuple[str, Template]) -> float:
-    """The timestamp of a (line, its template), in seconds."""
-    return said[1].values(FINDALL(said[0]))[said[1].stamp]
+def line_stamp(text: str, template: Template) -> float:
+    """The timestamp of a line of a template, in seconds."""
+    return template.values(FINDALL(text))[template.stamp]
 
 
 class Reader(StreamFormat):
@@ -221,20 +221,16 @@ class Reader(StreamFormat):
     def __init__(self, stream):
         super().__init__(stream)
         self.templates: dict[bytes, Template] = {}
-        self.clock_text = self.first_clock_text = None  # the last (first) stamped line
-        self.clock_value, self.clock_of = NAN, None
+        self.clock_text = self.clock_template = None  # the last stamped line, its template
+        self.clock_value, self.clock_of, self.first_clock = NAN, None, NAN
         self.most = 0  # the most rows an epoch template has
         self.cut_reason = None  # why the last epoch read is not finished
 
     def read(self, number: int, text: str) -> bool:
-        if len(text) > LONGEST:
+        template = self.templates.get(text.encode("utf-8", "surrogatepass").translate(
+            None, DIGITS))
+        if template is None and (template := self.new(number, text)) is None:
             return False
-        key = text.encode("utf-8", "surrogatepass").translate(None, DIGITS)
-        template = self.templates.get(key)
-        if template is None:
-            if len(self.templates) >= MAX_TEMPLATES and b"poch" not in key:
-                return False
-            template = self.templates[key] = Template(key, number, text)
         template.count += 1
         if template.columns is not None:
             template.add(number, FINDALL(text), self.clock() if template.stamp is None else NAN)
@@ -243,16 +239,23 @@ class Reader(StreamFormat):
             elif template.count > CAP and template.count > 2 * self.most:
                 template.columns = None  # too many to be once an epoch: only counted
         if template.stamp is not None:
-            self.clock_text = (text, template)
-            if self.first_clock_text is None:
-                self.first_clock_text = self.clock_text
+            self.clock_text, self.clock_template = text, template
         return False
+
+    def new(self, number: int, text: str) -> Template | None:
+        key = text.encode("utf-8", "surrogatepass").translate(None, DIGITS)
+        if len(text) > LONGEST or len(self.templates) >= MAX_TEMPLATES and b"poch" not in key:
+            return None
+        template = self.templates[key] = Template(key, number, text)
+        if template.stamp is not None and self.first_clock != self.first_clock:  # (NaN)
+            self.first_clock = line_stamp(text, template)
+        return template
 
     def clock(self) -> float:
         """The last timestamp a line gave (NaN before any), parsed once per line."""
-        if self.clock_of is not self.clock_text and self.clock_text is not None:
+        if self.clock_of is not self.clock_text:
             self.clock_of = self.clock_text
-            self.clock_value = line_stamp(self.clock_text)
+            self.clock_value = line_stamp(self.clock_text, self.clock_template)
         return self.clock_value
 
     def ranked(self) -> list[tuple[tuple, Template, int]]:
@@ -311,7 +314,9 @@ class Reader(StreamFormat):
         start = bool(STARTS.search(template.text)) or not metrics(template, 0, skip, False)
         evaluation = bool(EVALUATION.search(template.text))
         where = f"`{template.shape()}` (line {template.line}: {template.text[:120]!r})"
-        starts = [lines[group[1]] for run in runs for group in run]
+        # an evaluation comes after a start marker's last copy (another node's of the epoch
+        # before may come between its copies), after an end marker's first
+        starts = [lines[group[2 if start else 1]] for run in runs for group in run]
         others = self.evaluations(template, starts)
         # a last epoch begun whose evaluation (that every other epoch has) never came
         begun = start and others and not any(len(starts) - 1 in w for _o, w, _e in others)
@@ -361,21 +366,17 @@ class Reader(StreamFormat):
         marker; the last epoch: to the stream's last timestamp) or from the epoch before."""
         if start:
             begin = template.clock(groups[at][1])
-            end = (template.clock(groups[at + 1][1]) if at + 1 < len(groups) else
-                   line_stamp(self.clock_text))
+            end = template.clock(groups[at + 1][1]) if at + 1 < len(groups) else self.clock()
         else:
             end = template.clock(groups[at][2])
-            begin = (template.clock(groups[at - 1][2]) if at else
-                     line_stamp(self.first_clock_text))
+            begin = template.clock(groups[at - 1][2]) if at else self.first_clock
         seconds = end - begin
         if seconds < 0 and seconds > -86400:
             seconds += 86400  # a time of day past midnight
-        return seconds if seconds == seconds and seconds > 0 else None
+        return round(seconds, 6) if seconds == seconds and seconds > 0 else None
 
     def stamp_step(self, template: Template) -> float:
-        if template.stamp is not None:
-            return template.steps[template.stamp]
-        said = self.clock_text[1] if self.clock_text else None
+        said = template if template.stamp is not None else self.clock_template
         return said.steps[said.stamp] if said is not None else 1.0
 
     def evaluations(self, template: Template, starts: list[int]) -> list:
