@@ -558,3 +558,32 @@ def test_no_efficiency_above_one_from_links_given_the_wrong_way_round():
     assert all(r["predicted_efficiency"] <= 1 for r in rows)
     assert all(r["predicted_efficiency"] <= largest + 1e-9
                for r in rows if r["role"] == "extrapolated")
+
+
+def test_what_grows_beyond_the_link_is_carried_forward_and_named_by_its_cause():
+    """Weak scaling, the all-reduce a few ms of the step, and the input pipeline growing
+    with the replicas (input wait 0, 20 ms, 40 ms at 1, 2, 4): the model carried only the
+    communication, so every doubling came out near efficiency 1. The growth is carried on
+    per doubling, named by the breakdown's cause, and the extrapolated efficiency stays at
+    or below the largest measured one."""
+    one = lambda n, nodes, s: netlinks.allreduce_s(n, s, ALPHA, BANDWIDTH / 100)  # noqa: E731
+    wait = {1: 0.0, 2: 0.02, 4: 0.04}
+    steps = {(n, 1): COMPUTE + wait[n] + one(n, 1, GRADIENT / 100) for n in (1, 2, 4)}
+    frame = series(steps)
+    exposed = {k: one(k[0], 1, GRADIENT / 100) for k in steps}
+    breakdown = breakdown_of(frame, exposed)
+    breakdown["input_share"] = [wait[n] / steps[(n, 1)] for n in (1, 2, 4)]
+    breakdown["wait_share"] = 0.0
+    breakdown["other_share"] = 0.0
+    small = {k: [{**r, "gradient_bytes": GRADIENT / 100} for r in v]
+             for k, v in records(steps, lambda n, nodes, s: one(n, nodes, s)).items()}
+    rows = predict.series_prediction("Net", frame, breakdown, small, gpus_per_node=16)
+    by = {r["gpus"]: r for r in rows}
+    assert abs(by[1]["error"]) < 1e-9 and abs(by[2]["error"]) < 1e-9  # fit points: own steps
+    assert by[4]["growth_s"] > 0.03  # the held-out point: growth carried from 2 GPUs
+    assert abs(by[4]["error"]) < 0.10, by[4]
+    for n in (8, 16):
+        assert by[n]["growth_s"] > by[4]["growth_s"]
+        assert by[n]["growth_cause"] == "input pipeline"
+        assert by[n]["predicted_efficiency"] <= frame["efficiency"].iloc[-1] + 1e-9
+    assert by[16]["predicted_efficiency"] < by[8]["predicted_efficiency"] < 0.9
