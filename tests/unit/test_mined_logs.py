@@ -149,6 +149,10 @@ def test_a_trainer_stopped_inside_its_first_epoch_has_no_finished_epoch_and_says
     finished = hf_dict(2.3, 1.0) + hf_dict(2.2, 1.39)
     [run] = parse_runs(finished, "second.out")
     assert [r["epoch"] for r in run.rows()] == [1] and run.cut and run.cut_epoch == 2
+    # its epochs finished, but no summary came: the run never finished
+    [run] = parse_runs(hf_dict(2.3, 1.0) + hf_dict(2.2, 2.0), "third.out")
+    assert [r["epoch"] for r in run.rows()] == [1, 2] and run.cut and run.cut_epoch == 3
+    assert run.facts["unfinished"] == "the Trainer stopped at epoch 2 and printed no train_runtime"
 
 
 SUMMARY = ("{'train_runtime': '%s', 'train_samples_per_second': '120.5', "

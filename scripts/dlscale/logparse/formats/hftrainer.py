@@ -10,11 +10,11 @@ its `val_loss` and `val_accuracy`. The summary's time is shared evenly over thos
 logged epochs the summary is one run of that throughput, as a benchmark's total is.
 
 An epoch is finished by a dict at its end (`'epoch': 1.0`), a later epoch's, or the
-summary: a Trainer stopped inside an epoch (cancelled at step 394 of 1000) leaves it
-unfinished, never an epoch. The same summary printed by every node (each node's Trainer
-prints its own; a launcher's `host: ` before it) is one run, the copies and their hosts
-noted, what differs between them a warning. Dicts that carry no `'epoch'` are not read:
-the run says so, and how to give a pattern.
+summary; a run without the summary never finished: cut, the epoch it stopped inside
+(cancelled at step 394 of 1000) never an epoch. The same summary printed by every node
+(each node's Trainer prints its own; a launcher's `host: ` before it) is one run, the
+copies and their hosts noted, what differs between them a warning. Dicts that carry no
+`'epoch'` are not read: the run says so, and how to give a pattern.
 """
 
 from __future__ import annotations
@@ -154,13 +154,15 @@ class Reader(StreamFormat):
         return True
 
     def ended(self, run, last: bool) -> None:
-        """A run whose Trainer stopped inside an epoch: that epoch is not finished."""
-        if self.mine is not run or not run.epochs or self.reached >= run.last:
+        """A run whose Trainer printed no train_runtime never finished: the epoch it stopped
+        inside is not finished (those before it are), and the run says so."""
+        if self.mine is not run or not run.epochs or self.reached == math.inf:
             return
         table, epoch = run.epochs, run.last
-        if len(table) == 1:
+        run.cut, run.cut_epoch = True, epoch + (self.reached >= epoch)
+        if self.reached < epoch and len(table) == 1:
             run.epochs = type(table)()  # its only epoch: none finished
-        else:
+        elif self.reached < epoch:
             kept = type(table)()
             for number, row in table.items():
                 if number != epoch:
@@ -168,7 +170,6 @@ class Reader(StreamFormat):
                              table.lines[table.index[number]])
             run.epochs = kept
         run.last = max(run.epochs, default=0)
-        run.cut, run.cut_epoch = True, epoch
         said = run.facts.get("unfinished")  # (SLURM's cancel line, formats.stated)
         run.facts["unfinished"] = (f"the Trainer stopped at epoch {self.reached:g} and "
                                    "printed no train_runtime" + (f"; {said}" if said else ""))
