@@ -25,7 +25,14 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 
-from dlscale.core.files import append_jsonl, atomic, link_or_copy, read_jsonl, write_json_atomic
+from dlscale.core.files import (
+    append_jsonl,
+    atomic,
+    link_or_copy,
+    read_jsonl,
+    write_json_atomic,
+    write_jsonl_atomic,
+)
 
 # --- names -------------------------------------------------------------------------------
 RUN_JSON = "run.json"
@@ -243,3 +250,11 @@ def append_attempt(run_dir: str | Path, record: dict, restarts: int | None = Non
         line["slurm_restarts"] = restarts
     Path(run_dir).mkdir(parents=True, exist_ok=True)
     append_jsonl(Path(run_dir) / ATTEMPTS, line)
+
+
+def drop_last_attempt(run_dir: str | Path) -> None:
+    """Take back the last attempt line, its record replaced by a truer one (the launcher's
+    of a killed rank, where rank 0 recorded the error the loss caused)."""
+    attempts = read_attempts(run_dir)
+    if attempts:
+        write_jsonl_atomic(Path(run_dir) / ATTEMPTS, attempts[:-1])

@@ -31,6 +31,7 @@ from dlscale.core.contract import (
     RecordError,
     RunRecord,
     Status,
+    drop_last_attempt,
     restore_completed,
 )
 from dlscale.core.files import write_json_atomic
@@ -102,19 +103,20 @@ STOPS: list[int] = []
 
 
 def supervise(procs: list[subprocess.Popen], stop_at: float | None = None,
-              poll: float = 0.2) -> tuple[int, bool]:
-    """Wait for the worker processes: (exit status, whether `stop_at` was reached first).
+              poll: float = 0.2) -> tuple[int, bool, int | None]:
+    """Wait for the worker processes: (exit status, whether `stop_at` was reached first,
+    the index of the worker whose end stopped the others, or None).
     The first failing worker stops the others; so do `stop_at` (time.time() scale) and a
     signal noted in STOPS (the status is then the signal's, negative).
     However it ends, every process the workers started ends with it (processes.end_tree:
     SIGTERM, then SIGKILL after KILL_GRACE_S); the exit status is the first failure's
     (negative: the signal that ended it)."""
-    status, late = 0, False
+    status, late, first = 0, False, None
     try:
         while any(p.poll() is None for p in procs):
-            failed = [p.returncode for p in procs if p.returncode not in (None, 0)]
-            if failed:
-                status = failed[0]
+            first = workers.first_failure(procs)
+            if first is not None:
+                status = procs[first].returncode
                 break
             if STOPS:
                 status = -STOPS[0]
@@ -125,7 +127,10 @@ def supervise(procs: list[subprocess.Popen], stop_at: float | None = None,
             time.sleep(poll)
     finally:
         end_tree(procs)
-    return status or next((p.returncode for p in procs if p.returncode), 0), late
+    if not status:  # ended between two polls, or by end_tree (late)
+        first = workers.first_failure(procs)
+        status = procs[first].returncode if first is not None else 0
+    return status, late, first
 
 
 # the planned settings that make a finished record the same point's (attempt aside)
@@ -215,12 +220,30 @@ def finished_meanwhile(out: Path, plan: Plan, waited: bool, forced: bool = False
     return False
 
 
+def take_back_consequence(out: Path) -> list[str]:
+    """A rank was killed by a signal: the record rank 0 wrote of what followed (its
+    collective failed: gloo's "Connection reset by peer", status failed) is taken back,
+    run.json and its attempt line, so that the point is recorded `killed` naming the rank
+    (a kill in between leaves no run.json: the point is planned again). Its failure
+    becomes a note; a completed record (the kill came after it) is kept."""
+    try:
+        record = RunRecord.read(out / RUN_JSON)
+    except RecordError:
+        return []  # none (or unreadable: replaced whole)
+    if record.status is Status.COMPLETED:
+        return []
+    (out / RUN_JSON).unlink()
+    drop_last_attempt(out)
+    return [f"rank 0 then recorded {record.status.value}: {record['failure']}"]
+
+
 def record_end(out: Path, returncode: int, log: str | None, started: datetime,
                plan: Plan, terminated: int = 0, late: bool = False,
-               notes: list[str] | None = None) -> None:
+               notes: list[str] | None = None, who: str = "the training process") -> None:
     """run.json for a training that ended without writing one (see --record); `late`:
     the watchdog stopped it before the job's time limit; `terminated`: the signal
-    (SIGTERM, SIGINT) that stopped launch.py itself, or 0."""
+    (SIGTERM, SIGINT) that stopped launch.py itself, or 0; `who` was killed by the
+    signal of a negative `returncode`."""
     from dlscale.core.contract import EPOCHS, STATE, read_epochs
     from dlscale.train.telemetry import describe_system
     from dlscale.train.timelimit import WATCHDOG_RESERVE_S
@@ -255,7 +278,7 @@ def record_end(out: Path, returncode: int, log: str | None, started: datetime,
         reason = (f"SLURM ended the job at its time limit before an epoch boundary; {rerun}"
                   if timeout else stopped_reason(terminated)) + see
     elif returncode < 0:
-        status, reason = Status.KILLED, killed_reason(-returncode) + see
+        status, reason = Status.KILLED, killed_reason(-returncode, who) + see
     else:
         status = Status.FAILED
         reason = f"the training process exited with status {returncode} without a record{see}"
@@ -331,13 +354,18 @@ def locked(args: argparse.Namespace, command: list[str], started: datetime,
     signal.signal(signal.SIGTERM, lambda signum, frame: STOPS.append(signum))
     signal.signal(signal.SIGINT, lambda signum, frame: STOPS.append(signum))
     adopt_orphans()  # what the training leaves behind is ended with it (end_tree)
-    returncode, late = start(args, command, None if end is None else end - WATCHDOG_RESERVE_S)
+    returncode, late, rank = start(args, command,
+                                   None if end is None else end - WATCHDOG_RESERVE_S)
     if late:
         print(f"dlscale launch: still running {WATCHDOG_RESERVE_S:.0f} s before the job's "
               "time limit: the training was stopped", file=sys.stderr, flush=True)
+    who = "the training process"
+    if rank is not None and returncode < 0 and not (late or STOPS):  # one rank killed
+        who = f"rank {rank} of the training's {args.plan.tasks} processes"
+        notes += take_back_consequence(args.record)
     if not (args.record / RUN_JSON).exists():
         record_end(args.record, returncode, args.log, started, args.plan,
-                   terminated=STOPS[0] if STOPS else 0, late=late, notes=notes)
+                   terminated=STOPS[0] if STOPS else 0, late=late, notes=notes, who=who)
     note_unattended(args.record, started_by)
     return 128 + STOPS[0] if STOPS else 0
 
@@ -378,22 +406,23 @@ def as_own_step(args: argparse.Namespace, command: list[str], srun: list[str], e
 
 
 def start(args: argparse.Namespace, command: list[str],
-          stop_at: float | None = None) -> tuple[int, bool]:
+          stop_at: float | None = None) -> tuple[int, bool, int | None]:
     """Run the worker processes: (exit status, negative if killed by that signal; whether
-    they were stopped at `stop_at`)."""
+    they were stopped at `stop_at`; the rank whose end ended the point where this process
+    started each rank itself, local workers, else None)."""
     plan = args.plan
     if plan.tasks == 1:
-        return supervise([spawn(command)], stop_at)
+        return *supervise([spawn(command)], stop_at)[:2], None
     if plan.horovod:
         # TensorFlow 2.15 (the Horovod environment) has Keras 2 built in; asked for
         # tf_keras, which it lacks, horovodrun's own import of TensorFlow fails
         env = {k: v for k, v in os.environ.items() if k != "TF_USE_LEGACY_KERAS"}
         if plan.nodes > 1 and workers.is_mpirun(plan.mpi_launcher):
             env = slurm.allocation_env(env, plan.nodes, plan.tasks_per_node)
-        return supervise([spawn(
+        return *supervise([spawn(
             workers.horovod_command(plan.tasks, plan.nodes, command, plan.mpi_launcher,
-                            plan.tasks_per_node), env=env)], stop_at)
+                            plan.tasks_per_node), env=env)], stop_at)[:2], None
     if os.environ.get("SLURM_JOB_ID"):
-        return supervise([spawn(slurm.srun_command(plan.tasks, plan.tasks_per_node,
-                                                   command))], stop_at)
+        return *supervise([spawn(slurm.srun_command(plan.tasks, plan.tasks_per_node,
+                                                    command))], stop_at)[:2], None
     return supervise(workers.local_workers(plan.tasks, command), stop_at)

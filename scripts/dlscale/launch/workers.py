@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import signal
 import subprocess
 from pathlib import Path
 
@@ -77,3 +78,15 @@ def local_workers(tasks: int, command: list[str]) -> list[subprocess.Popen]:
         env = dict(os.environ, TF_CONFIG=json.dumps(tf_config))
         procs.append(spawn(command, env=env))
     return procs
+
+
+def first_failure(procs: list[subprocess.Popen]) -> int | None:
+    """The index of the worker whose end is the point's among those that failed, or None:
+    one killed by a signal before one that exited with an error, as a peer's loss fails
+    the others' collectives (gloo's "Connection reset by peer") and they exit with that
+    error, often within the same poll; SIGABRT counts as an error (NCCL's watchdog aborts
+    a rank whose peer is gone). Else the first in rank order."""
+    failed = [i for i, p in enumerate(procs) if p.returncode not in (None, 0)]
+    return min(failed, key=lambda i: not (procs[i].returncode < 0
+                                          and procs[i].returncode != -signal.SIGABRT),
+               default=None)
