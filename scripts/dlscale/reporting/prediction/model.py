@@ -26,12 +26,15 @@ GROWTH_SHAPE = "per doubling"
 # the compute's fixed part at the base point, where one batch per GPU leaves it unknown:
 # the prior (weak scaling never needs it) and the band's ends
 FIXED_SHARE, FIXED_SHARES = 0.02, (0.0, 0.1)
-# with one fit point no growth is seen: the band's slow end grows this share of compute
-# per doubling
-GROWTH_PRIOR = 0.05
+# with one GPU count no growth is seen: it takes this share of compute per doubling (what
+# the corpus' pairs of counts show), the band spanning none and twice it
+GROWTH_PRIOR = 0.03
 # the band's margin beyond its ends, either way (the corpus holds the measured held-out
 # point inside on at least 90 % of series: docs/benchmarks.md)
-BAND_MARGIN = 0.23
+BAND_MARGIN = 0.18
+# the compute's line is fitted on the points only where their batch per GPU spans this
+# factor: over a narrower range the fixed part is noise (the prior split is taken)
+LINE_SPAN = 2.0
 
 Key = tuple[int, int]  # (gpus, nodes)
 
@@ -83,11 +86,11 @@ class Fit:
 def compute_line(points: list[Key], rest: dict, batch: dict, fixed_share: float
                  ) -> tuple[float, float]:
     """(fixed, per image of the batch per GPU): a straight line through the points where
-    their batch per GPU differs (a and k at least 0); through the base point with
-    `fixed_share` of it fixed where one batch per GPU leaves the split unknown."""
+    their batch per GPU spans LINE_SPAN (a and k at least 0); else through the base point
+    with `fixed_share` of it fixed."""
     xs = [batch[p] / p[0] for p in points]
     ys = [rest[p] for p in points]
-    if len(set(xs)) > 1:
+    if len(set(xs)) > 1 and max(xs) >= LINE_SPAN * min(xs):
         a, k = fit_line(xs, ys)
         if k < 0:  # more work per GPU, less time: no per-image part to be seen
             return median(ys), 0.0
@@ -98,13 +101,16 @@ def compute_line(points: list[Key], rest: dict, batch: dict, fixed_share: float
 
 
 def fit(points: list[Key], steps: dict, batch: dict, exposed: dict, beyond: dict,
-        hideable: float, shared_cores: bool = False, shape: str = GROWTH_SHAPE,
-        fixed_share: float = FIXED_SHARE, prior_growth: float = 0.0) -> Fit:
+        hideable: float, shared_cores: bool = False, shape: str | None = None,
+        fixed_share: float | None = None, prior_growth: float | None = None) -> Fit:
     """The model through `points` (sorted by GPUs): the compute's line; each point's
     growth what its step holds beyond that compute, its `exposed` communication and what
     its trace shows `beyond` the timed all-reduce (a collective's own cost, the same at
     every multi-replica count); the growth's rate from the base to the largest point
     (`prior_growth` per unit of the shape where there is one count)."""
+    shape = GROWTH_SHAPE if shape is None else shape
+    fixed_share = FIXED_SHARE if fixed_share is None else fixed_share
+    prior_growth = GROWTH_PRIOR if prior_growth is None else prior_growth
     multi = [beyond[p] for p in points if p[0] > 1]
     overhead = median(multi) if multi else 0.0
     own = {p: exposed[p] + beyond[p] for p in points}
@@ -131,7 +137,7 @@ def alternatives(points: list[Key], steps: dict, batch: dict, exposed: dict, bey
     return [fit(points, steps, batch, exposed, beyond, hideable, shared_cores, shape, share,
                 growth)
             for shape in SHAPES for share in FIXED_SHARES
-            for growth in ((0.0, GROWTH_PRIOR) if one else (0.0,))]
+            for growth in ((0.0, 2 * GROWTH_PRIOR) if one else (None,))]
 
 
 def growth_cause(points: list[Key], shares: dict, steps: dict) -> str:

@@ -22,9 +22,9 @@ from dlscale.reporting.prediction.links import (
     median,
 )
 
-EXPLAINED_ERROR = 0.10
+EXPLAINED_ERROR = 0.10  # |predicted - measured| / measured step time on the held-out point
 ABOVE_ONE = ("the model's step is faster than perfect scaling from the base point (links "
-             "given within a node slower than between nodes?): its efficiency is shown as 1")  # |predicted - measured| / measured step time on the held-out point
+             "given within a node slower than between nodes?): its efficiency is shown as 1")
 CAPPED = ("capped at the largest measured efficiency: nothing the model holds (a faster "
           "link, a larger batch per GPU) makes it rise")
 
