@@ -227,3 +227,100 @@ def test_a_logging_run_killed_inside_an_epoch_keeps_the_epochs_it_finished():
     assert [(r["epoch"], r["seconds"]) for r in run.rows()] == [(1, 60.0), (2, 60.0)]
     assert run.cut and run.cut_epoch == 3
     assert run.facts["unfinished"] == "epoch 3 began (line 5) and has no evaluation line"
+
+
+def stamps(path, word: str) -> list[float]:
+    """The timestamps of a capture's lines that hold `word`, in seconds."""
+    from dlscale.logparse.formats.mined import stamp_seconds
+
+    return [stamp_seconds(m[1]) for m in re.finditer(
+        r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]? \S*\s?(?:INFO )?.*" + word,
+        path.read_text())]
+
+
+@pytest.mark.parametrize("name", ["logging_ddp_tee.out", "logging_ddp.out"])
+def test_a_logging_only_ddp_capture_is_timed_by_its_timestamps(name):
+    """torchrun --tee's rank prefixes (two streams, the slower counts) and both ranks'
+    lines unprefixed (each line twice, interleaved: copies counted once)."""
+    path = DATA / name
+    [run] = parse_file_runs(str(path))
+    rows = run.rows()
+    assert [r["epoch"] for r in rows] == [1, 2, 3] and not run.cut
+    text = path.read_text()
+    losses = [float(v) for v in re.findall(r"Validation loss: ([\d.]+)", text)]
+    assert [r["val_loss"] for r in rows] == sorted(set(losses), key=losses.index)
+    starts = stamps(path, "Epoch ")
+    ends = stamps(path, "Validation")
+    assert run.streams == (2 if "tee" in name else 1)
+    if "tee" not in name:  # one stream: from the first copy of each epoch's line
+        firsts = starts[::2] + [max(ends)]
+        assert [r["seconds"] for r in rows] == pytest.approx(
+            [b - a for a, b in zip(firsts, firsts[1:])], abs=1e-6)
+    assert all(0.3 < r["seconds"] < 10 for r in rows)
+    assert "gap between timestamps" in run.facts["epoch_time_from"]
+
+
+def test_a_took_capture_gives_each_epochs_stated_time_and_metrics():
+    path = DATA / "took.out"
+    [run] = parse_file_runs(str(path))
+    found = re.findall(r"Epoch (\d+) took: ([\d.]+)s loss=([\d.]+) acc=([\d.]+)%",
+                       path.read_text())
+    assert [(r["epoch"], r["seconds"], r["loss"], r["accuracy"]) for r in run.rows()] == [
+        (int(e), float(s), float(loss), round(float(a) / 100, 12)) for e, s, loss, a in found]
+    assert run.facts.get("epoch_time_from") is None  # its own times, not the totals
+
+
+def test_the_fsdp_tutorials_capture_shares_its_cuda_event_total_over_its_epochs():
+    path = DATA / "fsdp_tutorial.out"
+    [run] = parse_file_runs(str(path))
+    text = path.read_text()
+    total = float(re.search(r"CUDA event elapsed time: ([\d.]+)sec", text)[1])
+    rows = run.rows()
+    assert [r["epoch"] for r in rows] == [1, 2, 3]
+    assert [r["seconds"] for r in rows] == pytest.approx([total / 3] * 3)
+    assert [r["loss"] for r in rows] == [
+        float(v) for v in re.findall(r"Train Epoch: \d+ \tLoss: ([\d.]+)", text)]
+    tests = re.findall(r"Average loss: ([\d.]+), Accuracy: (\d+)/(\d+)", text)
+    assert [(r["val_loss"], r["val_accuracy"]) for r in rows] == [
+        (float(v), int(a) / int(b)) for v, a, b in tests]
+
+
+def test_the_deepspeed_words_capture_times_each_epoch_start_by_the_lines_around_it():
+    path = DATA / "deepspeed_words.out"
+    [run] = parse_file_runs(str(path))
+    text = path.read_text()
+    rows = run.rows()
+    assert [r["epoch"] for r in rows] == [1, 2, 3] and run.epochs_total == 3
+    assert not run.cut
+    assert [r["val_loss"] for r in rows] == [
+        float(v) for v in re.findall(r"ppl: [\d.]+, loss: ([\d.]+)", text)]
+    # each start's clock: the last timestamped line before it; the last epoch runs to
+    # the log's last timestamp
+    lines = text.splitlines()
+    clocks, clock = [], None
+    for line in lines:
+        if line.startswith("[20"):
+            clock = stamps_of(line)
+        elif line.startswith("Beginning of Epoch"):
+            clocks.append(clock)
+    clocks.append(clock)
+    assert [r["seconds"] for r in rows] == pytest.approx(
+        [b - a for a, b in zip(clocks, clocks[1:])], abs=1e-6)
+
+
+def stamps_of(line: str) -> float:
+    from dlscale.logparse.formats.mined import stamp_seconds
+
+    return stamp_seconds(line[1:24])
+
+
+def test_a_capture_killed_inside_an_epoch_keeps_the_epochs_with_their_validation():
+    path = DATA / "logging_killed.out"
+    [run] = parse_file_runs(str(path))
+    text = path.read_text()
+    validated = len(set(re.findall(r"Validation loss: ([\d.]+)", text)))
+    begun = len(set(re.findall(r"INFO Epoch (\d+)", text)))
+    assert begun == validated + 1
+    assert [r["epoch"] for r in run.rows()] == list(range(1, validated + 1))
+    assert run.cut and run.cut_epoch == validated + 1
+    assert run.facts["unfinished"].startswith(f"epoch {validated + 1} began (line ")
