@@ -658,11 +658,17 @@ def test_no_skipped_epoch_with_the_window_on_is_refused_at_planning(tmp_path):
           analysis={"skip_epochs": 0, "breakdown": 0})
 
 
-def torch_python(root):
-    """An interpreter where torch.python's default names it (planning checks it is there)."""
+def torch_python(root, torch: bool = True):
+    """An interpreter where torch.python's default names it (planning checks it is there
+    and finds torch): this python, with an empty `torch` package on its path."""
     python = root / ".venv-torch" / "bin" / "python"
     python.parent.mkdir(parents=True)
-    python.symlink_to(sys.executable)
+    if torch:
+        (root / "stub" / "torch").mkdir(parents=True)
+        (root / "stub" / "torch" / "__init__.py").write_text("")
+    python.write_text(f"#!/bin/sh\nPYTHONPATH={shlex.quote(str(root / 'stub'))} "
+                      f"exec {shlex.quote(sys.executable)} \"$@\"\n")
+    python.chmod(0o755)
     return python
 
 
@@ -720,3 +726,21 @@ def test_torch_points_without_the_pytorch_environment_are_refused_at_planning(tm
     study(tmp_path, sweep={"models": ["SimpleCNN"], "gpus": [1]},
           training={"device": "cpu", "keras": 3, "backend": "torch"},
           software={"modules": ["pytorch/2.14"]})
+
+
+def test_a_torch_python_without_torch_is_refused_at_planning(tmp_path):
+    """torch.python naming a python that has no torch (the main .venv's) passed planning,
+    and every point failed at its import: one line at planning, naming the value and
+    what was expected; so does one that cannot run."""
+    python = torch_python(tmp_path, torch=False)
+    torch = {"device": "cpu", "keras": 3, "backend": "torch"}
+    with pytest.raises(PlanError, match=re.escape(
+            f"backend torch points run with torch.python {python}, which has no torch "
+            "(import torch fails): expected a python that imports torch; `make setup-torch` "
+            "builds it")) as refused:
+        study(tmp_path, sweep={"models": ["SimpleCNN"], "gpus": [1]}, training=torch)
+    assert "\n" not in str(refused.value)
+    python.write_text("not a program")
+    with pytest.raises(PlanError, match=re.escape(
+            f"torch.python {python}, which cannot be run (")):
+        study(tmp_path, sweep={"models": ["SimpleCNN"], "gpus": [1]}, training=torch)

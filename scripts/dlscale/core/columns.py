@@ -118,7 +118,7 @@ RUNS = tuple(replace(c, runs=c.runs or CARRIED) for c in (
     Column("dataset", "", "the dataset's name", True, source="run.json:dataset.name"),
     Column("device", "", "gpu or cpu (logical CPU devices)", True,
            source=_record("device_kind")),
-    Column("backend", "", "the Keras backend that trained it: tensorflow or jax", True,
+    Column("backend", "", "the Keras backend that trained it: tensorflow, jax or torch", True,
            source=_record("backend")),
     Column("image_size", "px", "the model's input size", True, source=_record("image_size")),
     Column("resize", "", "on_device, prepare or none: where images got that size", True,

@@ -11,6 +11,7 @@ built-in model"). Cheap: no TensorFlow, no pandas.
 from __future__ import annotations
 
 import csv
+import difflib
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -72,6 +73,26 @@ def render() -> str:
     """The Markdown table of every model (docs/configuration.md's model list)."""
     lines = ["| model | builder | smallest image [px] | gradient [MiB] |", "|---|---|---|---|"]
     for m in table().values():
-        size = f"{m.gradient_bytes / 2**20:.1f}" if m.gradient_bytes else "-"
+        size = mib(m.gradient_bytes) if m.gradient_bytes else "-"
         lines.append(f"| `{m.name}` | {m.builder} | {m.min_image_size} | {size} |")
     return "\n".join(lines) + "\n"
+
+
+def mib(size: int) -> str:
+    """`size` bytes in MiB as the models table shows it: one decimal from 1 MiB, two
+    significant digits below (a small CNN's 0.021, not 0.0)."""
+    value = size / 2**20
+    return f"{value:.1f}" if value >= 1 else f"{value:.2g}"
+
+
+def closest(name: str, known) -> str | None:
+    """The name of `known` that `name` most likely meant, or None: the same name in
+    another case first (ResNet18: torchvision's resnet18, where difflib on the names as
+    written offered ResNet152), else the closest of the case-folded names."""
+    folded: dict[str, str] = {}
+    for candidate in known:
+        folded.setdefault(candidate.casefold(), candidate)
+    if name.casefold() in folded:
+        return folded[name.casefold()]
+    close = difflib.get_close_matches(name.casefold(), list(folded), n=1)
+    return folded[close[0]] if close else None

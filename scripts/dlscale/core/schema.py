@@ -9,7 +9,6 @@ validation cannot say well.
 from __future__ import annotations
 
 import copy
-import difflib
 import math
 import re
 from functools import cache
@@ -211,8 +210,8 @@ def check_raw_config(config: dict) -> None:
     known = load()["$defs"]["model"]["enum"]
     for name in entries if isinstance(entries, list) else []:
         if isinstance(name, str) and ":" not in name and name not in known:
-            close = difflib.get_close_matches(name, known, n=1)
+            close = models.closest(name, known)
             raise PlanError(f"sweep.models: unknown model '{name}'"
-                            + (f" (did you mean {close[0]}?)" if close else "")
+                            + (f" (did you mean {close}?)" if close else "")
                             + ": expected a keras.applications name such as ResNet50V2, "
                             f"{', '.join(models.own())}, or your own as path/to/file.py:function")

@@ -374,13 +374,39 @@ def make_point(config: dict, entry: tuple[str, str | None], gpus: int, nodes: in
 
 def torch_problem(points: list[Point], software: dict, python: str) -> str | None:
     """Why the study's torch points cannot start (`python`, torch.python resolved, is not
-    there), or None; jobs that load software of their own (modules, a container) may
-    have it: not judged."""
-    if software["modules"] or software["container"] or Path(python).exists() or not any(
+    there, or has no torch: every point failed at its import), or None; jobs that load
+    software of their own (modules, a container) may have it: not judged."""
+    if software["modules"] or software["container"] or not any(
             p.backend == "torch" and not p.command for p in points):
         return None
-    return (f"backend torch points run with torch.python {python}, which is not there: "
-            "`make setup-torch` builds it (or set torch.python to PyTorch's python)")
+    fix = "`make setup-torch` builds it (or set torch.python to PyTorch's python)"
+    if not Path(python).exists():
+        return f"backend torch points run with torch.python {python}, which is not there: {fix}"
+    missing = torch_missing(python)
+    return (f"backend torch points run with torch.python {python}, {missing}: expected a "
+            f"python that imports torch; {fix}") if missing else None
+
+
+def torch_missing(python: str) -> str | None:
+    """What keeps `python` from importing torch ("which has no torch", "which cannot be
+    run: ..."), or None: its import machinery asked for the module, not torch imported
+    (0.04 s, where importing torch takes seconds), at every Snakemake start but the job
+    steps'."""
+    import subprocess
+
+    try:
+        found = subprocess.run(
+            [python, "-c", "import importlib.util, sys; "
+             "sys.exit(importlib.util.find_spec('torch') is None and 3)"],
+            capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"which cannot be run ({getattr(exc, 'strerror', None) or exc})"
+    if found.returncode == 3:
+        return "which has no torch (import torch fails)"
+    if found.returncode:
+        last = (found.stderr.strip().splitlines() or [f"exit status {found.returncode}"])[-1]
+        return f"which cannot be run ({last[:200]})"
+    return None
 
 
 def check_points(points: list[Point], config: dict, checked: bool = False,

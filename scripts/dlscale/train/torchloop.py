@@ -62,6 +62,11 @@ def module_layer(keras, x, module, name: str):
     import torch
 
     height, width, channels = (int(d) for d in x.shape[1:])
+    # the permuted input is channels-last in memory: a convolution's weight gradient
+    # then came out channels-last too, not in DDP's bucket layout, and DDP warned "Grad
+    # strides do not match bucket view strides" in every torchvision model's log (and
+    # copied each such gradient at every step); the module is given NCHW memory
+    module.register_forward_pre_hook(contiguous_inputs)
     was_training = module.training
     module.eval()
     with torch.no_grad():
@@ -73,6 +78,12 @@ def module_layer(keras, x, module, name: str):
     x = keras.layers.Permute((3, 1, 2), dtype="float32", name="channels_first")(x)
     return keras.layers.TorchModuleWrapper(module, name=name, dtype="float32",
                                            output_shape=(None, *out.shape[1:]))(x)
+
+
+def contiguous_inputs(_module, args: tuple) -> tuple:
+    """A forward pre-hook: the module's tensor arguments in contiguous memory (a function
+    of this module's, so that a module that is pickled keeps it)."""
+    return tuple(a.contiguous() if hasattr(a, "contiguous") else a for a in args)
 
 
 def autocast(module, dtype):

@@ -407,6 +407,11 @@ def torch_model(keras, module, shape: tuple, builder: str):
 
     if not isinstance(module, torch.nn.Module):
         return module  # not a model: said below
+    if not any(p.requires_grad for p in module.parameters()):  # torch.optim refuses it
+        raise RunError(f"model {builder} returned the torch.nn.Module {type(module).__name__}, "
+                       "which has no trainable parameters (module.parameters() is empty): "
+                       "expected layers assigned as its attributes in __init__ "
+                       "(self.conv = torch.nn.Conv2d(...)), which torch's optimizer trains", 2)
     from dlscale.train.torchloop import module_layer
 
     inputs = keras.Input(shape=shape)
