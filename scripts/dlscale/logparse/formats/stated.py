@@ -124,7 +124,7 @@ class Reader(StreamFormat):
             run.facts["unfinished"] = (f"SLURM cancelled {m[1]} at {m[3]}"
                                        + (f" due to {m[4].lower()}" if m[4] else ""))
             return True
-        if (printed := TEST_PRINT.match(text)) is not None and (run.epochs or run.lanes):
+        if (run.epochs or run.lanes) and (printed := TEST_PRINT.match(text)) is not None:
             name, value = printed.group(1).lower(), float(printed.group(2))
             run.test[f"test_{ALIASES.get(name, name)}"] = value / (100 if printed.group(3)
                                                                    else 1)
