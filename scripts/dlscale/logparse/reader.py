@@ -320,7 +320,8 @@ def parse_file_runs(path: str, patterns: dict[str, re.Pattern] | None = None,
 # in the table alone (no `ended` on ParsedLog). 7: MLLOG evaluations timed (eval_seconds).
 # 8: one reader over a registry of formats (the classes kept moved to logparse.runs).
 # 9: PyTorch's examples, a run's total time, a Trainer's logged dicts read as epochs.
-PARSED_FORMAT = 9
+# 10: a script's own epoch lines (formats.mined), unfinished runs, summaries' copies.
+PARSED_FORMAT = 10
 
 
 def keep(path: Path, stamp: tuple, found) -> None:
