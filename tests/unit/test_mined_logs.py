@@ -324,3 +324,25 @@ def test_a_capture_killed_inside_an_epoch_keeps_the_epochs_with_their_validation
     assert [r["epoch"] for r in run.rows()] == list(range(1, validated + 1))
     assert run.cut and run.cut_epoch == validated + 1
     assert run.facts["unfinished"].startswith(f"epoch {validated + 1} began (line ")
+
+
+def test_json_lines_with_an_epoch_and_a_loss_are_no_unfinished_trainer():
+    text = "".join(f'{{"epoch": {e}, "seconds": 1.5, "loss": 0.{e}}}\n' for e in (1, 2))
+    [run] = parse_runs(text, "epochs.jsonl")
+    assert [r["epoch"] for r in run.rows()] == [1, 2] and not run.cut
+
+
+@pytest.mark.parametrize("name, seconds, metric", [
+    # DPO: `Beginning of Epoch 1/1, Total Micro Batches 4708` (line 515), timed from the
+    # last timestamped line before it to the log's last; its evaluation after it
+    ("deepspeed_chat_dpo_opt-350M.log", 1701.33, ("val_loss", 0.6650807857513428)),
+    # reward model: `Epoch 1/1 with loss 0.5754789632299672` ends the epoch, timed from
+    # the log's first timestamp
+    ("deepspeed_chat_reward_opt-350m.log", 542.251, ("loss", 0.5754789632299672)),
+])
+def test_deepspeed_chats_own_logs_are_read_without_a_pattern(name, seconds, metric):
+    """DeepSpeedExamples' stored training logs (tests/data/launch/README.md: their source)."""
+    [run] = parse_file_runs(str(ROOT / "tests" / "data" / "launch" / name))
+    [row] = run.rows()
+    assert (row["epoch"], run.epochs_total, row["seconds"]) == (1, 1, seconds)
+    assert row[metric[0]] == metric[1] and not run.cut

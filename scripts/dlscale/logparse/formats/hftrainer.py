@@ -104,7 +104,8 @@ class Reader(StreamFormat):
         elif epoch < run.last:
             run = self.stream.new_run(number)  # the epoch count restarts: the next run
         self.mine = run
-        self.reached = values["epoch"]
+        # (a Trainer prints Python's dicts; JSON lines of another tool have no summary)
+        self.reached = values["epoch"] if text.startswith("{'") else math.inf
         record = {name: values[key] for key, name in (("loss", "loss"), *EVAL.items())
                   if key in values}
         if epoch in run.epochs:

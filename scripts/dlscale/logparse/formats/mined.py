@@ -47,19 +47,17 @@ FIELD = re.compile(
     r"|(?<![\w.])(\d+(?:\.\d+)?) ?(ms|s|secs?|seconds?|min|mins|minutes?|h|hrs?|hours?)\b"
     r"|(?<![\w.])(-?\d+(?:\.\d+)?) ?%"
     r"|(?<![\w.])(-?(?:\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|nan|inf))(?!\w|\.\d)", re.IGNORECASE)
-# a line's template: the line without its digits (bytes.translate: 15 times faster a line
-# than a pattern's sub; FIELD reads the fields once, on a template's first line), and
-# the values of its fields read from its digits' runs
+# a line's template: the line without its digits (bytes.translate: 15 times faster than a
+# pattern's sub; FIELD is read once, on its first line), its fields' values from its RUNs
 DIGITS = b"0123456789"
 RUN = re.compile(r"\d+(?:\.\d+)?")
 FINDALL = RUN.findall
-UNITS = {"ms": 0.001, "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0, "h": 3600.0,
-         "hr": 3600.0, "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0}
+UNITS = {"ms": 0.001, **dict.fromkeys(("min", "mins", "minute", "minutes"), 60.0),
+         **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 3600.0)}
 STAMP_PARTS = re.compile(r"(?:(\d{4})-(\d\d)-(\d\d)[T ])?(\d\d):(\d\d):(\d\d)(?:[.,](\d+))?"
                          r"(Z|[+-]\d\d:?\d\d)?")
-CAP = 20000  # rows kept of a template that names no epoch (beyond twice an epoch one's)
-MAX_TEMPLATES = 5000  # templates counted in a stream (lines of free text make many)
-LONGEST = 2000      # a longer line is no epoch line
+CAP, MAX_TEMPLATES, LONGEST = 20000, 5000, 2000  # rows kept of a template that names no
+# epoch (beyond twice an epoch one's), templates in a stream, the longest line read
 EPOCH_WORD = re.compile(r"epoch\W{0,3}$", re.IGNORECASE)  # the literal before a counter
 STARTS = re.compile(r"\b(?:begin|beginning|start|starting|started)\b", re.IGNORECASE)
 EVALUATION = re.compile(r"test|valid|eval", re.IGNORECASE)
@@ -155,22 +153,27 @@ class Template:
                        enumerate(zip(self.literals, [*self.kinds, "n"]))).strip()
 
     def counter(self) -> int | None:
-        """The field that counts epochs: whole numbers that rise by one where they change
-        (80 % of changes; a drop is the next run), the number after the word epoch first."""
-        fields = [i for i, k in enumerate(self.kinds) if k == "n"]
-        fields.sort(key=lambda i: not EPOCH_WORD.search(self.literals[i]))
-        for index in fields:
+        """The field that counts epochs: the number after the word epoch, whole numbers
+        that rise by one where they change (80 % of changes; a drop is the next run)."""
+        for index in [i for i, k in enumerate(self.kinds) if k == "n"
+                      and EPOCH_WORD.search(self.literals[i])]:
             values = self.columns[index]
             if any(v != int(v) for v in values[:1000] if v == v):
                 continue
             changes = [b - a for a, b in zip(values, values[1:]) if b != a]
             rising = sum(1 for c in changes if c == 1)
-            if changes and rising >= 0.8 * sum(1 for c in changes if c > 0) and rising:
+            if not changes or rising and rising >= 0.8 * sum(1 for c in changes if c > 0):
                 return index
         return None
 
     def clock(self, row: int) -> float:
         return self.columns[self.stamp][row] if self.stamp is not None else self.clocks[row]
+
+    def total(self, index: int) -> int | None:
+        """The field of the epochs in all, after the counter's (`Epoch 1/16`, `1 of 16`)."""
+        after = index + 1
+        return after if after < len(self.kinds) and self.kinds[after] == "n" and self.literals[
+            after].strip() in ("/", "of") else None
 
 
 def stamp_resolution(text: str) -> float:
@@ -270,12 +273,13 @@ class Reader(StreamFormat):
                 continue
             values = template.columns[index]
             groups = 1 + sum(1 for a, b in zip(values, values[1:]) if a != b)
-            if groups < 2:
-                continue  # a line printed once is no evidence of an epoch's shape
+            if groups < 2 and not (set(template.kinds[index + 1:]) & set("dp") or metrics(
+                    template, 0, {index}, False) or template.total(index) is not None):
+                continue  # a line printed once, with no time, metric or total: no evidence
             timed = "d" in template.kinds or any(c == c for c in template.clocks) or (
                 template.stamp is not None)
-            score = (timed, bool(EPOCH_WORD.search(template.literals[index])),
-                     len(values) <= 1.5 * groups, groups, -template.line)
+            score = (timed, not EVALUATION.search(template.text), len(values) <= 1.5 * groups,
+                     groups, -template.line)
             found.append((score, template, index))
         return sorted(found, key=lambda f: f[0], reverse=True)
 
@@ -293,8 +297,7 @@ class Reader(StreamFormat):
     def epochs(self, template: Template, index: int) -> list[ParsedLog]:
         """The runs of the winning template's rows."""
         stream, values, lines = self.stream, template.columns[index], template.lines
-        total = (index + 1 if index + 1 < len(template.kinds) and template.kinds[index + 1] == "n"
-                 and template.literals[index + 1].strip() in ("/", "of") else None)
+        total = template.total(index)
         skip = {index} | ({total} if total is not None else set()) | {
             i for i, k in enumerate(template.kinds) if k in "td"}
         # groups: [counter value, first row, last row]; runs: lists of groups
@@ -405,8 +408,6 @@ class Reader(StreamFormat):
 
     def merge(self, run: ParsedLog, others: list, starts: list[int]) -> None:
         """Each evaluation's metrics into the epoch whose line came before it."""
-        if not others:
-            return
         table = run.epochs
         ended = table.ended()
         for epoch in list(table.index):
@@ -428,8 +429,7 @@ class Reader(StreamFormat):
         """The last run cut (SLURM's cancel line), or its counter short of the total its
         line states: unfinished, with the reason."""
         ending, last = self.stream.runs[-1], runs[-1]
-        reason = ending.facts.get("unfinished") or self.cut_reason or (
-            "cut" if ending.cut else None)
+        reason = ending.facts.get("unfinished") or self.cut_reason or ending.cut and "cut"
         if last.epochs_total is not None and last.last < last.epochs_total:
             reason = reason or f"stopped at epoch {last.last} of {last.epochs_total}"
         if reason:
