@@ -16,7 +16,7 @@ from dlscale.data.datasets import DATASETS  # noqa: E402
 from dlscale.plan import pluginfix, probes, sweep  # noqa: E402
 from dlscale.plan.rulefunctions import note_forced, planned  # noqa: E402
 from dlscale.plan.rulefunctions import resources_signature_once  # noqa: E402
-from dlscale.plan.rulefunctions import signature_once  # noqa: E402
+from dlscale.plan.rulefunctions import retry_records_only, signature_once  # noqa: E402
 from dlscale.plan.study import PlanError, Study, check_raw_config  # noqa: E402
 
 try:

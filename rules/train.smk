@@ -95,6 +95,7 @@ rule probe_network:
         "logs/probe_network/{probe}.log",
     wildcard_constraints:
         probe=one_of(PROBES),
+    retries: 1
     conda:
         "../envs/dlscale.yaml"
     container:
@@ -103,15 +104,22 @@ rule probe_network:
         *SOFTWARE_MODULES,
     threads: point_resource("cores")
     resources:
-        **point_resources(),
+        **retry_records_only(point_resources()),
     params:
         launcher=script("launch.py"),
         launch=of_point(STUDY.launch_plan),
         worker=signature_once(probes.worker_of(STUDY, PROBES)),
         script=script("probe_network.py"),
+        job=lambda wildcards: f"logs/probe_network/{wildcards.probe}.job",
     # a probe that fails says so in its JSON (the prediction goes without it), never
-    # stopping the tables
+    # stopping the tables: its workers' error where they fail in the job; where SLURM ends
+    # the job (scancel, the time limit, a node's failure) the retry writes that job's state
     shell:
+        "if [ {resources.probe_attempt} -gt 1 ]; then "
+        "python {params.script:q} --probe-out {output:q} --ended {params.job:q} "
+        "--failed {log:q} >> {log:q} 2>&1; else "
+        'echo "${{SLURM_JOB_ID:-}}" > {params.job:q}; '
         "python {params.launcher:q} {params.launch} --threads {threads} -- {params.worker} "
         "> {log:q} 2>&1 || "
-        "python {params.script:q} --probe-out {output:q} --failed {log:q} >> {log:q} 2>&1"
+        "python {params.script:q} --probe-out {output:q} --failed {log:q} >> {log:q} 2>&1; "
+        "fi"

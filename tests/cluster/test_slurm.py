@@ -172,6 +172,45 @@ def test_cancelled_point_is_reported_others_finish_and_rerun_resumes_only_it(tmp
     assert len(breakdown["collective"]["seconds"]) > 1, breakdown["collective"]
 
 
+def test_a_probe_that_slurm_cancels_leaves_every_table_and_the_first_page(tmp_path,
+                                                                           archive):
+    """The network's probe ended by SLURM (scancel here; its time limit or a node's failure
+    alike) failed the study: its job wrote nothing, Snakemake deleted its output, and
+    breakdown.csv, prediction.csv and the first page were not made. The rule's retry
+    records the job's state as the probe's JSON; the tables and the page are made, and
+    prediction.csv's note names the failed probe."""
+    config = sweep_config(tmp_path / "c.yaml", archive,
+                          sweep="{models: [MLP], gpus: [2], nodes: [1, 2], "
+                                "strategy: [multiworker]}",
+                          training="{epochs: 2, batch_per_gpu: 16, device: cpu}",
+                          analysis="{accuracy_tolerance: 1.0, breakdown: 2}")
+    first = start_snakemake(tmp_path, *PROFILE, f"--configfile={config}", TABLES,
+                            "results/tables/prediction.csv", "results/report/first-page.rst",
+                            env={"DLSCALE_TEST_SLOW_PROBE_S": "600"})
+    started = tmp_path / "logs/probe_network/multiworker/nodes2.job"
+    deadline = time.time() + 600
+    victims = []
+    while time.time() < deadline and first.poll() is None and not victims:
+        if started.exists() and started.read_text().strip():
+            victims = [job for job, comment in queue("%i", "%k") if "probe_network" in comment]
+        time.sleep(0.2)
+    assert len(victims) == 1, (queue("%i", "%k"), first.poll())
+    time.sleep(2)  # its workers are up, sleeping before they time anything
+    subprocess.run(["scancel", victims[0]], check=True)
+    output, _ = first.communicate(timeout=900)
+    assert first.returncode == 0, output[-4000:]
+    assert "Error in rule probe_network" in output  # the first attempt, as SLURM ended it
+    probe = json.loads((tmp_path / "results/network/multiworker/nodes2.json").read_text())
+    assert f"its SLURM job {victims[0]} ended CANCELLED" in probe["error"], probe
+    prediction = pd.read_csv(tmp_path / "results/tables/prediction.csv")
+    assert prediction["note"].str.contains(
+        "the network's probe over 2 nodes failed: the probe failed (its SLURM job",
+        regex=False).all(), prediction["note"].tolist()
+    assert (tmp_path / "results/tables/breakdown.csv").exists()
+    page = (tmp_path / "results/report/first-page.rst").read_text()
+    assert "How this study scales" in page
+
+
 def test_every_strategy_on_one_and_two_nodes_through_slurm(tmp_path, archive):
     """One gpus x nodes grid: MultiWorkerMirroredStrategy with one worker per task (srun)
     and Horovod on one node (horovodrun with Gloo) and across two (the course's multi-node

@@ -18,7 +18,7 @@ from dlscale.core.contract import NETWORK
 from dlscale.plan import probes
 from dlscale.reporting.prediction import links as netlinks
 from dlscale.reporting.prediction import series as predict
-from dlscale.train.probe import probe_sizes
+from dlscale.train.probe import probe_sizes, record_ended, record_failure
 
 SWEEP = {"models": ["SimpleCNN", "MLP"], "gpus": [1, 2, 4], "nodes": [1, 2],
          "strategy": ["multiworker"]}
@@ -124,3 +124,41 @@ def test_a_failed_probe_says_why_and_the_prediction_goes_without_it(tmp_path):
     good = write_probe(tmp_path / "good.json", 2, 2, netlinks.Link(1e-5, 1e9),
                        strategy="horovod")
     assert list(netlinks.probe_links([out, good])) == ["horovod"]
+
+
+def test_the_probes_record_gives_the_workers_error_not_a_warning_printed_after_it(tmp_path):
+    """A probe whose workers failed was recorded with the log's last line: a TensorFlow
+    warning printed on the way out, not why it failed."""
+    log = tmp_path / "nodes2.log"
+    log.write_text("probe: starting\n"
+                   "tensorflow.python.framework.errors_impl.UnavailableError: Collective ops "
+                   "is aborted by: failed to connect to all addresses\n"
+                   "W0000 00:00:1733100000.123456  4242 init.cc:232] grpc_wait_for_shutdown_"
+                   "with_timeout() timed out.\n")
+    out = tmp_path / "nodes2.json"
+    assert record_failure(out, log) == 0
+    error = json.loads(out.read_text())["error"]
+    assert "UnavailableError: Collective ops is aborted" in error and "W0000" not in error
+
+
+def test_a_probe_whose_job_slurm_ended_records_that_jobs_state(tmp_path, monkeypatch):
+    """scancel, a time limit or a node's failure end the probe's job before its workers or
+    the fallback write anything: the rule's retry records the job's state (sacct's), and
+    the prediction's note names the failed probe."""
+    from dlscale.jobs import slurm
+
+    job = tmp_path / "nodes2.job"
+    job.write_text("4242\n")
+    monkeypatch.setattr(slurm, "job_state", lambda j: "CANCELLED" if j == "4242" else None)
+    folder = tmp_path / "multiworker"
+    folder.mkdir()
+    out = folder / "nodes2.json"
+    assert record_ended(out, job, tmp_path / "nodes2.log") == 0
+    error = json.loads(out.read_text())["error"]
+    assert "its SLURM job 4242 ended CANCELLED before the probe wrote its record" in error
+    job.write_text("")  # outside SLURM, or the id never written: no state to give
+    assert record_ended(out, job, tmp_path / "nodes2.log") == 0
+    assert "(its job ended before" in json.loads(out.read_text())["error"]
+    notes = netlinks.failed_probes([out])
+    assert list(notes) == ["multiworker"]
+    assert notes["multiworker"][0].startswith("the network's probe over 2 nodes failed: ")

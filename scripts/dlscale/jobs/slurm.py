@@ -181,6 +181,20 @@ def restarts(job: str) -> int:
     return int(match.group(1)) if match else 0
 
 
+def job_state(job: str) -> str | None:
+    """Job `job`'s state's first word (CANCELLED, TIMEOUT, NODE_FAIL, ...): the
+    controller's (it keeps an ended job for MinJobAge, 300 s by default, and a job's node
+    reaches it), else the accounting's (which a node may not reach); None where neither
+    knows the job."""
+    try:
+        match = re.search(r"\bJobState=(\S+)", query(["scontrol", "show", "job", "-o", job]))
+        if match:
+            return match.group(1)
+    except SlurmError:
+        pass
+    return accounting(job)[0].get("sacct_state")
+
+
 # --- this user's jobs --------------------------------------------------------------------
 def my_jobs(timeout: float = TIMEOUT_S) -> list[dict]:
     """This user's queued and running jobs: job, state, reason, workdir and comment each.

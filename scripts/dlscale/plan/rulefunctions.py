@@ -72,3 +72,24 @@ def note_forced(workflow) -> None:
         os.environ[FORCED_ENV] = "*"
     else:
         os.environ[FORCED_ENV] = " ".join(named)
+
+
+# A retry that only writes a record: one core of one node, no GPU, a few minutes
+RECORD_ONLY = {"gres": "", "cpus_per_task": 1, "mem_mb": 1000, "nodes": 1, "runtime": 5,
+               "tasks": None, "tasks_per_gpu": None, "mpi": None}
+
+
+def first_attempt(function, then):
+    """`function`'s value (of the rule's wildcards) on a job's first attempt, `then` on
+    its retries."""
+    return signature_once(
+        lambda wildcards, attempt: function(wildcards) if attempt == 1 else then)
+
+
+def retry_records_only(resources: dict) -> dict:
+    """A rule's `resources` on its first attempt; on a retry (after SLURM ended the first:
+    scancel, its time limit, a node's failure) RECORD_ONLY's, the rest kept (the site's
+    slurm_extra), and `probe_attempt`, which the rule's shell reads to record only."""
+    kept = {name: first_attempt(f, RECORD_ONLY[name]) if name in RECORD_ONLY else f
+            for name, f in resources.items()}
+    return kept | {"probe_attempt": signature_once(lambda wildcards, attempt: attempt)}

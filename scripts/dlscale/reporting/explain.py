@@ -19,7 +19,7 @@ import pandas as pd
 from dlscale.core import columns
 from dlscale.core.contract import BREAKDOWN
 from dlscale.reporting.gradients import known
-from dlscale.reporting.prediction.links import given_links, probe_links
+from dlscale.reporting.prediction.links import failed_probes, given_links, probe_links
 from dlscale.reporting.prediction.series import series_prediction
 from dlscale.train.stepsplit import most_named
 
@@ -137,7 +137,7 @@ def tables(scaling: pd.DataFrame, runs: pd.DataFrame, runs_dir: Path,
     the one `network` (analysis.network) gives, or the network's `probes` measured (they
     win over what is given); a node holds `gpus_per_node` (analysis.gpus_per_node) where
     given, else what the runs report."""
-    given, probed = given_links(network), probe_links(probes)
+    given, probed, failed = given_links(network), probe_links(probes), failed_probes(probes)
     found = read_breakdowns(runs, runs_dir)
     breakdown = point_rows(scaling, runs, found)
     rows = []
@@ -152,10 +152,13 @@ def tables(scaling: pd.DataFrame, runs: pd.DataFrame, runs_dir: Path,
         counts = pd.to_numeric(runs.loc[runs["series"] == series, "system_gpu_count"],
                                errors="coerce").dropna() if "system_gpu_count" in runs \
             else pd.Series(dtype=float)
-        rows += series_prediction(series, points, breakdown, by_point, size,
-                                  shared_cores=devices == {"cpu"},
-                                  gpus_per_node=gpus_per_node or (
-                                      int(counts.max()) if len(counts) else None),
-                                  network={**given, **probed.get(
-                                      points["strategy"].iloc[0], {})})
+        strategy = points["strategy"].iloc[0]
+        mine = series_prediction(series, points, breakdown, by_point, size,
+                                 shared_cores=devices == {"cpu"},
+                                 gpus_per_node=gpus_per_node or (
+                                     int(counts.max()) if len(counts) else None),
+                                 network={**given, **probed.get(strategy, {})})
+        for row in mine:  # a failed probe of its strategy: the note says which and why
+            row["note"] = "; ".join(filter(None, [row.get("note"), *failed.get(strategy, [])]))
+        rows += mine
     return breakdown, pd.DataFrame(rows, columns=PREDICTION_ORDER)

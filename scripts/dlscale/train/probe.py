@@ -9,6 +9,7 @@ prediction (dlscale.reporting.explain) fits the link between nodes on it.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import time
 from pathlib import Path
@@ -22,6 +23,9 @@ from dlscale.train.settings import Settings
 # an all-reduce this long is bandwidth-bound on any link: larger buffers add time, not
 # knowledge (at 100 Mbit/s, 4 MiB; on NVLink, never reached below the gradient)
 PROBE_CALL_S = 0.25
+# Tests only: seconds of sleep before the probe times anything, so that its job is still
+# running when a test ends it (tests/cluster/test_slurm.py, a cancelled probe)
+SLOW_PROBE_ENV = "DLSCALE_TEST_SLOW_PROBE_S"
 
 
 def probe_sizes(largest: int) -> list[int]:
@@ -58,6 +62,7 @@ def run(settings: Settings, largest: int, out: Path) -> int:
     hosts = sorted({h.rsplit(":", 1)[0] for h in backend.facts().get("cluster") or []})
     if not hosts and os.environ.get("SLURM_JOB_NODELIST"):
         hosts = slurm.hostnames(os.environ["SLURM_JOB_NODELIST"])
+    time.sleep(float(os.environ.get(SLOW_PROBE_ENV) or 0))
     collective = measure(backend, largest)
     if backend.chief:
         write_json_atomic(out, {
@@ -70,13 +75,58 @@ def run(settings: Settings, largest: int, out: Path) -> int:
     return 0
 
 
-def record_failure(out: Path, log: Path) -> int:
-    """The probe's record where its workers failed: why, from the log's last line."""
+# a Python exception's last line, or a launcher's word on a worker's end: the workers'
+# error, where the log's last line is often a framework's warning printed on the way out
+ERROR_LINE = re.compile(r"^(?:[\w.]+(?:Error|Exception|Interrupt)\b.*|dlscale launch: .*"
+                        r"(?:exited|killed|signal).*)$")
+
+
+def workers_error(log: Path) -> str:
+    """Why the probe's workers failed, from their log: the last error line (an exception,
+    the launcher's word on a worker's end), else the last line."""
     try:
-        lines = last_lines(log, 1, width=300)
+        lines = last_lines(log, 200, width=300)
     except OSError:
-        lines = []
-    why = lines[-1] if lines else "no output"
-    write_json_atomic(out, {"error": f"the probe failed ({why}); see {log}"})
-    print(f"probe: failed ({why}); the prediction goes without it", flush=True)
+        return "no output"
+    errors = [line for line in lines if ERROR_LINE.match(line)]
+    return (errors or lines or ["no output"])[-1]
+
+
+def record_failure(out: Path, log: Path) -> int:
+    """The probe's record where its workers failed inside a living job: their error."""
+    return record(out, f"the probe failed ({workers_error(log)}); see {log}")
+
+
+def record_ended(out: Path, job_file: Path, log: Path) -> int:
+    """The probe's record where SLURM ended its job before the workers or the fallback
+    wrote one (scancel, its time limit, a node's failure): that job's state, as the
+    accounting has it, read on the rule's retry."""
+    try:
+        job = job_file.read_text().strip()
+    except OSError:
+        job = ""
+    state = ended_state(job) if job else None
+    ended = (f"its SLURM job {job} ended {state}" if state else
+             f"its SLURM job {job} ended" if job else "its job ended")
+    return record(out, f"the probe failed ({ended} before the probe wrote its record: "
+                       f"scancel, the time limit or a node's failure); see {log}")
+
+
+def ended_state(job: str, wait_s: float = 60.0) -> str | None:
+    """The ended job's state (CANCELLED, TIMEOUT, NODE_FAIL...), asked again while SLURM
+    still says it runs (its end reaches the controller a moment after the job's); None
+    where SLURM never says."""
+    deadline = time.time() + wait_s
+    while True:
+        state = slurm.job_state(job)
+        if state not in ("RUNNING", "PENDING", "COMPLETING", "SUSPENDED"):
+            return state
+        if time.time() > deadline:
+            return None
+        time.sleep(2)
+
+
+def record(out: Path, error: str) -> int:
+    write_json_atomic(out, {"error": error})
+    print(f"probe: {error}; the prediction goes without it", flush=True)
     return 0

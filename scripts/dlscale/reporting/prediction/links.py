@@ -145,3 +145,16 @@ def probe_links(paths: list[Path] | None) -> dict[str, dict[str, tuple[Link, str
             found[probe["strategy"]] = probe
     return {s: {"between_nodes": (Link(*ab), f"{MEASURED} (probe: {p['nodes']} nodes)")}
             for s, p in found.items() if (ab := alpha_beta(p["collective"], p["gpus"]))}
+
+
+def failed_probes(paths: list[Path] | None) -> dict[str, list[str]]:
+    """The network's probes that failed, by strategy (their folder): a note naming each
+    (its node count, from its file's name) and why, as its record says."""
+    out: dict[str, list[str]] = {}
+    for path in map(Path, paths or []):
+        probe = json.loads(path.read_text())
+        if "error" in probe:
+            out.setdefault(path.parent.name, []).append(
+                f"the network's probe over {path.stem.removeprefix('nodes')} nodes failed: "
+                f"{probe['error']}; the prediction goes without it")
+    return out
