@@ -144,7 +144,8 @@ def test_a_trainer_stopped_inside_its_first_epoch_has_no_finished_epoch_and_says
     text = hf_dict(2.3, 0.1) + hf_dict(2.2, 0.39) + (
         " 39%|███▉      | 394/1000 [10:00<15:23,  1.52s/it]\n")
     with pytest.raises(LogError, match=r"the run never finished \(the Trainer stopped at "
-                                       r"epoch 0\.39 and printed no train_runtime\)"):
+                                       r"epoch 0\.39 and printed no train_runtime; its "
+                                       r"progress bar stopped at 394 of 1000\)"):
         parse_runs(text, "cancelled.out")
     finished = hf_dict(2.3, 1.0) + hf_dict(2.2, 1.39)
     [run] = parse_runs(finished, "second.out")
@@ -346,3 +347,13 @@ def test_deepspeed_chats_own_logs_are_read_without_a_pattern(name, seconds, metr
     [row] = run.rows()
     assert (row["epoch"], run.epochs_total, row["seconds"]) == (1, 1, seconds)
     assert row[metric[0]] == metric[1] and not run.cut
+
+
+def test_a_run_whose_progress_bar_stopped_short_says_so():
+    """A Trainer cancelled at step 394 of 1000 before it logged a dict: only its bar."""
+    text = ("***** Running training *****\n"
+            " 39%|███▉      | 393/1000 [10:00<15:23,  1.52s/it]\r"
+            " 39%|███▉      | 394/1000 [10:01<15:22,  1.52s/it]\n")
+    with pytest.raises(LogError, match=r"the run never finished \(its progress bar stopped "
+                                       r"at 394 of 1000\)"):
+        parse_runs(text, "bar.out")

@@ -40,6 +40,7 @@ from dlscale.logparse.runs import (  # noqa: F401 (what readers of logs import f
 )
 
 MARKS = tuple(fmt.MARK for fmt in LOG)  # the first line of a whole log's format begins so
+SHORT_BAR = re.compile(r"\d+%\|[^|\r]*\|\s*(\d+)/(\d+)\s*\[")  # tqdm's state: done/total
 might_say = LAUNCH.might_say  # (a name of this module's: every line asks it)
 
 
@@ -233,6 +234,9 @@ class LogReader:
         last = " | ".join(quoted(t.strip()) for t in self.tail)
         ending = "; its last lines: " + last if last else "; it is empty"
         reasons = [r.facts["unfinished"] for r in runs if r.facts.get("unfinished")]
+        bars = [bar for t in self.tail for bar in SHORT_BAR.findall(t)]
+        if bars and int(bars[-1][0]) < int(bars[-1][1]):  # (a Trainer's steps: 394/1000)
+            reasons.append(f"its progress bar stopped at {bars[-1][0]} of {bars[-1][1]}")
         if reasons:
             return (f"{self.path}: no finished epoch: the run never finished "
                     f"({'; '.join(reasons)}){ending}")
