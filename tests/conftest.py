@@ -46,7 +46,7 @@ TABLES = "results/tables/scaling.csv"
 # workers in collection order (`--dist loadfile --no-loadscope-reorder`). xdist's own
 # order (files with most tests first) started the one-test demo last: once the set-up and
 # the rest had shrunk, it ran its last 2 to 3 minutes with the cores half idle
-# (docs/benchmarks.md, "Where CI's time goes, twelfth session"). The order changes no
+# (docs/benchmarks.md, "Where CI's time goes"). The order changes no
 # result, only which worker takes a file, and when; the unit files, many and short, last.
 LONGEST_FIRST = (
     "cluster/test_slurm.py", "workflow/test_demo.py", "training/test_train.py",
