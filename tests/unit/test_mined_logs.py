@@ -357,3 +357,17 @@ def test_a_run_whose_progress_bar_stopped_short_says_so():
     with pytest.raises(LogError, match=r"the run never finished \(its progress bar stopped "
                                        r"at 394 of 1000\)"):
         parse_runs(text, "bar.out")
+
+
+@pytest.mark.parametrize("epoch_line, kept", [
+    ("2026-12-02 10:0{e}:00,000 INFO Epoch {e}", [1]),  # a start: epoch 2 never ended
+    ("Epoch {e} took: 60.0s loss=0.{e}", [1, 2]),       # an end: both ended, the run not
+])
+def test_a_traceback_after_the_last_epoch_line_leaves_the_run_unfinished(epoch_line, kept):
+    text = "\n".join([epoch_line.format(e=e) for e in (1, 2)] + [
+        "Traceback (most recent call last):", '  File "train.py", line 9, in <module>',
+        "RuntimeError: CUDA error: an illegal memory access was encountered", ""])
+    [run] = parse_runs(text, "crash.out")
+    assert [r["epoch"] for r in run.rows()] == kept and run.cut
+    assert "a traceback follow" in run.facts["unfinished"] and "(line 3)" in run.facts[
+        "unfinished"]

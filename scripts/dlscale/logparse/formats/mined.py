@@ -1,10 +1,8 @@
 """A script's own epoch lines, read without a pattern: the line shape that recurs once per
 epoch, found in the stream itself by template mining, where no other format read a result.
 
-  Epoch 3 took: 1.23s loss=0.5 acc=91.2%          a time with its unit, key=value metrics
-  2026-12-02 01:02:03,456 INFO Epoch 0            timed by the gap to the next marker
-  Train Epoch: 1 	Loss: 0.211924                  a run total shared over the epochs
-  Beginning of Epoch 1/16, Total Micro Batches 100 (and the line's own total: 16)
+  Epoch 3 took: 1.23s loss=0.5 acc=91.2%      2026-12-02 01:02:03,456 INFO Epoch 0
+  Train Epoch: 1 	Loss: 0.211924              Beginning of Epoch 1/16, Total Micro Batches 100
 
 Each line no other format took is reduced to its template: its fixed words, its fields (a
 timestamp, a time with its unit, a percentage, a number) placeholders. An epoch template
@@ -284,15 +282,11 @@ class Reader(StreamFormat):
         return sorted(found, key=lambda f: f[0], reverse=True)
 
     def settle(self, runs: list[ParsedLog]) -> list[ParsedLog]:
-        if any(run.epochs for run in runs):
-            return runs  # another format read this stream
-        ranked = self.ranked()
-        if not ranked:
-            return runs
+        if any(run.epochs for run in runs) or not (ranked := self.ranked()):
+            return runs  # another format read this stream, or no epoch line is in it
         _score, template, index = ranked[0]
-        mined = self.epochs(template, index)
         kept = [run for run in runs if run.images_per_s is not None]
-        return sorted(mined + kept, key=lambda run: run.line)
+        return sorted(self.epochs(template, index) + kept, key=lambda run: run.line)
 
     def epochs(self, template: Template, index: int) -> list[ParsedLog]:
         """The runs of the winning template's rows."""
@@ -321,8 +315,13 @@ class Reader(StreamFormat):
         # before may come between its copies), after an end marker's first
         starts = [lines[group[2 if start else 1]] for run in runs for group in run]
         others = self.evaluations(template, starts)
+        crash = max((t.lines[-1] for t in self.templates.values()  # a Python traceback
+                     if t.text.startswith("Traceback (most recent") and t.lines), default=0)
+        if crash > lines[-1]:
+            self.cut_reason = f"a traceback follows its last epoch's line (line {crash})"
         # a last epoch begun whose evaluation (that every other epoch has) never came
-        begun = start and others and not any(len(starts) - 1 in w for _o, w, _e in others)
+        begun = start and (crash > starts[-1] or others and not any(
+            len(starts) - 1 in w for _o, w, _e in others))
         result = []
         for number, groups in enumerate(runs):
             first_line = lines[groups[0][1]]
@@ -333,8 +332,9 @@ class Reader(StreamFormat):
                 run.epochs_total = int(template.columns[total][groups[-1][2]])
             for at, (value, first, last) in enumerate(groups):
                 if begun and number == len(runs) - 1 and at == len(groups) - 1:
-                    self.cut_reason = (f"epoch {int(value) + base} began (line "
-                                       f"{lines[first]}) and has no evaluation line")
+                    self.cut_reason = (f"epoch {int(value) + base} began (line {lines[first]}) "
+                                       + (f"and a traceback followed (line {crash})" if crash
+                                          > starts[-1] else "and has no evaluation line"))
                     break
                 record = {"seconds": None, "seconds_resolution": None, "steps": None,
                           "samples": None}
