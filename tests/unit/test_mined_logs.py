@@ -371,3 +371,17 @@ def test_a_traceback_after_the_last_epoch_line_leaves_the_run_unfinished(epoch_l
     assert [r["epoch"] for r in run.rows()] == kept and run.cut
     assert "a traceback follow" in run.facts["unfinished"] and "(line 3)" in run.facts[
         "unfinished"]
+
+
+def test_a_job_slurm_cancelled_at_its_time_limit_is_unfinished_with_slurms_reason():
+    """srun -l's `0: ` lines, both ranks' copies in them; SLURM's cancel lines for the
+    step (the task's lines) and the job (the job's own)."""
+    path = DATA / "logging_timelimit.out"
+    [run] = parse_file_runs(str(path))
+    text = path.read_text()
+    validated = len(set(re.findall(r"Validation loss: ([\d.]+)", text)))
+    assert [r["epoch"] for r in run.rows()] == list(range(1, validated + 1))
+    assert run.cut and run.cut_epoch == validated + 1
+    job = re.search(r"\*\*\* JOB (\d+) ON \S+ CANCELLED AT (\S+) DUE TO TIME LIMIT", text)
+    assert run.facts["unfinished"] == f"SLURM cancelled {job[1]} at {job[2]} due to time limit"
+    assert all(r["seconds"] and 3 < r["seconds"] < 15 for r in run.rows()[1:])
