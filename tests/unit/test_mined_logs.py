@@ -385,3 +385,18 @@ def test_a_job_slurm_cancelled_at_its_time_limit_is_unfinished_with_slurms_reaso
     job = re.search(r"\*\*\* JOB (\d+) ON \S+ CANCELLED AT (\S+) DUE TO TIME LIMIT", text)
     assert run.facts["unfinished"] == f"SLURM cancelled {job[1]} at {job[2]} due to time limit"
     assert all(r["seconds"] and 3 < r["seconds"] < 15 for r in run.rows()[1:])
+
+
+def test_a_logging_only_ddp_job_under_srun_label_is_timed_by_its_slower_rank():
+    path = DATA / "logging_srun.out"
+    [run] = parse_file_runs(str(path))
+    assert run.streams == 2 and run.settings["gpus"] == 2  # the two tasks' labels
+    per_task = []
+    for task in ("0", "1"):
+        lines = [line[3:] for line in path.read_text().splitlines()
+                 if line.startswith(f"{task}: 20")]
+        clocks = [stamps_of("[" + line) for line in lines
+                  if "Epoch" in line] + [stamps_of("[" + lines[-1])]
+        per_task.append([b - a for a, b in zip(clocks, clocks[1:])])
+    assert [r["seconds"] for r in run.rows()] == pytest.approx(
+        [max(times) for times in zip(*per_task)], abs=1e-6)
