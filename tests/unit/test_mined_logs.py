@@ -96,8 +96,11 @@ def test_of_several_epoch_shapes_the_counter_rising_by_one_with_a_time_wins():
 def test_the_same_epoch_line_from_every_node_is_one_epoch_and_a_drop_the_next_run():
     once = [f"Epoch {e} took: {e}.00s loss=1.{e}" for e in (1, 2, 3)]
     copies = [line for line in once for _node in range(4)]  # unprefixed, 4 nodes
+    copies[5] = copies[5].replace("2.00s", "2.50s")  # one node slower in epoch 2
     runs = parse_runs("\n".join(copies + once[:2]) + "\n", "copies.out")
     assert [[r["epoch"] for r in run.rows()] for run in runs] == [[1, 2, 3], [1, 2]]
+    assert [r["seconds"] for r in runs[0].rows()] == [1.0, 2.5, 3.0]  # the slowest copy
+    assert runs[0].facts["copies"] == 4
 
 
 def test_a_run_total_is_shared_over_epochs_read_at_the_streams_end():
@@ -400,3 +403,11 @@ def test_a_logging_only_ddp_job_under_srun_label_is_timed_by_its_slower_rank():
         per_task.append([b - a for a, b in zip(clocks, clocks[1:])])
     assert [r["seconds"] for r in run.rows()] == pytest.approx(
         [max(times) for times in zip(*per_task)], abs=1e-6)
+
+
+def test_an_epochs_step_lines_are_no_copies_and_their_step_times_no_epochs_time():
+    text = "".join(f"Epoch {e} step {s} time 0.5s\n" for e in (1, 2, 3) for s in (1, 2, 3))
+    [run] = parse_runs(text, "steps.out")
+    assert [(r["epoch"], r["seconds"]) for r in run.rows()] == [(1, None), (2, None),
+                                                                (3, None)]
+    assert "copies" not in run.facts

@@ -85,11 +85,6 @@ def _days(year: int, month: int, day: int) -> int:
     return date(year, month, day).toordinal() - 719163  # days since 1970-01-01
 
 
-def kind_of(groups: tuple) -> str:
-    """t: a timestamp, d: a time with its unit, p: a percentage, n: a number."""
-    return "t" if groups[0] else "d" if groups[1] else "p" if groups[3] else "n"
-
-
 class Template:
     """A line shape: its fixed words (`literals`, one more than its fields), the kinds of
     its fields, and its rows as columns (None once it has too many to be an epoch's)."""
@@ -109,8 +104,8 @@ class Template:
             covered = [i for i, (a, b) in enumerate(spans) if a >= m.start() and b <= m.end()]
             if not covered:
                 continue  # nan, inf: no digits
-            groups = m.groups()
-            self.kinds.append(kind_of(groups))
+            groups = m.groups()  # kinds: a timestamp, a time, a percentage, a number
+            self.kinds.append("t" if groups[0] else "d" if groups[1] else "p" if groups[3] else "n")
             self.literals.append(text[end:m.start()])
             end = m.end()
             if groups[0]:  # a timestamp: its runs and the text between them
@@ -130,11 +125,9 @@ class Template:
 
     def values(self, runs: list) -> list[float]:
         """Each field's value from the digits' runs of one of the template's lines."""
-        found = []
-        for first, last, head, seps in self.reads:
-            found.append(float(runs[first]) * head if last is None else stamp_seconds(
-                head + "".join(p for pair in zip(runs[first:last], [*seps, ""]) for p in pair)))
-        return found
+        return [float(runs[first]) * head if last is None else stamp_seconds(head + "".join(
+            p for pair in zip(runs[first:last], [*seps, ""]) for p in pair))
+            for first, last, head, seps in self.reads]
 
     def add(self, number: int, runs: list, clock: float) -> None:
         if len(runs) != self.runs:
@@ -303,9 +296,12 @@ class Reader(StreamFormat):
             if not runs or value < runs[-1][-1][0]:
                 runs.append([])  # the counter drops: the next run
             runs[-1].append([value, row, row])
-        per_group = len(values) / sum(len(r) for r in runs)
+        copied = all(  # the same line from several workers, unprefixed: one epoch
+            column[g[1]] == column[g[2]] for kind, column in zip(template.kinds,
+                                                                 template.columns)
+            if kind in "np" for run in runs for g in run)
         duration = next((i for i, k in enumerate(template.kinds) if k == "d"), None)
-        if per_group > 1.5:
+        if len(values) / sum(len(r) for r in runs) > 1.5 and not copied:
             duration = None  # a per-step line's time is no epoch's
         stamped = template.stamp is not None or any(c == c for c in template.clocks)
         start = bool(STARTS.search(template.text)) or not metrics(template, 0, skip, False)
@@ -339,7 +335,7 @@ class Reader(StreamFormat):
                 record = {"seconds": None, "seconds_resolution": None, "steps": None,
                           "samples": None}
                 if duration is not None:
-                    record["seconds"] = template.columns[duration][last]
+                    record["seconds"] = max(template.columns[duration][first:last + 1])
                     record["seconds_resolution"] = template.steps[duration]
                 elif stamped:
                     record["seconds"] = self.gap(template, groups, at, start)
@@ -350,6 +346,8 @@ class Reader(StreamFormat):
             self.merge(run, others, starts)
             run.facts["log_format"] = NAME
             run.facts["epoch_line"] = where
+            if copied and (copies := max(g[2] - g[1] + 1 for g in groups)) > 1:
+                run.facts["copies"] = copies  # (the slowest copy's time counts)
             run.warnings.append(f"{stream.path}: no known format: the epochs are the lines "
                                 f"{where}; check them, or give a pattern (external_runs[]"
                                 ".patterns)")
