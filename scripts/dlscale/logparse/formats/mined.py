@@ -7,13 +7,15 @@ epoch, found in the stream itself by template mining, where no other format read
 Each line no other format took is reduced to its template: its fixed words, its fields (a
 timestamp, a time with its unit, a percentage, a number) placeholders. An epoch template
 (one that names an epoch) keeps its rows as columns of doubles; any other its first CAP.
-At the stream's end the epoch templates are ranked: a time (a field with a unit, or
-timestamps: its own, else the last line's before it), a counter rising by one (the number
-after the word epoch first), one row per counter value, then the most epochs. The winner's
-rows are the epochs (a counter that drops begins the next run; a value printed again, by
-another node, is a copy counted once); another template printed once between two epoch
-lines gives that epoch's metrics (`val_` where its words, or its line's before, say test,
-validation or eval). The run's `epoch_line` names the template and its first line.
+At the stream's end the epoch templates whose number after the word epoch rises by one
+are ranked: a time (a field with a unit, or timestamps: its own, else the last line's
+before it), words that do not say evaluation, one row per counter value, then the most
+epochs (a line printed once needs a time, a metric or the epochs in all). The winner's
+rows are the epochs (a counter that drops begins the next run; the same line from several
+workers is one epoch); another template printed once between two epoch lines gives that
+epoch's metrics (`val_` where its words, or its line's before, say test, validation or
+eval). The run's `epoch_line` names the template and its first line; a traceback after the
+last epoch's line, a stated total not reached or SLURM's cancel line leave it unfinished.
 
 An epoch without a time of its own takes the gap between its line and the next epoch's
 (logging's, ISO 8601, `[YYYY-mm-dd HH:MM:SS,ms]`, `date`'s, `HH:MM:SS` timestamps) where
@@ -22,6 +24,7 @@ unfinished without the evaluation the others have), else from the epoch before; 
 total the stream printed (formats.totals leaves it in `Stream.totals`), shared. Tests:
 tests/unit/test_mined_logs.py, on real captures (tests/data/own-scripts).
 """
+
 from __future__ import annotations
 
 import re
@@ -296,10 +299,9 @@ class Reader(StreamFormat):
             if not runs or value < runs[-1][-1][0]:
                 runs.append([])  # the counter drops: the next run
             runs[-1].append([value, row, row])
-        copied = all(  # the same line from several workers, unprefixed: one epoch
-            column[g[1]] == column[g[2]] for kind, column in zip(template.kinds,
-                                                                 template.columns)
-            if kind in "np" for run in runs for g in run)
+        copied = all(column[g[1]] == column[g[2]]  # the same line from several workers
+                     for kind, column in zip(template.kinds, template.columns) if kind in "np"
+                     for run in runs for g in run)
         duration = next((i for i, k in enumerate(template.kinds) if k == "d"), None)
         if len(values) / sum(len(r) for r in runs) > 1.5 and not copied:
             duration = None  # a per-step line's time is no epoch's
