@@ -123,11 +123,14 @@ class Check:
             def on_epoch_end(self, epoch, logs=None):
                 marks.append(sampler.now())
 
-        from dlscale.train import profwindow
+        from dlscale.measure import profwindow
+        from dlscale.train import keraschoice
 
         logdir = args.out.parent / f"trace-{name}-{precision}-{batch}"
-        window = profwindow.make_callback(logdir, *profwindow.window_steps(
-            steps or args.steps, 5 if trace else 0), marks=True)  # the untimed 1st epoch
+        window = profwindow.make_callback(  # the untimed 1st epoch
+            keraschoice.keras(), logdir, *profwindow.window_steps(
+                steps or args.steps, 5 if trace else 0), marks=True,
+            on_jax=keraschoice.trains_on_jax())
         history = model.fit(x, y, batch_size=batch, epochs=args.epochs, shuffle=False,
                             verbose=0, callbacks=[Edges(), window])
         epochs = [marks[i + 1] - marks[i] for i in range(0, len(marks), 2)]
@@ -180,13 +183,13 @@ class Check:
 
 
 def split_window(logdir: Path, window, keep: Path | None) -> dict:
-    """The window's step split (dlscale.train.stepsplit) on this real GPU trace, with what the
+    """The window's step split (dlscale.measure.stepsplit) on this real GPU trace, with what the
     trace holds per line (the ten longest event names), to check the split's rules
     against a real GPU's layout; the trace is deleted, or copied to `keep` (a file name) first."""
     import shutil
     from collections import Counter
 
-    from dlscale.train import profwindow, stepsplit
+    from dlscale.measure import profwindow, stepsplit
 
     traces = sorted(logdir.glob("plugins/profile/*/*.xplane.pb"))
     if window.error or not traces:
@@ -257,8 +260,8 @@ def dlscale_point(args, model: str, precision: str, batch: int) -> dict:
 
 def xprof_check(steps: list[dict], trace: Path) -> dict:
     """xprof's own offline step breakdown of the same trace beside dlscale's split
-    (dlscale.train.xprofcheck), where xprof is installed; its failure is a note."""
-    from dlscale.train import xprofcheck
+    (dlscale.measure.xprofcheck), where xprof is installed; its failure is a note."""
+    from dlscale.measure import xprofcheck
 
     if not xprofcheck.available():
         return {"xprof": None, "xprof_notes": ["xprof is not installed"]}

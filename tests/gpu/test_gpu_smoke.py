@@ -73,8 +73,8 @@ def test_a_gpu_points_window_splits_a_real_gpu_trace(tmp_path, gpus, small_data)
     """The step split on a real GPU trace: TensorFlow's GPU planes hold the operations
     (compute on the GPU's op lines and streams), and xprof, where installed, times the
     same steps."""
-    from dlscale.train.profwindow import read_trace
-    from dlscale.train.stepsplit import kind
+    from dlscale.measure.profwindow import read_trace
+    from dlscale.measure.stepsplit import kind
 
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "train.py"), "--data-dir", str(small_data),

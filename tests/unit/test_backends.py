@@ -148,7 +148,8 @@ from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 from dlscale.train import keraschoice
 keraschoice.use_keras(3, sys.argv[3])
-from dlscale.train import driver, profwindow
+from dlscale.measure import profwindow
+from dlscale.train import driver
 from dlscale.train.strategies import make_backend
 from dlscale.train.settings import parse
 from dlscale.train.training import plan_run
@@ -160,7 +161,8 @@ backend.setup()
 plan = plan_run(**json.loads(sys.argv[5]))
 run = driver.Run(settings, backend, plan, {"image_shape": [8, 8, 3], "num_classes": 10},
                  "float32", tmp / "state")
-window = profwindow.make_callback(tmp / "trace", 2, 3, marks=True)
+window = profwindow.make_callback(keraschoice.keras(), tmp / "trace", 2, 3, marks=True,
+                                 on_jax=keraschoice.trains_on_jax())
 model, recorder, callbacks = driver.build(run, deadline=time.time() + 3600, window=window)
 hooks = keraschoice.keras().callbacks.CallbackList(callbacks, model=model)
 print(json.dumps({"callbacks": [type(c).__name__ for c in callbacks],

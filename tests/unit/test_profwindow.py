@@ -1,4 +1,4 @@
-"""The profiled window's callback (dlscale.train.profwindow.make_callback) never makes a step
+"""The profiled window's callback (dlscale.measure.profwindow.make_callback) never makes a step
 wait outside the window: with a step-end hook in the list, Keras 3 on JAX reads every
 step's logs back to the host (a wait for the device per step; on an H200 the GPU check ran
 19 to 24 % below its earlier run without the window), and tf-keras converts every step's
@@ -17,11 +17,12 @@ KERAS3_JAX = """
 import json, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from dlscale.train import keraschoice, profwindow, stepsplit
+from dlscale.measure import profwindow, stepsplit
+from dlscale.train import keraschoice
 keraschoice.use_keras(3, "jax")
 import keras, numpy as np
 out = Path(sys.argv[2])
-window = profwindow.make_callback(out, 2, 3, marks=True)
+window = profwindow.make_callback(keraschoice.keras(), out, 2, 3, marks=True, on_jax=True)
 model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3, activation="softmax")])
 model.compile(optimizer="sgd", loss="sparse_categorical_crossentropy")
 hooks = keras.callbacks.CallbackList([window], model=model)
@@ -40,10 +41,12 @@ KERAS3_JAX_WAITS = """
 import json, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from dlscale.train import keraschoice, profwindow
+from dlscale.measure import profwindow
+from dlscale.train import keraschoice
 keraschoice.use_keras(3, "jax")
 import keras, numpy as np
-window = profwindow.make_callback(Path(sys.argv[2]), 2, 3, marks=True)
+window = profwindow.make_callback(keraschoice.keras(), Path(sys.argv[2]), 2, 3, marks=True,
+                                 on_jax=True)
 ready = {}
 class Probe(keras.callbacks.Callback):  # after the window: is the step before finished?
     def on_train_batch_begin(self, batch, logs=None):
@@ -61,10 +64,12 @@ print(json.dumps({"ready": ready, "taken": window.taken, "error": window.error})
 TF_KERAS = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from dlscale.train import keraschoice, profwindow
+from dlscale.measure import profwindow
+from dlscale.train import keraschoice
 keraschoice.use_keras(2)
 keras = keraschoice.keras()
-window = profwindow.make_callback(__import__("pathlib").Path(sys.argv[2]), 2, 3, marks=False)
+window = profwindow.make_callback(keras, __import__("pathlib").Path(sys.argv[2]), 2, 3,
+                                 marks=False, on_jax=False)
 hooks = keras.callbacks.CallbackList([window])
 print(json.dumps({"calls_step_hooks": hooks._should_call_train_batch_hooks,
                   "tensors": hooks._batch_hooks_support_tf_logs}))
@@ -108,7 +113,7 @@ def test_the_all_reduce_is_timed_as_nccl_tests_times_it(monkeypatch):
     BENCH_ITERS issued back to back and awaited once, each group's time per call, the
     median kept. Before, each timing was one call from Python with every replica's
     result copied to the host, and the warm-up was not awaited."""
-    from dlscale.train import allreduce as window
+    from dlscale.measure import allreduce as window
 
     calls, clock = [], [0.0]
     per_call = iter([9e-3, 3e-3, 1e-3, 2e-3, 9e-3, 1e-3, 1e-3, 5e-3])  # warm-up first

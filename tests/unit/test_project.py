@@ -131,7 +131,8 @@ def test_every_column_of_scaling_csv_and_the_accounted_ones_is_defined_in_the_do
 
 PACKAGE = ROOT / "scripts" / "dlscale"
 # the subpackages, each importing only those after it (and itself): dlscale/__init__.py
-LAYERS = ("plan", "reporting", "launch", "train", "logparse", "data", "jobs", "core")
+LAYERS = ("plan", "reporting", "launch", "train", "measure", "logparse", "data", "jobs",
+          "core")
 
 
 def package_modules() -> dict[str, Path]:
@@ -195,8 +196,8 @@ def test_the_package_has_no_import_cycle():
 
 
 def test_the_subpackages_import_only_those_below_them():
-    """plan -> reporting -> launch -> train -> logparse, data, jobs -> core: no arrow up, and the
-    shared vocabulary (core) talks to nothing outside (no subprocess, no SLURM)."""
+    """plan -> reporting -> launch -> train -> measure -> logparse, data, jobs -> core: no arrow
+    up, and the shared vocabulary (core) talks to nothing outside (no subprocess, no SLURM)."""
     graph = package_imports()
     assert {name.split(".")[0] for name in graph} == {*LAYERS, "console"}
     up = sorted(f"{name} -> {imported}" for name, imports in graph.items()

@@ -1,4 +1,4 @@
-"""Where a step's time goes: the split of traced steps (dlscale.train.stepsplit) on traces the
+"""Where a step's time goes: the split of traced steps (dlscale.measure.stepsplit) on traces the
 real profilers wrote (tests/data/traces), read by each framework's own reader, and on
 events made here to pin the rules (union, not sum; compute before communication)."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 from conftest import ROOT
 
-from dlscale.train import stepsplit
-from dlscale.train.allreduce import bench_sizes
-from dlscale.train.profwindow import read_trace, window_steps
-from dlscale.train.stepsplit import Event
+from dlscale.measure import stepsplit
+from dlscale.measure.allreduce import bench_sizes
+from dlscale.measure.profwindow import read_trace, window_steps
+from dlscale.measure.stepsplit import Event
 
 TRACES = ROOT / "tests" / "data" / "traces"
 CAPTURED = [("keras3-jax-dataparallel-2cpu.xplane.pb", True),
@@ -126,7 +126,7 @@ def test_the_window_lies_after_the_compiling_steps_where_the_epoch_has_room(
 def test_a_window_the_first_epoch_is_too_short_for_says_what_it_traced(steps, words):
     """Epochs of one or two steps: the window traced the compiling step, asked for 5 and
     got 1, and said nothing of it (issue 78, 8); breakdown.json's first note says so."""
-    from dlscale.train.profwindow import short_window
+    from dlscale.measure.profwindow import short_window
 
     assert short_window(steps, 5, *window_steps(steps, 5)) == words
 
@@ -156,7 +156,7 @@ def test_a_gpu_trace_counts_nccl_kernels_as_communication_and_not_the_whole_modu
 
 
 def test_horovods_timeline_gives_its_data_moving_phases_on_the_traces_clock(tmp_path):
-    from dlscale.train import hvdtimeline
+    from dlscale.measure import hvdtimeline
 
     path = TRACES / "horovod-gloo-2ranks-timeline.json"
     events = hvdtimeline.events(path)
@@ -178,7 +178,7 @@ def test_horovods_timeline_gives_its_data_moving_phases_on_the_traces_clock(tmp_
 
 
 def test_the_timelines_shift_is_the_median_gap_between_marker_and_noted_begin():
-    from dlscale.train import hvdtimeline
+    from dlscale.measure import hvdtimeline
 
     trace = [ev("python", "train", 100 + 1000 * n, 900 + 1000 * n, step=n) for n in (2, 3, 4)]
     # markers begin at 2100, 3100, 4100; the window noted each begin 1 ms later on UTC,
@@ -193,7 +193,7 @@ def test_the_timelines_shift_is_the_median_gap_between_marker_and_noted_begin():
 def test_xprofs_own_step_breakdown_agrees_and_leaves_no_cache(tmp_path, name, on_jax):
     import shutil
 
-    from dlscale.train import xprofcheck
+    from dlscale.measure import xprofcheck
 
     trace = tmp_path / "vm.xplane.pb"
     shutil.copy(TRACES / name, trace)
@@ -208,7 +208,7 @@ def test_xprofs_own_step_breakdown_agrees_and_leaves_no_cache(tmp_path, name, on
 
 
 def test_a_step_time_xprof_disputes_is_a_note():
-    from dlscale.train import xprofcheck
+    from dlscale.measure import xprofcheck
 
     ours = [{"step": 2, "wall_s": 0.100, "comm_exposed_s": 0.01}]
     theirs = [{"step": 2, "step_s": 0.120, "device_compute_s": 0.08,
@@ -226,7 +226,7 @@ def test_xprof_numbers_a_gpu_traces_steps_from_zero_and_they_pair_in_order():
     256, 2026-11-27): dlscale's markers are steps 2 to 6, xprof's overview page numbers the
     same five steps 0 to 4. Paired by number, three of them were compared with the wrong
     ones and a 9 % disagreement reported; paired in order they agree within 3 %."""
-    from dlscale.train import xprofcheck
+    from dlscale.measure import xprofcheck
 
     ours = [{"step": n, "wall_s": w, "comm_exposed_s": 0.0} for n, w in [
         (2, 0.021915768), (3, 0.021897722), (4, 0.020800713), (5, 0.020453513),
@@ -256,7 +256,7 @@ def test_a_real_gpu_trace_splits_each_step_into_its_kernels_as_xprof_does(tmp_pa
     input, and the compute of each step is xprof's device compute of the same step."""
     import shutil
 
-    from dlscale.train import xprofcheck
+    from dlscale.measure import xprofcheck
 
     trace = tmp_path / "vm.xplane.pb"
     shutil.copy(TRACES / H200, trace)
@@ -346,7 +346,7 @@ def test_a_torch_points_window_splits_with_gloos_all_reduce_as_communication():
     ranks under DDP over gloo): dlscale's ProfilerStep markers are the steps, aten's
     operations compute, the batch's fetch input, and gloo's all-reduce (on gloo's thread,
     ended when its work was done) communication, as long as the trace says it took."""
-    from dlscale.train import torchwindow
+    from dlscale.measure import torchwindow
 
     path = ROOT / "tests" / "data" / "torch-profiler" / "ddp_gloo_mlp.trace.json"
     events = torchwindow.read_trace(path)
@@ -367,7 +367,7 @@ def test_ddps_buckets_all_reduced_under_the_backward_pass_are_hidden_communicati
     gradient in three buckets a step, the first ones while the backward pass still runs;
     the part under aten's operations is hidden, so each step's exposed communication is
     less than its total."""
-    from dlscale.train import torchwindow
+    from dlscale.measure import torchwindow
 
     path = ROOT / "tests" / "data" / "torch-profiler" / "ddp_gloo_resnet18.trace.json"
     events = torchwindow.read_trace(path)

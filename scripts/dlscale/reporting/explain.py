@@ -1,5 +1,5 @@
 """Why a series scales as it does, and what more GPUs would give: breakdown.csv and
-prediction.csv from the points' breakdown.json (dlscale.train.profwindow) and scaling.csv.
+prediction.csv from the points' breakdown.json (dlscale.measure.profwindow) and scaling.csv.
 
 breakdown.csv: per point, the traced steps' time per part, communication exposed and
 total, the dominant part, the gradient's all-reduce timed alone (nccl-tests' busbw).
@@ -18,10 +18,10 @@ import pandas as pd
 
 from dlscale.core import columns
 from dlscale.core.contract import BREAKDOWN
+from dlscale.measure.stepsplit import most_named
 from dlscale.reporting.gradients import known
 from dlscale.reporting.prediction.links import failed_probes, given_links, probe_links
 from dlscale.reporting.prediction.series import series_prediction
-from dlscale.train.stepsplit import most_named
 
 # a traced step this much slower than the epochs' gets a note: the window runs each step
 # to its end (an H200's ResNet50V2: 34 ms against 15 ms, docs/benchmarks.md, "GPUs")

@@ -32,8 +32,8 @@ def built(name: str) -> int | None:
     """The gradient's bytes of `name` built with Keras (2, as the classic study), or None
     for a name dlscale cannot build."""
     from dlscale.core.errors import RunError
+    from dlscale.measure.profwindow import gradient_bytes
     from dlscale.train import keraschoice, training
-    from dlscale.train.profwindow import gradient_bytes
 
     keraschoice.use_keras(2)
     try:

@@ -35,13 +35,14 @@ from dlscale.core.contract import (
 from dlscale.core.errors import RunError, disk_full
 from dlscale.core.files import tee_stdout, unshare
 from dlscale.jobs import phases
-from dlscale.train import keraschoice, profwindow
+from dlscale.train import keraschoice
 from dlscale.train.cluster import worker_identity
 from dlscale.train.resume import completed_epochs, prepare_state
 from dlscale.train.runinputs import Run, backup_dir, input_facts, inputs, synthetic_speed
 from dlscale.train.settings import Settings, resume_key
 from dlscale.train.telemetry import describe_system
 from dlscale.train.timelimit import DeadlineReached, deadline_stop, job_deadline
+from dlscale.train.window import close_window, open_window, profile_note, profile_window
 
 
 def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
@@ -90,7 +91,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     r = Run(settings, backend, plan, manifest,
             training.resolve_precision(settings.precision, settings.device), state)
     notes: list[str] = []  # what went wrong beside the training: run.json and train.log
-    if note := profwindow.profile_note(settings, plan.steps):
+    if note := profile_note(settings, plan.steps):
         notes.append(note)
     if os.environ.get(SLOW_STEP_ENV):
         notes.append(f"slowed for a test: {SLOW_STEP_ENV}={os.environ[SLOW_STEP_ENV]} s "
@@ -106,7 +107,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
                 "at epoch 1")
 
     done = completed_epochs(backup) if resuming else 0  # the order goes on from there
-    window = profwindow.open_window(settings, backend, plan.steps, resumed_at=done)
+    window = open_window(settings, backend, plan.steps, resumed_at=done)
     model, recorder, callbacks = build(r, deadline, sampler, announce, window)
     phases.mark("model")
     train_input, test_input = inputs(r, done)
@@ -140,8 +141,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
         backend.save_model(model, settings.out / MODEL_FILE)
     synthetic = (synthetic_speed(r, model, test_ds)
                  if status is Status.COMPLETED and settings.synthetic_check_steps else None)
-    breakdown = profwindow.close_window(settings, backend, window, model,
-                                        status is Status.COMPLETED)
+    breakdown = close_window(settings, backend, window, model, status is Status.COMPLETED)
     if sampler:
         sampler.stop()
         if sampler.error:
@@ -230,7 +230,7 @@ def trainer(r: Run, model, train_ds, callbacks: list):
 
 def chief_callbacks(settings, backend, steps_per_epoch: int) -> list:
     """TensorBoard event files and a profiler trace of --profile-steps, from the chief:
-    Keras' own on TensorFlow, dlscale's window on JAX and PyTorch (profwindow)."""
+    Keras' own on TensorFlow, dlscale's window on JAX and PyTorch (dlscale.train.window)."""
     if not backend.chief or not (settings.tensorboard or settings.profile_steps):
         return []
     ours = bool(settings.profile_steps) and keraschoice.without_tensorflow()
@@ -240,7 +240,7 @@ def chief_callbacks(settings, backend, steps_per_epoch: int) -> list:
             log_dir=str(settings.out / TENSORBOARD),
             profile_batch=0 if ours else settings.profile_steps or 0))
     if ours:
-        out.append(profwindow.profile_window(settings, steps_per_epoch))
+        out.append(profile_window(settings, steps_per_epoch))
     return out
 
 

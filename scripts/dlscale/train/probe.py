@@ -1,7 +1,7 @@
 """The network's probe: the all-reduce timed alone across a study's node count, once per
 node count and strategy (the rule probe_network), on the allocation of the study's
 largest point there, with that point's software, strategy and devices. It is timed as
-the points time theirs (dlscale.train.allreduce: nccl-tests' way), from 4 KiB up to the
+the points time theirs (dlscale.measure.allreduce: nccl-tests' way), from 4 KiB up to the
 largest gradient of the study, or until one all-reduce takes PROBE_CALL_S; the
 prediction (dlscale.reporting.explain) fits the link between nodes on it.
 """
@@ -17,7 +17,8 @@ from pathlib import Path
 from dlscale.core.files import write_json_atomic
 from dlscale.jobs import slurm
 from dlscale.logparse.lines import last_lines
-from dlscale.train import allreduce, keraschoice
+from dlscale.measure import allreduce
+from dlscale.train import keraschoice
 from dlscale.train.settings import Settings
 
 # an all-reduce this long is bandwidth-bound on any link: larger buffers add time, not

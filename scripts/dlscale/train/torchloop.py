@@ -18,9 +18,9 @@ import os
 import time
 from pathlib import Path
 
+from dlscale.measure.torchwindow import INPUT_MARK
 from dlscale.train import keraschoice
 from dlscale.train.customloop import drive
-from dlscale.train.torchwindow import INPUT_MARK
 
 CHECKPOINT = "checkpoint.pt"  # a torch point's backup: model and optimizer state
 EPOCH_FILE = "epochs.json"    # beside it: the epochs it holds, {"epoch": count}

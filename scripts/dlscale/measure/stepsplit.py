@@ -2,7 +2,7 @@
 covered time (the union of intervals, never summed self-times) of compute, communication,
 input wait and the rest.
 
-Pure Python: the trace is read by the framework's own reader (dlscale.train.profwindow) into
+Pure Python: the trace is read by the framework's own reader (dlscale.measure.profwindow) into
 `Event`s; this module only names and unites intervals, so it is tested on traces
 captured from the real profilers without any framework.
 
@@ -13,7 +13,7 @@ CPU event), so the split is "approximate" wherever names decide:
 - communication: XLA's collectives (`all-reduce.3`, `all-gather`, `reduce-scatter`,
   `collective-permute`, `all-to-all`), TensorFlow's collective and NCCL ops
   (`...:CollectiveReduceV2`, `NcclAllReduce`), NCCL kernels (`nccl...`), Horovod's
-  data-moving phases from its timeline (`horovod:GLOO_ALLREDUCE`, dlscale.train.hvdtimeline)
+  data-moving phases from its timeline (`horovod:GLOO_ALLREDUCE`, dlscale.measure.hvdtimeline)
   and torch's c10d collectives (`gloo:all_reduce`, `nccl:all_reduce`);
 - input wait: the consumer side of tf.data (`IteratorGetNext`, `GetNextFromShard`,
   `...GetNextAsOptional`); where the step holds none (Keras 3 on JAX fetches its batch in
@@ -53,7 +53,7 @@ RUNTIME = re.compile(r"::|^Rendezvous|^Wait|^H2D|^D2H|^Handle inputs|^Allocate|"
 # Compute,MemcpyD2D)", "Stream #15(MemcpyH2D)"): every event is a kernel or a copy; the
 # batch's copy to the device is input, as in xprof's GPU steps, and copies back the rest
 GPU_STREAM = re.compile(r"^/device:GPU:\d+\|Stream #")
-# torch.profiler's events by category (dlscale.train.torchwindow): aten's operations on the
+# torch.profiler's events by category (dlscale.measure.torchwindow): aten's operations on the
 # host and a GPU's kernels are compute (their names hold `::`), a copy to the device input
 TORCH_OPS = re.compile(r"^torch (cpu_op|kernel)\|")
 TORCH_COPY = "torch gpu_memcpy|"

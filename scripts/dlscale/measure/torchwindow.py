@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from dlscale.core.files import write_json_atomic
-from dlscale.train import stepsplit
+from dlscale.measure import stepsplit
 
 TRACE_FILE = "torch.trace.json"
 INPUT_MARK = "IteratorGetNext"  # around the loop's fetch of a batch (stepsplit.INPUT)

@@ -1,9 +1,11 @@
 """The profiled window of a point (analysis.breakdown): a few steps of the first epoch,
 after its compiling steps, traced with the framework's own profiler (TensorFlow's, JAX's,
-torch.profiler through dlscale.train.torchwindow); then, after the
+torch.profiler through dlscale.measure.torchwindow); then, after the
 training, the all-reduce itself timed on the point's devices. Both land in the run
 folder's breakdown.json (`contract.BREAKDOWN`), which the analysis turns into
-breakdown.csv and prediction.csv (dlscale.reporting.explain).
+breakdown.csv and prediction.csv (dlscale.reporting.explain). The run opens and closes
+the window (dlscale.train.window): it passes in its Keras and whether it trains on JAX,
+so nothing here asks which framework the process chose.
 
 Why the first epoch: analysis.skip_epochs leaves it out of every time the study reports,
 so the profiler's own cost (starting, stopping, the host tracer) never reaches epoch
@@ -12,7 +14,7 @@ happen once training has ended, outside every epoch.
 
 A window that cannot be taken (a profiler already running for training.profile_steps,
 no trace written, a trace over MAX_TRACE_BYTES, a reader error) is a note in the record,
-never a failed point: `take` catches and says.
+never a failed point: `record` says.
 """
 
 from __future__ import annotations
@@ -22,10 +24,8 @@ import shutil
 import time
 from pathlib import Path
 
-from dlscale.core.contract import BREAKDOWN, TENSORBOARD, TRACE
 from dlscale.core.files import write_json_atomic
-from dlscale.train import hvdtimeline, keraschoice, stepsplit, torchwindow, xprofcheck
-from dlscale.train.allreduce import measure_collective
+from dlscale.measure import hvdtimeline, stepsplit, torchwindow, xprofcheck
 
 WARMUP_STEPS = 2  # the first steps compile (XLA, tf.function): never in the window
 MAX_TRACE_BYTES = 512 * 2**20
@@ -40,20 +40,19 @@ def window_steps(steps_per_epoch: int, wanted: int) -> tuple[int, int]:
     return first, max(0, min(wanted, steps_per_epoch - first))
 
 
-def make_callback(logdir: Path, first: int, count: int, marks: bool, horovod=None):
-    """A Keras callback that traces steps [first, first + count) of the first epoch into
-    logdir, marking each step where the framework does not (`marks`: Keras 3 on either
-    backend, the custom loop), and waiting for each step's result so that its marker
-    covers its work. `seconds` is what starting and stopping the profiler took. With
-    `horovod` (the module), Horovod's timeline is recorded beside the trace.
+def make_callback(keras, logdir: Path, first: int, count: int, marks: bool, on_jax: bool,
+                  horovod=None):
+    """A Keras callback (of `keras`, on JAX where `on_jax`) that traces steps [first,
+    first + count) of the first epoch into logdir, marking each step where the framework
+    does not (`marks`: Keras 3 on either backend, the custom loop), and waiting for each
+    step's result so that its marker covers its work. `seconds` is what starting and
+    stopping the profiler took. With `horovod` (the module), Horovod's timeline is
+    recorded beside the trace.
 
     Outside the window it makes no step wait: on JAX it has no step-end hook (with one,
     Keras 3 reads every step's logs back to the host, a wait for the device per step:
     docs/benchmarks.md, "GPUs"), and under tf-keras it takes the step's logs as tensors
     (`_supports_tf_logs`) and never reads them."""
-    keras = keraschoice.keras()
-    on_jax = keraschoice.trains_on_jax()
-
     class Window(keras.callbacks.Callback):
         seconds = 0.0
         taken = False
@@ -233,10 +232,9 @@ def gradient_bytes(model) -> int:
                    for w in model.trainable_weights))
 
 
-def record(window, logdir: Path, backend, size: int, keep: bool) -> dict:
+def record(window, logdir: Path, backend, size: int, keep: bool, on_jax: bool) -> dict:
     """breakdown.json's content: the window's steps and their split, the collective's
     timings and the gradient's bytes, and what could not be taken (`notes`)."""
-    on_jax = keraschoice.trains_on_jax()
     notes: list[str] = []
     out = {"method": METHOD, "window_s": round(window.seconds, 4) if window else None,
            "replicas": backend.replicas, "gradient_bytes": size,
@@ -288,59 +286,6 @@ def record(window, logdir: Path, backend, size: int, keep: bool) -> dict:
     return out
 
 
-def open_window(settings, backend, steps_per_epoch: int, resumed_at: int = 0):
-    """The chief's window callback (analysis.breakdown), or None. A training from its
-    first epoch removes an earlier attempt's breakdown.json and trace first, so the folder
-    never holds another run's; a resumed one (`resumed_at`: the epochs its backup holds)
-    has run the window's epoch already: it keeps that attempt's trace and traces
-    nothing, and close_window reads the kept trace."""
-    if resumed_at:
-        return None
-    if backend.chief:
-        (settings.out / BREAKDOWN).unlink(missing_ok=True)
-        shutil.rmtree(settings.out / TRACE, ignore_errors=True)
-    if not backend.chief or not settings.breakdown_steps or settings.profile_steps:
-        return None  # training.profile_steps holds the profiler: one session at a time
-    first, count = window_steps(steps_per_epoch, settings.breakdown_steps)
-    if backend.kind == "ddp":
-        window = torchwindow.make_callback(keraschoice.keras(), settings.out / TRACE, first,
-                                           count, settings.out / TRACE / WINDOW_FILE)
-    else:
-        window = make_callback(settings.out / TRACE, first, count,
-                               marks=settings.keras == 3 or settings.loop == "custom",
-                               horovod=backend.hvd if backend.kind == "horovod" else None)
-    window.short = short_window(steps_per_epoch, settings.breakdown_steps, first, count)
-    return window
-
-
-def profile_window(settings, steps_per_epoch: int):
-    """training.profile_steps [a, b] on Keras 3 over JAX or PyTorch (Keras profiles JAX from
-    Python 3.12 only, PyTorch not at all): steps a to b of the first epoch traced into the
-    TensorBoard folder, JAX's as plugins/profile/<run>/<host>.xplane.pb (TensorBoard's
-    profile plugin, xprof), PyTorch's as torchwindow.TRACE_FILE (Perfetto, HTA)."""
-    a, b = settings.profile_steps
-    first, count = a - 1, max(0, min(b, steps_per_epoch) - a + 1)
-    logdir = settings.out / TENSORBOARD
-    if keraschoice.trains_on_torch():
-        return torchwindow.make_callback(keraschoice.keras(), logdir, first, count,
-                                         logdir / WINDOW_FILE)
-    return make_callback(logdir, first, count, marks=True)
-
-
-def profile_note(settings, steps_per_epoch: int) -> str | None:
-    """run.json's note where training.profile_steps reach past the first epoch on JAX or
-    PyTorch, whose trace stays in it."""
-    if not settings.profile_steps or not keraschoice.without_tensorflow():
-        return None
-    a, b = settings.profile_steps
-    if b <= steps_per_epoch:
-        return None
-    return (f"training.profile_steps [{a}, {b}]: on JAX and PyTorch the trace stays in the "
-            f"first epoch ({steps_per_epoch} steps): "
-            + (f"steps {a} to {steps_per_epoch} traced" if a <= steps_per_epoch
-               else "nothing traced"))
-
-
 def short_window(steps_per_epoch: int, wanted: int, first: int, count: int) -> str | None:
     """What an epoch too short for the window took instead of what was asked, or None."""
     if count >= wanted and first >= WARMUP_STEPS:
@@ -362,29 +307,3 @@ def kept_window(logdir: Path):
         return None
     return SimpleNamespace(seconds=kept["seconds"], error=kept["error"],
                            wall={int(k): v for k, v in kept["wall"].items()})
-
-
-def close_window(settings, backend, window, model, completed: bool) -> dict | None:
-    """After a completed training: every worker times the all-reduce, the chief reads the
-    window's trace and writes breakdown.json; run.json's `breakdown` names it and its
-    notes."""
-    if not settings.breakdown_steps or not completed:
-        return None
-    size = gradient_bytes(model)  # what the all-reduce times up to, and the record says
-    collective = measure_collective(backend, size)
-    if not backend.chief:
-        return None
-    resumed = window is None and not settings.profile_steps
-    if resumed:  # the window's epoch ran in an earlier attempt: its trace, if it kept one
-        window = kept_window(settings.out / TRACE)
-    out = record(window, settings.out / TRACE, backend, size, settings.keep_trace)
-    if getattr(window, "short", None):
-        out["notes"].insert(0, window.short)
-    if settings.profile_steps:
-        out["notes"].append("no window: training.profile_steps holds the profiler")
-    elif resumed and window is None:
-        out["notes"].append("the window's epoch (the first) ran in an earlier attempt, "
-                            "which ended before its window closed: no trace to read")
-    out["collective"] = collective
-    write_json_atomic(settings.out / BREAKDOWN, out)
-    return {"file": BREAKDOWN, "notes": out["notes"]}

@@ -1,4 +1,4 @@
-"""Horovod's timeline as events of the step split (dlscale.train.stepsplit): a Horovod point's
+"""Horovod's timeline as events of the step split (dlscale.measure.stepsplit): a Horovod point's
 collectives run in Horovod's own threads, outside TensorFlow's trace, so the window also
 records Horovod's timeline (`hvd.start_timeline`, rank 0 only, all ranks' activity;
 `HOROVOD_TIMELINE=DYNAMIC` set before `hvd.init`) and its data-moving phases join the
@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from dlscale.train.stepsplit import Event
+from dlscale.measure.stepsplit import Event
 
 TIMELINE = "horovod-timeline.json"  # in the window's trace folder
 LINE = "horovod|timeline"
@@ -46,7 +46,7 @@ def shift(trace: list[Event], wall: dict[int, int]) -> int:
     """Nanoseconds to add to a UTC time to place it on the trace's clock: the median, over
     the traced steps, of the step marker's start less the UTC time the window noted at
     that step's begin."""
-    from dlscale.train.stepsplit import steps_of
+    from dlscale.measure.stepsplit import steps_of
 
     steps = steps_of(trace)
     gaps = sorted(steps[n][0] - t for n, t in wall.items() if n in steps)

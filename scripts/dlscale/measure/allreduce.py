@@ -1,7 +1,7 @@
 """The gradient's all-reduce timed alone on a point's replicas, as nccl-tests times it:
 a warm-up awaited, then calls issued back to back and awaited once, nothing brought to
 the host but one number per replica; six sizes from 4 KiB to the gradient's bytes.
-breakdown.json keeps the timings (dlscale.train.profwindow); the prediction fits each
+breakdown.json keeps the timings (dlscale.measure.profwindow); the prediction fits each
 level's latency and bandwidth on them (dlscale.reporting.explain).
 """
 

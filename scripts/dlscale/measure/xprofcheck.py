@@ -1,5 +1,5 @@
 """xprof's own step breakdown of the window's trace, offline (no server, no TensorFlow),
-as a cross-check of dlscale's split (dlscale.train.stepsplit): where xprof is installed
+as a cross-check of dlscale's split (dlscale.measure.stepsplit): where xprof is installed
 (`xprof.convert.raw_to_tool_data`, requirements-xprof.txt), its overview page's steps
 (the same `train` markers with `_r=1`) give each step's time and xprof's parts.
 
