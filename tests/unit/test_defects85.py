@@ -25,7 +25,7 @@ keraschoice.use_keras(3, "torch")
 import torch, torch.distributed as dist, torchvision
 from dlscale.core.errors import RunError
 from dlscale.train import usermodel
-from dlscale.train.torchloop import module_layer
+from dlscale.train.frameworks.torch.torchloop import module_layer
 
 said = {}
 try:

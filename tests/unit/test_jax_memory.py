@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from dlscale.train.keras3 import out_of_memory
+from dlscale.train.frameworks.keras3.keras3 import out_of_memory
 
 
 def test_jaxs_own_out_of_memory_error_is_recognised_and_others_are_not():

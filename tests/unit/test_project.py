@@ -209,6 +209,25 @@ def test_the_subpackages_import_only_those_below_them():
     assert core == []
 
 
+def test_a_framework_imports_no_other_framework():
+    """Each framework's folder under dlscale/train/frameworks (tensorflow, keras3, torch,
+    horovod) imports the run's shared modules, the base and the measuring side, never
+    another framework's folder: adding a framework touches its own folder, the strategies'
+    registry and a test."""
+    graph = package_imports()
+
+    def framework(name: str) -> str | None:
+        parts = name.split(".")
+        return parts[2] if parts[:2] == ["train", "frameworks"] and len(parts) > 3 else None
+
+    folders = {framework(name) for name in graph} - {None}
+    assert folders == {"tensorflow", "keras3", "torch", "horovod"}
+    wrong = sorted(f"{name} -> {imported}" for name, imports in graph.items()
+                   if framework(name) for imported in imports
+                   if framework(imported) not in (None, framework(name)))
+    assert wrong == []
+
+
 def test_a_log_format_imports_no_other_format_and_the_reader_is_three_modules():
     """Each log format (a module, or a package, under dlscale/logparse/formats) imports only
     the shared machinery (logparse.lines, logparse.runs), never another format; the

@@ -214,13 +214,13 @@ def trainer(r: Run, model, train_ds, callbacks: list):
     settings, backend, plan = r.settings, r.backend, r.plan
     if backend.kind == "ddp":
         from dlscale.train import training
-        from dlscale.train.torchloop import TorchLoop
+        from dlscale.train.frameworks.torch.torchloop import TorchLoop
 
         loop = backend.loop = TorchLoop(backend, model, plan, settings, training.warmup_schedule(
             settings.base_lr, plan.lr, plan.warmup_steps), r.backup)
         return lambda: loop.train(train_ds, settings.epochs, callbacks, backend.chief)
     if settings.loop == "custom":
-        from dlscale.train.customloop import CustomLoop
+        from dlscale.train.frameworks.tensorflow.customloop import CustomLoop
 
         loop = CustomLoop(backend, model, plan, r.backup)
         return lambda: loop.train(train_ds, settings.epochs, callbacks, backend.chief)
@@ -329,7 +329,7 @@ def fit(train, settings, precision: str):
             f"{1.5 * stop.longest:.0f} s) would not end within the {left:.0f} s left before "
             "the time limit; a rerun continues from the last epoch, with more time")
     except Exception as exc:
-        from dlscale.train.keras3 import out_of_memory
+        from dlscale.train.frameworks.keras3.keras3 import out_of_memory
 
         tf = sys.modules.get("tensorflow")  # JAX trains without it
         oom = (tf is not None and isinstance(exc, tf.errors.ResourceExhaustedError)

@@ -24,7 +24,8 @@ def completed_epochs(backup: Path) -> int:
     BackupAndRestore saves the last finished epoch's index (ckpt_saved_epoch, -1 unused),
     the custom loop the count (epoch), Keras 3's BackupAndRestore and a torch point the
     count in a JSON."""
-    from dlscale.train import keras3, torchloop
+    from dlscale.train.frameworks.keras3 import keras3
+    from dlscale.train.frameworks.torch import torchloop
 
     if keras3.is_backup(backup):
         return keras3.completed_epochs(backup)
@@ -49,7 +50,8 @@ def checkpoint_problem(backup: Path) -> str | None:
     read once), or None; an empty or missing folder has none."""
     if not backup.is_dir() or not any(p.is_file() for p in backup.rglob("*")):
         return None
-    from dlscale.train import keras3, torchloop
+    from dlscale.train.frameworks.keras3 import keras3
+    from dlscale.train.frameworks.torch import torchloop
 
     if keras3.is_backup(backup):
         return keras3.backup_problem(backup)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from dlscale.train import keraschoice
 
 if TYPE_CHECKING:
-    from dlscale.train.backends import Backend
+    from dlscale.train.frameworks.backend import Backend
     from dlscale.train.settings import Settings
     from dlscale.train.training import RunPlan
 

@@ -3,9 +3,10 @@ learning-rate schedule, the epoch recorder, software checks and versions.
 
 TensorFlow is imported inside the functions so that importing this module (for
 `--help`, for tests of the pure helpers) stays fast. The Keras used everywhere is
-tf-keras (Keras 2) unless the point asks for Keras 3 (`keraschoice.use_keras`; what differs is
-in dlscale.train.keras3): Keras 3's `fit` fails under MultiWorkerMirroredStrategy with this
-TensorFlow (docs/frameworks.md), and Horovod knows only Keras 2.
+tf-keras (Keras 2) unless the point asks for Keras 3 (`keraschoice.use_keras`; what differs
+is in dlscale.train.frameworks.keras3.keras3): Keras 3's `fit` fails under
+MultiWorkerMirroredStrategy with this TensorFlow (docs/frameworks.md), and Horovod knows
+only Keras 2.
 """
 
 from __future__ import annotations
@@ -240,7 +241,7 @@ def build_model(name: str, input_shape: tuple[int, int, int], num_classes: int,
     elif (spec := models.table().get(name)) and spec.builder == models.TORCHVISION:
         import torchvision
 
-        from dlscale.train.torchloop import module_layer
+        from dlscale.train.frameworks.torch.torchloop import module_layer
 
         logits = module_layer(keras, x, getattr(torchvision.models, name)(
             weights=None, num_classes=num_classes), name)

@@ -412,7 +412,7 @@ def torch_model(keras, module, shape: tuple, builder: str):
                        "which has no trainable parameters (module.parameters() is empty): "
                        "expected layers assigned as its attributes in __init__ "
                        "(self.conv = torch.nn.Conv2d(...)), which torch's optimizer trains", 2)
-    from dlscale.train.torchloop import module_layer
+    from dlscale.train.frameworks.torch.torchloop import module_layer
 
     inputs = keras.Input(shape=shape)
     try:

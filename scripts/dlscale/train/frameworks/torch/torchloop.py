@@ -20,7 +20,7 @@ from pathlib import Path
 
 from dlscale.measure.torchwindow import INPUT_MARK
 from dlscale.train import keraschoice
-from dlscale.train.customloop import drive
+from dlscale.train.frameworks.handloop import drive
 
 CHECKPOINT = "checkpoint.pt"  # a torch point's backup: model and optimizer state
 EPOCH_FILE = "epochs.json"    # beside it: the epochs it holds, {"epoch": count}

@@ -1,6 +1,6 @@
 """PyTorch as a backend (training.backend: torch, strategy ddp): one process per GPU (or
 per CPU replica), `torch.distributed` over NCCL on GPUs and gloo on CPUs, the Keras 3
-model wrapped in `DistributedDataParallel` by the loop (dlscale.train.torchloop).
+model wrapped in `DistributedDataParallel` by the loop (dlscale.train.frameworks.torch.torchloop).
 
 Ranks are found as SLURM sites start them (`srun`, one task per GPU: rank, world size
 and the master address from SLURM's variables, through the TF_CONFIG the other
@@ -20,9 +20,9 @@ from datetime import timedelta
 
 from dlscale.core.vocabulary import THREADS_ENV
 from dlscale.train import keraschoice
-from dlscale.train.backends import Backend
 from dlscale.train.cluster import worker_identity, workers_from_slurm
-from dlscale.train.torchloop import means, on_device, tally
+from dlscale.train.frameworks.backend import Backend
+from dlscale.train.frameworks.torch.torchloop import means, on_device, tally
 from dlscale.train.training import RunError, cuda_visible_devices
 
 # how long a rank waits for the others at the rendezvous and in a collective

@@ -1,0 +1,1 @@
+"""Horovod (horovod.tensorflow.keras) as a backend."""

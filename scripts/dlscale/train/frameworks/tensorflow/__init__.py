@@ -1,0 +1,1 @@
+"""TensorFlow/Keras 2: MirroredStrategy and MultiWorkerMirroredStrategy, the custom loop."""

@@ -1,0 +1,1 @@
+"""PyTorch (Keras 3 on torch): DistributedDataParallel as a backend, its training loop."""
