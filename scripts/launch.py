@@ -5,7 +5,7 @@
   launch.py --plan '{"tasks": 2}' -- python train.py ...
   launch.py --plan PLAN --record DIR --log LOG [--time-limit-min T] -- python train.py ...
 
-The plan (one JSON object, planning's: dlscale.plan.study.launch_plan) says how the
+The plan (one JSON object, planning's: dlscale.plan.pointflags.launch_plan) says how the
 workers start: tasks, tasks_per_node, nodes, horovod, mpi_launcher, timeline; and what a
 record made here says of the point: planned (run.json's planned keys), batch_file.
 One task runs as it is; several run through srun inside a SLURM allocation, as local

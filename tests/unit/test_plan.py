@@ -13,7 +13,8 @@ from conftest import ROOT
 
 from dlscale.core.schema import validate
 from dlscale.launch.launcher import read_plan
-from dlscale.plan.study import PlanError, Study, check_raw_config, resolve_source
+from dlscale.plan.sources import resolve_source
+from dlscale.plan.study import PlanError, Study, check_raw_config
 
 
 def study(tmp_path, **sections) -> Study:

@@ -1,6 +1,6 @@
 """Start the worker processes of one training point, supervise them, record the end.
 
-The plan (Plan: planning's JSON, dlscale.plan.study.launch_plan) says how the workers
+The plan (Plan: planning's JSON, dlscale.plan.pointflags.launch_plan) says how the workers
 start (one task as it is; several through srun in a SLURM allocation, as local processes
 with TF_CONFIG outside one, or as Horovod ranks) and what a record made here says of the
 point. With --record the outcome is recorded whatever happens (train.py records its own

@@ -2,113 +2,36 @@
 
 rules/common.smk builds one `Study` per run of Snakemake and its small wildcard
 functions read from it. Everything here is plain Python and unit-tested; a problem
-raises PlanError with a one-line message naming the key and what was expected.
+raises PlanError with a one-line message naming the key and what was expected. Here: the
+study's checks, its points and their attempts, jobs and notes; where its data comes from
+is dlscale.plan.sources (StudyData), what its points run dlscale.plan.pointflags
+(PointCommands), each a part of `Study`.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import re
-import shlex
 import sys
-from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
-from urllib.parse import urlparse
+from pathlib import Path
 
 from dlscale.core import schema
-from dlscale.core.contract import (
-    BATCH,
-    COMPILE_CACHE,
-    DATA,
-    DOWNLOADS,
-    KEPT,
-    MANIFEST,
-    RUN_JSON,
-    read_attempts,
-    run_dir,
-)
+from dlscale.core.contract import DATA, KEPT, MANIFEST, RUN_JSON, read_attempts, run_dir
 from dlscale.core.errors import PlanError
-from dlscale.core.files import write_json_atomic
 from dlscale.core.schema import check_raw_config  # noqa: F401 (rules/common.smk's)
-from dlscale.core.vocabulary import scaled_lr
-from dlscale.data.datasets import DATASETS, FOLDER, find_cached
+from dlscale.data.datasets import DATASETS, FOLDER
 from dlscale.jobs.outcomes import failed_record, planned_attempt, runtime_factor
 from dlscale.launch import command as user_command
 from dlscale.logparse.reader import compile_patterns
 from dlscale.plan import modelimports
-from dlscale.plan.analysisplan import AnalysisPlan, meta_flags
+from dlscale.plan.analysisplan import AnalysisPlan
+from dlscale.plan.pointflags import PointCommands, batch_file
+from dlscale.plan.sources import Source, StudyData
 from dlscale.plan.sweep import Point, command_spec, folder_listing, plan_sweep, torch_problem
 from dlscale.train import usermodel
 from dlscale.train.keraschoice import without_tensorflow_problem
 
-LISTING_SUFFIX = ".listing.json"  # beside results/data/folder-NNpx/: record_listing
-URL_FILE_NAME = re.compile(r"[A-Za-z0-9._+-]+")
-# steps timed on synthetic input by analysis.synthetic_check (after as many untimed ones)
-SYNTHETIC_CHECK_STEPS = 10
 
-
-@dataclass(frozen=True)
-class Source:
-    """Where a dataset comes from: the path prepare_data.py reads, the md5 it checks,
-    and the downloads (target -> (url, md5)) that must happen first."""
-    dataset: str
-    path: str
-    md5: str | None = None
-    downloads: dict[str, tuple[str, str | None]] = field(default_factory=dict)
-
-    def prepare_flags(self, data: dict, size: int | str) -> str:
-        flags = [f"--dataset {self.dataset}", f"--source {shlex.quote(self.path)}",
-                 f"--image-size {size}", f"--shards {data['shards']}"]
-        if self.md5:
-            flags.append(f"--md5 {shlex.quote(self.md5)}")
-        if self.dataset == data["dataset"]:
-            for key in ("limit_train", "limit_test"):
-                if data[key]:
-                    flags.append(f"--{key.replace('_', '-')} {data[key]}")
-            if self.dataset == FOLDER:
-                flags.append(f"--test-fraction {data['test_fraction']}")
-        return " ".join(flags)
-
-
-def resolve_source(data: dict, dataset: str) -> Source:
-    """The configured source for the configured dataset ('auto' for any other)."""
-    spec = DATASETS[dataset]
-    configured = dataset == data["dataset"]
-    source = data["source"] if configured else "auto"
-    md5 = data["md5"] if configured else None
-    if dataset == FOLDER:  # your own images: a folder here (listed by sweep.check_batches)
-        return Source(dataset, str(Path(source).expanduser()))
-    if source == "auto":
-        cached = find_cached(spec)
-        if cached is not None:
-            return Source(dataset, str(cached))
-        targets = {f"{DOWNLOADS}/{dataset}/{f.name}": (f.url, f.md5) for f in spec.files}
-        path = next(iter(targets)) if len(targets) == 1 else f"{DOWNLOADS}/{dataset}"
-        return Source(dataset, path, None, targets)
-    if "://" in source:
-        name = PurePosixPath(urlparse(source).path).name
-        if not URL_FILE_NAME.fullmatch(name):
-            raise PlanError(f"data.source '{source}': the file name '{name}' may hold only "
-                            "letters, digits and . _ + - (it names the downloaded file)")
-        official = {f.name: f.md5 for f in spec.files}
-        target = f"{DOWNLOADS}/{dataset}/{name}"
-        return Source(dataset, target, None, {target: (source, md5 or official.get(name))})
-    path = Path(source).expanduser()
-    if not path.exists():
-        raise PlanError(f"data.source '{source}' does not exist: expected 'auto', an URL, or a "
-                        f"local {dataset} archive or folder")
-    if md5 and not path.is_file():
-        raise PlanError(f"data.md5 is set but data.source '{source}' is a folder: a checksum "
-                        "applies to an archive file (leave md5 null for a folder)")
-    return Source(dataset, str(path), md5)
-
-
-def batch_file(p: Point) -> str:
-    return f"{BATCH}/{p.model}/{p.precision}.json"
-
-
-class Study:
+class Study(StudyData, PointCommands):
     """The validated config, read once: points, sources, flags; `analysis` its external
     runs, references, compared studies and the analysis rules' flags."""
 
@@ -233,154 +156,6 @@ class Study:
         """Minutes: runtime_min, times 1 + the timeouts since the point last completed."""
         return p.runtime * runtime_factor(run_dir(p.key), self.attempts(p))
 
-    def shard_size(self) -> int:
-        """The shards' image size: data.image_size when preparation resizes, the dataset's
-        own size when the model does (data.resize: on_device)."""
-        if self.data["resize"] == "on_device" and self.data["dataset"] != FOLDER:
-            # a folder's images differ in size: preparation brings them to one
-            return DATASETS[self.data["dataset"]].native_shape[0]
-        return self.data["image_size"]
-
-    def source(self, dataset: str) -> Source:
-        """Resolved once per dataset (it looks at the file system)."""
-        if dataset not in self._sources:
-            self._sources[dataset] = resolve_source(self.data, dataset)
-        return self._sources[dataset]
-
-    def listing_file(self, size: int | str) -> str:
-        """The rule input that stands for an image folder's content (see record_listing)."""
-        return f"{DATA}/{FOLDER}-{size}px{LISTING_SUFFIX}"
-
-    def record_listing(self) -> str | None:
-        """Write what the image folder holds (a digest of every image's path and bytes,
-        imagefolder.content_digest) to listing_file, only when it changed: the data is
-        prepared again when an image is added, deleted or edited, not when one is touched.
-        A note names what changed after a preparation; a job's planning writes nothing."""
-        if self.folder is None:
-            return None
-        from dlscale.data.imagefolder import content_digest
-
-        path = Path(self.listing_file(self.shard_size()))
-        source = Path(self.data["source"]).expanduser().resolve()
-        digest, changes = content_digest(source, self.folder.stats,
-                                         path.with_name(f".{path.stem}.stats.json"))
-        listing = {"source": str(source), "images": self.folder.available, "digest": digest}
-        try:
-            before = json.loads(path.read_text())
-        except (OSError, ValueError):
-            before = None
-        if before == listing:
-            return None
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(path, listing)
-        if before is None or not (Path(self.data_dir) / MANIFEST).exists():
-            return None
-        said = "; ".join(f"{len(v)} {k} (e.g. {v[0]})" for k, v in changes.items() if v)
-        return (f"note: the images in {listing['source']} changed since they were listed "
-                f"({said or 'the listing was of another form'}): the data is prepared again")
-
-    def download(self, dataset: str, filename: str) -> tuple[str, str | None]:
-        target = f"{DOWNLOADS}/{dataset}/{filename}"
-        downloads = self.source(dataset).downloads
-        if target not in downloads:
-            raise PlanError(f"{target} is not a download of the configured data source")
-        return downloads[target]
-
-    # --- training points ---------------------------------------------------------------
-    def train_flags(self, p: Point) -> str:
-        flags = {"model": p.model, "gpus": p.gpus, "nodes": p.nodes, "strategy": p.strategy,
-                 "keras": p.keras, "backend": p.backend, "epochs": p.epochs,
-                 "base-lr": p.base_lr, "optimizer": p.optimizer,
-                 "loop": p.loop, "lr-scaling": p.lr_scaling,
-                 "warmup-epochs": p.warmup_epochs, "momentum": p.momentum,
-                 "precision": p.precision, "device": p.device, "seed": p.seed,
-                 "shuffle-buffer": self.data["shuffle_buffer"],
-                 "cache-mb": self.data["cache_mb"], "image-size": self.data["image_size"],
-                 "communication": p.communication,
-                 "telemetry-interval": self.config["training"]["telemetry_interval_s"],
-                 "breakdown-steps": (analysis := self.config["analysis"])["breakdown"]}
-        if p.model_from:
-            flags["model-from"] = p.model_from
-        if p.backend == "jax" and self.config["training"]["compile_cache"]:
-            flags["compile-cache"] = COMPILE_CACHE
-        if analysis["synthetic_check"]:
-            flags["synthetic-check-steps"] = SYNTHETIC_CHECK_STEPS
-        if p.profile_steps:
-            flags["profile-steps"] = ",".join(map(str, p.profile_steps))
-        if p.batch_per_gpu == "auto":
-            flags["batch-per-gpu-file"] = batch_file(p)
-        else:
-            flags["batch-per-gpu"] = p.batch_per_gpu
-        software = self.config["software"]
-        if software["container"]:
-            flags["container"] = software["container"]
-        text = " ".join(f"--{k} {shlex.quote(str(v))}" for k, v in flags.items())
-        if software["modules"]:
-            text += " --modules " + " ".join(map(shlex.quote, software["modules"]))
-        switches = {"xla": p.xla, "save-model": p.save_model, "tensorboard": p.tensorboard,
-                    "keep-trace": analysis["keep_traces"]}
-        return text + "".join(f" --{k}" if on else f" --no-{k}" for k, on in switches.items())
-
-    def command_flags(self, p: Point) -> str:
-        """run_command.py's flags for a point of sweep.commands (dlscale.launch.command)."""
-        spec = command_spec(self.config["sweep"]["commands"][p.model])
-        lr = scaled_lr(p.base_lr, p.gpus, p.lr_scaling)  # as train.py scales it
-        flags = {"command": p.command, "model": p.model, "gpus": p.gpus, "nodes": p.nodes,
-                 "tasks": p.tasks, "batch-per-gpu": p.batch_per_gpu, "epochs": p.epochs,
-                 "seed": p.seed, "lr": lr, "precision": p.precision, "device": p.device,
-                 "telemetry-interval": self.config["training"]["telemetry_interval_s"]}
-        if spec["train_images"]:
-            flags["train-images"] = spec["train_images"]
-        if spec["patterns"]:
-            flags["patterns"] = json.dumps(spec["patterns"])
-        return " ".join(f"--{k} {shlex.quote(str(v))}" for k, v in flags.items())
-
-    def launch_plan(self, p: Point) -> str:
-        """launch.py's --plan: how the workers start, and run.json's planned keys."""
-        planned = {"model": p.model, "gpus_asked": p.gpus, "nodes": p.nodes, "epochs": p.epochs,
-                   "precision": p.precision, "attempt": self.attempt(p),
-                   "batch_per_gpu": p.batch_per_gpu, "global_batch": p.global_batch}
-        if p.command:  # the command starts its own tasks (dlscale.launch.command)
-            plan = {"command": True,
-                    "planned": {**planned, "replicas": p.gpus, "strategy": user_command.STRATEGY}}
-        else:
-            plan = {"tasks": p.tasks, "tasks_per_node": p.tasks_per_node, "nodes": p.nodes,
-                    "planned": {**planned, "model_from": p.model_from, "strategy": p.strategy,
-                                "keras_asked": p.keras, "backend": p.backend},
-                    "nccl_debug": p.device == "gpu" and p.nodes > 1}  # NCCL's network
-            if p.strategy == "horovod":
-                plan.update(horovod=True, **{k: self.config["horovod"][k]
-                                             for k in ("mpi_launcher", "timeline")})
-        plan["batch_file"] = batch_file(p) if p.batch_per_gpu == "auto" else None  # its search
-        return "--plan " + shlex.quote(json.dumps(plan, separators=(",", ":")))
-
-    def environment_python(self, section: str) -> str:  # horovod, torch: their python
-        python = Path(self.config[section]["python"])
-        return str(python if python.is_absolute() else self.basedir / python)
-
-    def worker_command(self, p: Point) -> str:
-        """What launch.py runs for the point (after --), every value quoted: train.py with
-        its flags, or run_command.py with your command's."""
-        script = self.basedir / "scripts" / ("run_command.py" if p.command else "train.py")
-        tail = f"--attempt {self.attempt(p)} --out {shlex.quote(run_dir(p.key))}"
-        if p.command:
-            return f"python {shlex.quote(str(script))} {self.command_flags(p)} {tail}"
-        return (f"{shlex.quote(self.python(p))} {shlex.quote(str(script))} "
-                f"{self.train_flags(p)} {tail} --data-dir {shlex.quote(self.data_dir)}")
-
-    def python(self, p: Point) -> str:
-        """The interpreter of a point: its environment's for horovod and torch points."""
-        if p.strategy == "horovod" or p.backend == "torch":
-            return self.environment_python("horovod" if p.strategy == "horovod" else "torch")
-        return "python"
-
-    def point_meta(self, p: Point) -> str:
-        """The planned values; run.json's (the replicas TensorFlow used ...) replace them."""
-        return meta_flags({"run": p.key, "series": p.series, "repeat": p.rep,
-                           "model": p.model, "gpus": p.gpus,
-                           "nodes": p.nodes, "strategy": p.strategy, "precision": p.precision,
-                           "scaling": p.scaling, "epochs_expected": p.epochs})
-
     def announce(self) -> None:
         """Say at planning what a user should know (notes), and record the image folder's
         listing (in the planning process only); PlanError when it cannot be written."""
@@ -406,22 +181,6 @@ class Study:
         return None
 
     # --- what the rules ask, by wildcard value (rules/common.smk: by_wildcards) -----------
-    def download_url(self, dataset: str, filename: str) -> str:
-        return self.download(dataset, filename)[0]
-
-    def download_md5_flag(self, dataset: str, filename: str) -> str:
-        md5 = self.download(dataset, filename)[1]
-        return f"--md5 {md5}" if md5 else ""  # checked hex (schema) or official
-
-    def prepare_inputs(self, dataset: str, size: str) -> list[str]:
-        if dataset == FOLDER:  # what the folder holds, not its top folder's mtime
-            return [self.listing_file(size)]
-        source = self.source(dataset)
-        return list(source.downloads) or [source.path]
-
-    def prepare_flags_of(self, dataset: str, size: str) -> str:
-        return self.source(dataset).prepare_flags(self.data, size)
-
     def train_inputs(self, key: str) -> dict:
         """A point's inputs: the data, its batch search (auto), its model's files."""
         p = self.points[key]
