@@ -119,6 +119,7 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
     if isinstance(on_fit, str):
         return note_rows(on_fit)
     on_all = link_set(keys, found, network, keys, steps, size, weak)
+    on_all = on_fit if isinstance(on_all, str) else on_all
     intra, inter, source, fitted, notes = on_fit
     # the extrapolations' links: every point's (the held-out's timed all-reduce too)
     intra_all, inter_all = on_all[:2]
@@ -185,7 +186,7 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
             "predicted_efficiency_high": efficiency * step / min(low, step) if low > 0
             else math.nan,
             "comm_s": comm, "exposure": comm / total if total > 0 else math.nan,
-            "hideable": hideable, "growth_s": growth,
+            "hideable": h, "growth_s": growth,
             "growth_cause": (cause or "fitted from step times") if growth > 0 else "",
             "latency_us": intra_all.alpha * 1e6 if intra_all and not fitted else math.nan,
             "bus_bandwidth_gbs": intra_all.bandwidth / 1e9 if intra_all and not fitted
