@@ -42,7 +42,6 @@ Key = tuple[int, int]  # (gpus, nodes)
 @dataclass(frozen=True)
 class Fit:
     """A series' step fitted on some of its points."""
-    base: Key
     fixed: float          # compute's fixed part (s)
     per_image: float      # compute per image of the batch per GPU (s)
     hideable: float       # the share of compute that hides communication
@@ -117,16 +116,15 @@ def fit(points: list[Key], steps: dict, batch: dict, exposed: dict, beyond: dict
     rest = {p: max(steps[p] - own[p], 0.0) for p in points}
     base, last = points[0], points[-1]
     if shared_cores:  # replicas on one machine's cores: its work grows with the global batch
-        return Fit(base, 0.0, 0.0, hideable, overhead, own, {p: 0.0 for p in points}, 0.0,
-                   shape, rest, rest[last] / batch[last], True)
+        return Fit(0.0, 0.0, hideable, overhead, own, {p: 0.0 for p in points}, 0.0, shape,
+                   rest, rest[last] / batch[last], True)
     fixed, per_image = compute_line(points, rest, batch, fixed_share)
     compute = {p: fixed + per_image * batch[p] / p[0] for p in points}
     growth = {p: rest[p] / compute[p] - 1 if compute[p] > 0 else 0.0 for p in points}
     f = SHAPES[shape]
     span = f(last[0]) - f(base[0])
     rate = (max(growth[last] - growth[base], 0.0) / span if span > 0 else prior_growth)
-    return Fit(base, fixed, per_image, hideable, overhead, own, growth, rate, shape, {}, 0.0,
-               False)
+    return Fit(fixed, per_image, hideable, overhead, own, growth, rate, shape, {}, 0.0, False)
 
 
 def alternatives(points: list[Key], steps: dict, batch: dict, exposed: dict, beyond: dict,

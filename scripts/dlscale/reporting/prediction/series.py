@@ -66,13 +66,11 @@ def exposed_of(keys, steps, shares, timed, fitted: bool) -> tuple[dict, dict, li
     return exposed, beyond, hidden
 
 
-def banded(points, steps, batch, exposed, beyond, hideable, shared_cores, g, n, b, timed,
+def banded(fits: list[model.Fit], g: int, n: int, b: float, allreduce: float,
            spread: float) -> tuple[float, float]:
-    """The band's (low, high) step at (g, n, b): the alternative fits' ends, widened by the
-    timing spread and the corpus' margin, a factor either way (never below 0)."""
-    ends = [f.step(g, n, b, timed(g, n))[0]
-            for f in model.alternatives(points, steps, batch, exposed, beyond, hideable,
-                                        shared_cores)]
+    """The band's (low, high) step at (g, n, b): the alternative `fits`' ends, widened by
+    the timing spread and the corpus' margin, a factor either way (never below 0)."""
+    ends = [f.step(g, n, b, allreduce)[0] for f in fits]
     widen = (1 + spread) * (1 + model.BAND_MARGIN)
     return min(ends) / widen, max(ends) * widen
 
@@ -140,10 +138,16 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
     # a link whose all-reduce alone fills a point's step leaves it no compute: likely wrong
     starved = [k for k in usable if k[0] > 1 and timed(*k) >= steps[k]]
     hideable = median(hidden) if hidden else 0.0
-    checked = model.fit(fit, steps, batch, exposed, beyond, hideable, shared_cores)
     hideable_all = median(hidden_all) if hidden_all else 0.0
-    everything = model.fit(reach, steps, batch, exposed_all, beyond_all, hideable_all,
-                           shared_cores)
+    # (the model, the band's fits, the all-reduce's time, hideable, the points' spread): a
+    # measured point's from the fit points, an extrapolation's from every point
+    sides = {measured: (
+        model.fit(on, steps, batch, x, y, h, shared_cores),
+        model.alternatives(on, steps, batch, x, y, h, shared_cores), t, h,
+        max([spread[k] for k in on] + [0.0]))
+        for measured, on, x, y, h, t in (
+            (True, fit, exposed, beyond, hideable, timed),
+            (False, reach, exposed_all, beyond_all, hideable_all, timed_all))}
     per_node = node_size(keys, gpus_per_node, shared_cores, notes)
     per_gpu = batch[keys[0]] / keys[0][0]
     largest = keys[-1][0]
@@ -154,15 +158,12 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
     for g, n in [*keys, *doublings]:
         measured = (g, n) in steps
         b = batch[(g, n)] if measured else (per_gpu * g if weak else batch[keys[-1]])
-        which, on, t, x, y, h = (
-            (checked, fit, timed, exposed, beyond, hideable) if measured
-            else (everything, reach, timed_all, exposed_all, beyond_all, hideable_all))
+        fitted_on, fits, t, h, widest = sides[measured]
         if measured and (g, n) not in usable:
             step = comm = growth = low = high = math.nan
         else:
-            step, comm, growth = which.step(g, n, b, t(g, n))
-            low, high = banded(on, steps, batch, x, y, h, shared_cores, g, n, b, t,
-                               max([spread[k] for k in on] + [0.0]))
+            step, comm, growth = fitted_on.step(g, n, b, t(g, n))
+            low, high = banded(fits, g, n, b, t(g, n), widest)
         speedup = (b / step) / (batch[base] / steps[base]) if step > 0 else math.nan
         efficiency = speedup / (g / base[0])
         row_notes = list(notes)
