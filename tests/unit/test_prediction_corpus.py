@@ -66,3 +66,17 @@ def test_every_fit_point_reproduces_its_own_step(series_id):
     fit = rows[rows["role"] == "fit"]
     assert len(fit) >= 2
     assert fit["error"].abs().max() < 1e-9, fit[["gpus", "measured_step_s", "predicted_step_s"]]
+
+
+def test_the_next_doublings_go_on_at_the_largest_points_batch_per_gpu():
+    """Dell XE8545 BERT ran 64 sequences per GPU on 4 GPUs and 24 on 128: the next
+    doublings were predicted at the first point's 64 (a step of 0.41 s at 256 GPUs beside
+    the 0.15 s measured at 128, and a cap whose note said no larger batch per GPU was
+    held); they go on at the 24 the largest point ran."""
+    series, rows = predicted("v2.0-dell-xe8545-a100sxm40-bert")
+    largest = rows[rows["role"] == "held out"].iloc[0]
+    ahead = rows[rows["role"] == "extrapolated"]
+    assert list(ahead["gpus"]) == [256, 512]
+    # the same work per GPU, more of them: no faster than the largest point, nor 1.5 x it
+    assert (ahead["predicted_step_s"] >= largest["measured_step_s"]).all(), ahead
+    assert (ahead["predicted_step_s"] < 1.5 * largest["measured_step_s"]).all(), ahead

@@ -149,7 +149,10 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
             (True, fit, exposed, beyond, hideable, timed),
             (False, reach, exposed_all, beyond_all, hideable_all, timed_all))}
     per_node = node_size(keys, gpus_per_node, shared_cores, notes)
-    per_gpu = batch[keys[0]] / keys[0][0]
+    # the next doublings go on from the largest point: its batch per GPU under weak scaling
+    # (a series that changed its batch per GPU carries on with the last it ran), its global
+    # batch under strong scaling
+    per_gpu = batch[keys[-1]] / keys[-1][0]
     largest = keys[-1][0]
     doublings = [(m, max(1, math.ceil(m / per_node))) for m in (2 * largest, 4 * largest)]
     cause = model.growth_cause(usable, shares, steps)
