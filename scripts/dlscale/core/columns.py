@@ -5,6 +5,8 @@ its unit and a one-line meaning, and where it comes from. The per-run table take
 column with a `source` from run.json or epochs.jsonl (runtable); runs.csv holds the
 columns with a `runs` role, in this order (analysis); scaling.csv its own, in this order;
 docs/analysis.md carries the table `render()` makes (`make docs`; a test compares them).
+A log's table (`dlscale parse-log`) holds the per-run table's columns, LOG_COLUMNS, the facts
+its formats set (LOG_FACTS) and the metrics the log printed, under their names.
 Adding a column from run.json is its declaration here, the writer of the key, and a test.
 
   python -m dlscale.core.columns                          # the table, on stdout
@@ -138,12 +140,14 @@ RUNS = tuple(replace(c, runs=c.runs or CARRIED) for c in (
            source=_record("streams")),
     Column("gpus_logged", "", "the GPU count the log stated, where it differs", True),
     Column("gpus_from", "", "where an outside log's GPU count came from: config, log (its "
-           "own lines), or its launch (mpirun -np 16, srun -n 8, SLURM_NTASKS=8 ..., with "
-           "the line)", True, runs=CARRIED),
+           "own lines), its launch (mpirun -np 16, srun -n 8, SLURM_NTASKS=8 ..., with "
+           "the line; times one worker's devices where those are listed), or one worker's "
+           "device list alone", True, runs=CARRIED),
     Column("epoch_time_from", "", "where an outside log's epoch times came from when its "
            "lines give none of their own: its total time line (PyTorch's examples) or a "
-           "Trainer's train_runtime, shared evenly over its epochs, with its line", True,
-           runs=CARRIED),
+           "Trainer's train_runtime, shared evenly over its epochs, with its line; or the "
+           "gap between the timestamps of a mined epoch line and the one before or after",
+           True, runs=CARRIED),
     Column("logged_images_per_s", "images/s", "a benchmark's printed throughput", True,
            source=_record("logged_images_per_s")),
     Column("notes", "", "what went wrong beside the training", True, source=_record("notes"),
@@ -180,7 +184,70 @@ EPOCHS = (
     Column("eval_seconds", "s", "an outside log's evaluations after the epoch, where it times "
            "them (MLLOG's eval_start to eval_stop); never part of `seconds`", True,
            source="MLLOG eval_start, eval_stop"),
+    Column("file", "", "the file the rows were read from: the run's train.log (its run.json "
+           "where that cannot be read), or the outside log", True),
+    Column("epochs_total", "", "the epochs the run was to train: run.json's, or the total "
+           "an outside log states (`Epoch 3/10`)", True),
+    Column("cut", "", "whether the run's log ends inside an epoch (that epoch left out)",
+           True),
+    Column("loss_unknown", "", "true where the epoch's line gave no loss (a command's or an "
+           "outside log's own line)", True),
 )
+# a log's table (`dlscale parse-log`, parse_logs.py; an outside log's epochs.csv): beside
+# the per-run table's columns, these; a metric a log prints under another name is a
+# column of that name (`sparse_categorical_accuracy`, `test_top5`)
+LOG_COLUMNS = (
+    Column("log_run", "", "the run's number in its log, from 1 (a file may hold several)",
+           True),
+    Column("seconds_per_step", "s", "the time per step the epoch's line printed (Keras' "
+           "`ms/step`, a progress bar's rate)", True),
+    Column("seconds_per_sample", "s", "the time per sample Keras printed (`us/sample`)",
+           True),
+    Column("val_loss", "1", "the validation loss after the epoch", True),
+    Column("val_accuracy", "1", "the validation accuracy after the epoch", True),
+    Column("test_loss", "1", "the test loss the log printed after training", True),
+)
+# a log's facts (ParsedLog.facts: what a format says of a run beyond its settings), a
+# column each in a log's table; gpus_from, epoch_time_from and log_check, which runs.csv
+# carries, are declared above
+LOG_FACTS = tuple(Column(name, unit, meaning, True, source=source)
+                  for name, unit, meaning, source in (
+    ("log_format", "", "the format that read the run where it is none of Keras' lines and "
+     "bars: mllog, dllogger, hf-trainer (its summary) or mined", ""),
+    ("epoch_line", "", "a mined run's epoch line: its shape, and the line it was first "
+     "found on", ""),
+    ("copies", "", "copies of each mined epoch line (one per worker or node): the slowest "
+     "copy's time counts", ""),
+    ("unfinished", "", "why the log's last run did not finish: SLURM's cancel line, a "
+     "Trainer stopped before its train_runtime, an epoch begun and not ended, its counter "
+     "short of the total", ""),
+    ("nodes_from", "", "where a log's node count came from: the launch that said it, with "
+     "its line", ""),
+    ("train_seconds", "s", "a Hugging Face Trainer's train_runtime",
+     "Trainer train_runtime"),
+    ("train_loss", "1", "the Trainer's train_loss: the mean loss of its training",
+     "Trainer train_loss"),
+    ("summary_copies", "", "copies of the Trainer's summary (one per node), counted once",
+     ""),
+    ("summary_hosts", "", "the hosts those copies came from, where their lines name them",
+     ""),
+    ("platform", "", "MLPerf's submission_platform (`2xDSS8440x8A100-PCIE-40GB`)",
+     "MLLOG submission_platform"),
+    ("run_status", "", "MLPerf's run_stop status: success (at its target) or aborted",
+     "MLLOG run_stop status"),
+    ("train_samples", "samples", "MLPerf's train_samples: the training set's size",
+     "MLLOG train_samples"),
+    ("time_to_train_s", "s", "MLPerf's time to train: run_start to run_stop",
+     "MLLOG run_start, run_stop"),
+    ("checked_against", "", "what an MLLOG run's epochs were cross-checked against: "
+     "MXNet's Time cost or the Keras lines (log_check says how it went)", ""),
+    ("amp", "", "DLLogger's amp (or fp16) parameter: mixed precision on or off",
+     "DLLogger PARAMETER amp, fp16"),
+    ("summary_images_per_s", "images/s", "DLLogger's summary train.total_ips, beside a "
+     "run's epochs", "DLLogger train.total_ips"),
+    ("summary_compute_images_per_s", "images/s", "DLLogger's summary train.compute_ips: "
+     "the throughput of the compute alone", "DLLogger train.compute_ips"),
+))
 
 # breakdown.csv: one row per point (dlscale.reporting.explain), after scaling.csv's first six
 # columns
@@ -275,7 +342,9 @@ def render() -> str:
     """The Markdown table of every column with its unit, meaning and source."""
     lines = ["| column | table | unit | meaning | from |", "|---|---|---|---|---|"]
     for table, columns in (("scaling.csv", SCALING), ("runs.csv", RUNS + ACCOUNTED),
-                           ("epochs.csv", EPOCHS), ("breakdown.csv", BREAKDOWN),
+                           ("epochs.csv", EPOCHS),
+                           ("epochs.csv (parse-log)", LOG_COLUMNS + LOG_FACTS),
+                           ("breakdown.csv", BREAKDOWN),
                            ("prediction.csv", PREDICTION)):
         lines += [f"| `{c.name}` | {table}{', runs.csv' if c.runs and c in SCALING else ''} "
                   f"| {c.unit or '-'} | {c.meaning} | {_origin(c)} |" for c in columns]
