@@ -249,8 +249,9 @@ def same_values(kept: dict, record: dict) -> bool:
 
 
 def absorb(run: ParsedLog, other: ParsedLog) -> None:
-    """`other`'s epochs and facts into `run`, another worker's of the same run: each
-    epoch's time the slower one's, its values `run`'s."""
+    """`other`'s epochs, settings, test results and cut into `run`, another worker's of
+    the same run: each epoch's time the slower one's, its values `run`'s (the facts stay
+    `run`'s: the first worker's lines are the run's)."""
     mine, theirs = run.epochs, other.epochs
     seconds = theirs.columns.get("seconds")  # (none in a run cut before any epoch)
     for epoch, row in theirs.index.items():
