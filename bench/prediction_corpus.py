@@ -112,7 +112,11 @@ def baselines(points: pd.DataFrame) -> dict[str, float]:
 
 
 def evaluate(series: corpus_series.Series) -> dict:
-    points = series.points.sort_values(["gpus", "nodes"]).reset_index(drop=True)
+    """The held-out error of every method on the series' data-parallel points (a point with
+    fewer images a step than GPUs is not: series.NOT_DATA_PARALLEL; every method leaves it
+    out alike, and `counts` marks it with a *)."""
+    every = series.points.sort_values(["gpus", "nodes"]).reset_index(drop=True)
+    points = every[every["global_batch"] >= every["gpus"]].reset_index(drop=True)
     held = points.iloc[-1]
     measured = held["global_batch"] / held["images_per_s"]
     empty = pd.DataFrame(columns=["series", "gpus", "nodes", "communication_share"])
@@ -120,7 +124,9 @@ def evaluate(series: corpus_series.Series) -> dict:
                              gpus_per_node=series.gpus_per_node,
                              network=network_links(series.network))
     row = next((r for r in rows if r["role"] == "held out"), {"note": rows[-1].get("note")})
-    out = {"series": series.id, "counts": "/".join(str(g) for g in points["gpus"]),
+    out = {"series": series.id,
+           "counts": "/".join(f"{g}{'' if b >= g else '*'}"
+                              for g, b in zip(every["gpus"], every["global_batch"], strict=True)),
            "model": row.get("predicted_step_s", math.nan),
            "low": row.get("predicted_step_low_s", math.nan),
            "high": row.get("predicted_step_high_s", math.nan), "measured": measured,

@@ -25,6 +25,9 @@ from dlscale.reporting.prediction.links import (
 EXPLAINED_ERROR = 0.10  # |predicted - measured| / measured step time on the held-out point
 ABOVE_ONE = ("the model's step is faster than perfect scaling from the base point (links "
              "given within a node slower than between nodes?): its efficiency is shown as 1")
+NOT_DATA_PARALLEL = ("not predicted: {batch:g} images a step on {gpus:g} GPUs, fewer than one a "
+                     "GPU, is not data-parallel alone (the model's replicas each train their "
+                     "share of the batch)")
 CAPPED = ("capped at the largest measured efficiency: nothing the model holds (a faster "
           "link, a larger batch per GPU) makes it rise")
 
@@ -79,6 +82,29 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
                       found: dict[tuple[int, int], list[dict]], known_size: int | None = None,
                       shared_cores: bool = False, gpus_per_node: int | None = None,
                       network: dict[str, tuple[Link, str]] | None = None) -> list[dict]:
+    """prediction.csv's rows for one series: its data-parallel points predicted
+    (`data_parallel`); a point that trains fewer images a step than it has GPUs is not data-
+    parallel alone (its replicas split an image, or some GPUs do other work): no model of
+    replicas each on its share of the batch holds it, so it is a measured row, not predicted,
+    and the note says why."""
+    points = points.assign(nodes=points["nodes"] if "nodes" in points else 1)
+    split = points["global_batch"] < points["gpus"]
+    rows = data_parallel(series, points[~split], breakdown, found, known_size, shared_cores,
+                         gpus_per_node, network) if (~split).any() else []
+    for point in points[split].sort_values(["gpus", "nodes"]).itertuples():
+        step = point.global_batch / point.images_per_s
+        rows.append({"series": series, "nodes": int(point.nodes), "gpus": int(point.gpus),
+                     "role": "measured", "measured_step_s": step,
+                     "measured_efficiency": point.efficiency,
+                     "note": NOT_DATA_PARALLEL.format(batch=point.global_batch,
+                                                      gpus=point.gpus)})
+    return rows
+
+
+def data_parallel(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
+                  found: dict[tuple[int, int], list[dict]], known_size: int | None = None,
+                  shared_cores: bool = False, gpus_per_node: int | None = None,
+                  network: dict[str, tuple[Link, str]] | None = None) -> list[dict]:
     """prediction.csv's rows for one series (its scaling.csv rows, over any node counts):
     the held-out point (the largest) predicted from the others, then the next two
     doublings from all of them, on as many nodes as hold them. `found`: the
