@@ -228,14 +228,16 @@ def test_a_framework_imports_no_other_framework():
     assert wrong == []
 
 
-def test_a_log_format_imports_no_other_format_and_the_reader_is_three_modules():
+def test_a_log_format_imports_no_other_format_and_the_reader_is_four_modules():
     """Each log format (a module, or a package, under dlscale/logparse/formats) imports only
-    the shared machinery (logparse.lines, logparse.runs), never another format; the
-    reader and the formats share no module beyond those and the reader itself; and the
-    registry lists every format: a new format is its module, its line there, its test."""
+    the shared machinery (logparse.lines, logparse.runs, logparse.templates: a line's
+    template and its fields), never another format; the reader and the formats share no
+    module beyond those and the reader itself; and the registry lists every format: a new
+    format is its module, its line there, its test."""
     from dlscale.logparse import formats
 
     graph = package_imports()
+    shared = ("logparse.lines", "logparse.runs", "logparse.templates")
 
     def format_of(name: str) -> str:
         return ".".join(name.split(".")[:3])
@@ -243,12 +245,12 @@ def test_a_log_format_imports_no_other_format_and_the_reader_is_three_modules():
     inside = [name for name in graph if name.startswith("logparse.formats.")]
     wrong = sorted(f"{name} -> {imported}" for name in inside for imported in graph[name]
                    if format_of(imported) != format_of(name)
-                   and imported not in ("logparse.lines", "logparse.runs"))
+                   and imported not in shared)
     assert wrong == []
     used = {imported for name in [*inside, "logparse.reader", "logparse.formats"]
             for imported in graph[name] if imported.startswith("logparse.")
             and not imported.startswith("logparse.formats")}
-    assert used | {"logparse.reader"} == {"logparse.reader", "logparse.lines", "logparse.runs"}
+    assert used | {"logparse.reader"} == {"logparse.reader", *shared}
     registered = {fmt.__name__.removeprefix("dlscale.") for fmt in
                   (*formats.LOG, *formats.STREAM, formats.LAUNCH)}
     assert registered == {format_of(name) for name in inside}

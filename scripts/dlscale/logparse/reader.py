@@ -38,6 +38,7 @@ from dlscale.logparse.runs import (  # noqa: F401 (what readers of logs import f
     Stream,
     absorb,
 )
+from dlscale.logparse.templates import FIELD
 
 MARKS = tuple(fmt.MARK for fmt in LOG)  # the first line of a whole log's format begins so
 SHORT_BAR = re.compile(r"\d+%\|[^|\r]*\|\s*(\d+)/(\d+)\s*\[")  # tqdm's state: done/total
@@ -405,7 +406,7 @@ def epoch_like(readers: list[mined.Reader]) -> list[tuple[int, str, str]]:
 def pattern_for(text: str) -> str:
     """A pattern for `external_runs[].patterns` built from a line: its fixed words, each
     field a number; the first time (else the last number) the group (epoch_time)."""
-    found = list(mined.FIELD.finditer(text))
+    found = list(FIELD.finditer(text))
     timed = [m for m in found if m.group(2)]
     group = (timed or found[-1:] or [None])[0]
     out, at = [], 0

@@ -1,7 +1,8 @@
 """The formats dlscale reads logs in: the registry. Each format is a module of its own
 with one face: its `NAME`, and a `Reader` whose `read(number, text)` takes a line that is
 the format's (True) or leaves it to the next (False). A format imports only the shared
-machinery (dlscale.logparse.lines, .runs), never another format (a test says so).
+machinery (dlscale.logparse.lines, .runs, .templates), never another format (a test
+says so).
 
 Adding a format: its module here, its line below, its test (docs/development.md).
 """
