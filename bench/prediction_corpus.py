@@ -30,7 +30,10 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "scripts")]
 import corpus_series  # noqa: E402
 
 from dlscale.reporting.prediction.links import Link  # noqa: E402
-from dlscale.reporting.prediction.series import series_prediction  # noqa: E402
+from dlscale.reporting.prediction.series import (  # noqa: E402
+    is_data_parallel,
+    series_prediction,
+)
 
 WITHIN = 0.10
 METHODS = ("model", "last", "ratio", "amdahl", "usl")
@@ -116,7 +119,8 @@ def evaluate(series: corpus_series.Series) -> dict:
     fewer images a step than GPUs is not: series.NOT_DATA_PARALLEL; every method leaves it
     out alike, and `counts` marks it with a *)."""
     every = series.points.sort_values(["gpus", "nodes"]).reset_index(drop=True)
-    points = every[every["global_batch"] >= every["gpus"]].reset_index(drop=True)
+    parallel = is_data_parallel(every)
+    points = every[parallel].reset_index(drop=True)
     held = points.iloc[-1]
     measured = held["global_batch"] / held["images_per_s"]
     empty = pd.DataFrame(columns=["series", "gpus", "nodes", "communication_share"])
@@ -125,8 +129,8 @@ def evaluate(series: corpus_series.Series) -> dict:
                              network=network_links(series.network))
     row = next((r for r in rows if r["role"] == "held out"), {"note": rows[-1].get("note")})
     out = {"series": series.id,
-           "counts": "/".join(f"{g}{'' if b >= g else '*'}"
-                              for g, b in zip(every["gpus"], every["global_batch"], strict=True)),
+           "counts": "/".join(f"{g}{'' if ok else '*'}"
+                              for g, ok in zip(every["gpus"], parallel, strict=True)),
            "model": row.get("predicted_step_s", math.nan),
            "low": row.get("predicted_step_low_s", math.nan),
            "high": row.get("predicted_step_high_s", math.nan), "measured": measured,

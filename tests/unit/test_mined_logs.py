@@ -58,7 +58,7 @@ def test_logging_lines_time_each_epoch_by_the_gap_to_the_next_and_read_its_valid
     ("10:00:00.5", 36000.5),                          # a time of day alone
 ])
 def test_timestamps_in_the_common_shapes_are_read_as_seconds(stamp, seconds):
-    from dlscale.logparse.formats.mined import stamp_seconds
+    from dlscale.logparse.templates import stamp_seconds
 
     assert stamp_seconds(stamp) == pytest.approx(seconds)
 
@@ -235,7 +235,7 @@ def test_a_logging_run_killed_inside_an_epoch_keeps_the_epochs_it_finished():
 
 def stamps(path, word: str) -> list[float]:
     """The timestamps of a capture's lines that hold `word`, in seconds."""
-    from dlscale.logparse.formats.mined import stamp_seconds
+    from dlscale.logparse.templates import stamp_seconds
 
     return [stamp_seconds(m[1]) for m in re.finditer(
         r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]? \S*\s?(?:INFO )?.*" + word,
@@ -313,7 +313,7 @@ def test_the_deepspeed_words_capture_times_each_epoch_start_by_the_lines_around_
 
 
 def stamps_of(line: str) -> float:
-    from dlscale.logparse.formats.mined import stamp_seconds
+    from dlscale.logparse.templates import stamp_seconds
 
     return stamp_seconds(line[1:24])
 

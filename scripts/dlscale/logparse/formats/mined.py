@@ -32,14 +32,13 @@ from bisect import bisect_right
 from math import nan as NAN
 
 from dlscale.logparse.runs import ParsedLog, StreamFormat, share_total
-from dlscale.logparse.templates import (  # noqa: F401 (stamp_seconds: what tests import from here)
+from dlscale.logparse.templates import (
     DIGITS,
     FINDALL,
     Template,
     line_stamp,
     metric_name,
     metrics,
-    stamp_seconds,
 )
 
 NAME = "mined"

@@ -88,17 +88,27 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
     replicas each on its share of the batch holds it, so it is a measured row, not predicted,
     and the note says why."""
     points = points.assign(nodes=points["nodes"] if "nodes" in points else 1)
-    split = points["global_batch"] < points["gpus"]
+    split = ~is_data_parallel(points)
     rows = data_parallel(series, points[~split], breakdown, found, known_size, shared_cores,
                          gpus_per_node, network) if (~split).any() else []
     for point in points[split].sort_values(["gpus", "nodes"]).itertuples():
-        step = point.global_batch / point.images_per_s
-        rows.append({"series": series, "nodes": int(point.nodes), "gpus": int(point.gpus),
-                     "role": "measured", "measured_step_s": step,
-                     "measured_efficiency": point.efficiency,
-                     "note": NOT_DATA_PARALLEL.format(batch=point.global_batch,
-                                                      gpus=point.gpus)})
+        rows.append(measured_row(
+            series, int(point.gpus), int(point.nodes), point.global_batch / point.images_per_s,
+            point.efficiency, NOT_DATA_PARALLEL.format(batch=point.global_batch,
+                                                       gpus=point.gpus)))
     return rows
+
+
+def is_data_parallel(points: pd.DataFrame) -> pd.Series:
+    """Which points train at least one image a step on each GPU (NOT_DATA_PARALLEL)."""
+    return points["global_batch"] >= points["gpus"]
+
+
+def measured_row(series: str, g: int, n: int, step: float, efficiency: float,
+                 note: str) -> dict:
+    """A measured point's row that no model predicts, with the note that says why."""
+    return {"series": series, "nodes": n, "gpus": g, "role": "measured",
+            "measured_step_s": step, "measured_efficiency": efficiency, "note": note}
 
 
 def data_parallel(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
@@ -111,8 +121,7 @@ def data_parallel(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
     breakdown.json records by (gpus, nodes); `known_size`: the gradient's bytes where none
     gives them (an external log); `network`: the links given for the levels no point
     measured (links.given_links); `gpus_per_node`: the node's GPUs, as stated."""
-    points = points.assign(nodes=points["nodes"] if "nodes" in points else 1)
-    points = points.sort_values(["gpus", "nodes"])
+    points = points.sort_values(["gpus", "nodes"])  # (its nodes column: series_prediction)
     keys = [(int(g), int(n)) for g, n in zip(points["gpus"], points["nodes"], strict=True)]
     steps = dict(zip(keys, points["global_batch"] / points["images_per_s"], strict=True))
     batch = dict(zip(keys, points["global_batch"].astype(float), strict=True))
@@ -130,9 +139,7 @@ def data_parallel(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
         if "nodes" in mine else {(int(r.gpus), 1): r for r in mine.itertuples()}
 
     def note_rows(note):
-        return [{"series": series, "nodes": n, "gpus": g, "role": "measured",
-                 "measured_step_s": steps[(g, n)], "measured_efficiency": eff[(g, n)],
-                 "note": note} for g, n in keys]
+        return [measured_row(series, g, n, steps[(g, n)], eff[(g, n)], note) for g, n in keys]
 
     size = next((r.get("gradient_bytes") for k in keys for r in found.get(k, [])
                  if r.get("gradient_bytes")), known_size)
