@@ -94,3 +94,32 @@ def test_a_point_with_fewer_images_a_step_than_gpus_is_not_predicted_as_data_par
     assert "not data-parallel alone" in split["note"]
     held = rows[rows["role"] == "held out"].iloc[0]
     assert held["gpus"] == 32 and pd.notna(held["predicted_step_s"])
+
+
+def test_the_cross_validation_chooses_each_folds_priors_on_the_other_series_alone():
+    """bench/prediction_crossval.py: the priors a fold takes are those that do best on the
+    other series; the series left out, which would favour the other combination, has no
+    say. A tie goes to the combination that changes fewer of the shipped values, and the
+    band's margin is the smallest holding 90 % of the others."""
+    import prediction_crossval as cv
+
+    shipped = tuple(cv.SHIPPED.values())
+    other = (0.1, *shipped[1:])
+
+    def table(errors):
+        return pd.DataFrame({"series": list("abc"), "error": errors,
+                             "low": [0.9] * 3, "high": [1.1] * 3, "measured": [1.0] * 3})
+
+    # the shipped values: b and c within 10 %, a at 30 %; the other: only a within
+    runs = {shipped: table([0.3, 0.05, 0.02]), other: table([0.01, 0.2, 0.2])}
+    assert cv.choose(runs, ["b", "c"]) == shipped
+    assert cv.choose({shipped: table([0.3, 0.2, 0.05]), other: table([0.01, 0.05, 0.2])},
+                     ["b", "c"]) == shipped  # one within each, one median: the tie's rule
+    assert cv.choose({shipped: table([0.3, 0.2, 0.2]), other: table([0.01, 0.05, 0.2])},
+                     ["b", "c"]) == other
+    # a band of 0.9 to 1.1 at the shipped margin holds a point 20 % off only when widened
+    off = pd.DataFrame({"low": [0.9] * 10, "high": [1.1] * 10, "error": [0.0] * 10,
+                        "measured": [1.0] * 8 + [1.2, 1.3]})
+    assert cv.inside(off, cv.model.BAND_MARGIN).sum() == 8
+    margin = cv.smallest_margin(off)
+    assert cv.inside(off, margin).mean() >= 0.9 > cv.inside(off, margin - 0.01).mean()
