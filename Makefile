@@ -39,13 +39,17 @@ restore_or_build = scripts/venvs.sh restore $(1) $(2) || { \
 	rm -rf $(1) && $(PYTHON) -m venv $(1) && $(3) && \
 	{ scripts/venvs.sh keep $(1) $(2) || echo "note: $(1) was not kept"; }; }
 
+# `pip install -e .` writes scripts/dlscale.egg-info in the checkout: the environments,
+# built side by side (.ci/run, make -j2), take turns there (flock on pyproject.toml)
+EDITABLE = flock pyproject.toml
+
 MAIN_KEY = $(call venv_key,tensorflow,requirements.txt requirements-xprof.txt)
 $(VENV)/.installed: requirements.txt requirements-xprof.txt pyproject.toml
 	$(call restore_or_build,$(VENV),$(MAIN_KEY),\
 	  $(VENV)/bin/pip install -q --upgrade pip && \
 	  $(VENV)/bin/pip install -q -r requirements.txt && \
 	  $(VENV)/bin/pip install -q --no-deps -r requirements-xprof.txt)
-	$(VENV)/bin/pip install -q --no-deps -e .
+	$(EDITABLE) $(VENV)/bin/pip install -q --no-deps -e .
 	touch $@
 
 # The JAX stack alone (Keras 3 on JAX, no TensorFlow): README, "Run it on your cluster"
@@ -56,7 +60,7 @@ $(JAX_VENV)/.installed: requirements-jax.txt pyproject.toml
 	$(call restore_or_build,$(JAX_VENV),$(JAX_KEY),\
 	  $(JAX_VENV)/bin/pip install -q --upgrade pip && \
 	  $(JAX_VENV)/bin/pip install -q -r requirements-jax.txt)
-	$(JAX_VENV)/bin/pip install -q --no-deps -e .
+	$(EDITABLE) $(JAX_VENV)/bin/pip install -q --no-deps -e .
 	touch $@
 
 # The PyTorch environment (training.backend: torch; its points run with its python, as
@@ -69,7 +73,7 @@ $(TORCH_VENV)/.installed: requirements-torch.txt pyproject.toml
 	$(call restore_or_build,$(TORCH_VENV),$(TORCH_KEY),\
 	  $(TORCH_VENV)/bin/pip install -q --upgrade pip && \
 	  $(TORCH_VENV)/bin/pip install -q -r requirements-torch.txt)
-	$(TORCH_VENV)/bin/pip install -q --no-deps -e .
+	$(EDITABLE) $(TORCH_VENV)/bin/pip install -q --no-deps -e .
 	touch $@
 
 # The package's bytecode, written now as pip writes an installed package's: where Python
@@ -80,8 +84,11 @@ setup: $(VENV)/.installed
 
 # The Horovod environment (strategy: horovod). Horovod is built with Gloo (one node) and,
 # where the machine has an MPI compiler (mpicc; Debian: libopenmpi-dev), with MPI too
-# (several nodes); HOROVOD_MPI=0 builds without MPI. Compiling took 2 min 32 s on 2 cores
-# (docs/horovod.md). The wheel is kept in HOROVOD_WHEELS under a name that says how it was
+# (several nodes); HOROVOD_MPI=0 builds without MPI. Horovod's setup.py compiles with
+# make's -j8 unless MAKEFLAGS is set, and under this Makefile it is (ours, whose jobserver
+# a recipe does not get): one file at a time. MAKEFLAGS=-j<cores> compiles one file a core
+# (docs/horovod.md).
+# The wheel is kept in HOROVOD_WHEELS under a name that says how it was
 # built: pip's own cache would hand back a wheel built with other flags.
 HOROVOD_VENV ?= .venv-horovod
 HOROVOD_VERSION := 0.28.1
@@ -94,7 +101,8 @@ $(HOROVOD_VENV)/.installed-$(HOROVOD_BUILD): requirements-horovod.txt pyproject.
 	  $(HOROVOD_VENV)/bin/pip install -q --upgrade pip wheel && \
 	  $(HOROVOD_VENV)/bin/pip install -q -r requirements-horovod.txt && \
 	  if ! ls "$(HOROVOD_WHEELS)"/horovod-*.whl >/dev/null 2>&1; then \
-	    rm -rf "$(HOROVOD_WHEELS).tmp" && HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
+	    rm -rf "$(HOROVOD_WHEELS).tmp" && MAKEFLAGS=-j$$(nproc) \
+	    HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
 	    HOROVOD_WITH_GLOO=1 $(if $(filter 1,$(HOROVOD_MPI)),HOROVOD_WITH_MPI=1,HOROVOD_WITHOUT_MPI=1) \
 	    CXXFLAGS="-idirafter /usr/include" \
 	    $(HOROVOD_VENV)/bin/pip wheel -q --no-deps --no-cache-dir --no-build-isolation \
@@ -103,7 +111,7 @@ $(HOROVOD_VENV)/.installed-$(HOROVOD_BUILD): requirements-horovod.txt pyproject.
 	  fi && \
 	  $(HOROVOD_VENV)/bin/pip install -q --no-deps --force-reinstall "$(HOROVOD_WHEELS)"/horovod-*.whl && \
 	  $(HOROVOD_VENV)/bin/pip install -q -r requirements-horovod.txt horovod==$(HOROVOD_VERSION))
-	$(HOROVOD_VENV)/bin/pip install -q --no-deps -e .
+	$(EDITABLE) $(HOROVOD_VENV)/bin/pip install -q --no-deps -e .
 	$(HOROVOD_VENV)/bin/python -c "import horovod.tensorflow as hvd; print('horovod $(HOROVOD_VERSION): gloo', hvd.gloo_built(), 'mpi', hvd.mpi_built())"
 	rm -f $(HOROVOD_VENV)/.installed-*
 	touch $@ $(HOROVOD_VENV)/.installed
