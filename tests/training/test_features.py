@@ -161,3 +161,58 @@ def test_a_cpu_run_records_its_system_its_telemetry_and_its_synthetic_speed(smal
     assert timed and all(r["rss_mb_peak"] > 50 for r in timed)
     assert not any(k.startswith(("gpu", "energy", "j_per")) for r in records for k in r)
     assert run["synthetic_images_per_s"] > 0
+
+
+def test_a_worker_whose_host_stalls_past_the_heartbeat_default_still_finishes(small_data,
+                                                                            tmp_path):
+    """TensorFlow's coordination service took a worker for failed after 10 s without its
+    heartbeat, and a CI machine that stalled under load lost a healthy point that way
+    ("Unexpected heartbeat request from an already-in-error task"). Worker 1 is stopped
+    (SIGSTOP) for 15 s after the first epoch and then continued: the point finishes."""
+    import os
+    import signal
+    import time
+
+    from dlscale.train.cluster import HEARTBEAT_TIMEOUT_S
+
+    stall = 15
+    assert 10 < stall < HEARTBEAT_TIMEOUT_S
+    launcher = subprocess.Popen(
+        [sys.executable, str(SCRIPTS / "launch.py"), "--plan", '{"tasks": 2}', "--record",
+         str(tmp_path), "--", sys.executable, str(SCRIPTS / "train.py"), "--data-dir",
+         str(small_data), "--out", str(tmp_path), "--model", "MLP", "--device", "cpu",
+         "--gpus", "2", "--batch-per-gpu", "8", "--epochs", "4", "--strategy", "multiworker",
+         "--communication", "ring"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        worker = None
+        while worker is None and launcher.poll() is None and time.monotonic() < deadline:
+            epochs = tmp_path / "state" / "epochs.jsonl"  # the chief writes a line an epoch
+            if epochs.exists() and epochs.read_text().count("\n") >= 1:
+                worker = next((int(p) for p in os.listdir("/proc") if p.isdigit()
+                               and b'"index": 1' in _environ(int(p), b"TF_CONFIG")), None)
+            time.sleep(0.2)
+        assert worker is not None, "worker 1 was not seen after the first epoch"
+        os.kill(worker, signal.SIGSTOP)
+        time.sleep(stall)
+        os.kill(worker, signal.SIGCONT)
+        out, err = launcher.communicate(timeout=600)
+    finally:
+        if launcher.poll() is None:  # the launcher ends its workers on SIGTERM
+            launcher.terminate()
+            launcher.wait(timeout=60)
+    assert launcher.returncode == 0, err[-3000:]
+    run = run_json(tmp_path)
+    outcome = (run["status"], run.get("workers"), run.get("epochs_completed"))
+    assert outcome == ("completed", 2, 4), run.get("failure")
+
+
+def _environ(pid: int, name: bytes) -> bytes:
+    """The value of `name` in process `pid`'s environment (b'' when it cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as environ:
+            entries = environ.read().split(b"\0")
+    except OSError:
+        return b""
+    return next((e.split(b"=", 1)[1] for e in entries if e.startswith(name + b"=")), b"")

@@ -63,3 +63,32 @@ def lonely_rank(size: int, env: dict[str, str]) -> str | None:
                     "each would train alone. Horovod built without MPI (Gloo only) does this "
                     "under mpirun; build it with MPI (make horovod, where mpicc is installed)")
     return None
+
+
+# TensorFlow's coordination service takes a worker for failed once its heartbeats stop for
+# 10 s (its default): a healthy point was lost that way when its host stalled under load
+# (CI: "Unexpected heartbeat request from an already-in-error task", its telemetry showing
+# a 7 s gap). JAX's distributed runtime waits 100 s; so do dlscale's workers.
+HEARTBEAT_TIMEOUT_S = 100
+
+
+def patient_coordination() -> None:
+    """Before MultiWorkerMirroredStrategy is made: the coordination service it would set up
+    (standalone, led by the chief or worker 0, over the chief and worker jobs of
+    TF_CONFIG), with HEARTBEAT_TIMEOUT_S. Left alone where the process configured one, or
+    where this task is neither chief nor worker (then the strategy sets none either)."""
+    import tensorflow as tf
+    from tensorflow.python.distribute import multi_worker_util
+    from tensorflow.python.eager import context
+
+    ctx = context.context()
+    resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
+    spec = resolver.cluster_spec()
+    jobs = [job for job in ("chief", "worker") if job in spec.jobs]
+    if ctx.coordination_service is not None or resolver.task_type not in jobs:
+        return
+    ctx.configure_coordination_service(
+        service_type="standalone", service_leader=multi_worker_util.coordination_leader(spec),
+        coordinated_jobs=[context.coordination_config_pb2.CoordinatedJob(
+            name=job, num_tasks=spec.num_tasks(job)) for job in jobs],
+        heartbeat_timeout_in_ms=HEARTBEAT_TIMEOUT_S * 1000)

@@ -25,6 +25,7 @@ from dlscale.core.errors import RunError  # noqa: F401 (the callers' name for it
 from dlscale.core.files import append_jsonl, write_jsonl_atomic
 from dlscale.core.vocabulary import scaled_lr
 from dlscale.train import keraschoice
+from dlscale.train.cluster import patient_coordination
 from dlscale.train.telemetry import cpu_flags
 
 # --- devices and strategy ------------------------------------------------------------
@@ -143,6 +144,7 @@ def make_strategy(kind: str, devices: list[str], device: str, communication: str
         implementation = getattr(tf.distribute.experimental.CommunicationImplementation,
                                  resolve_communication(communication, device).upper())
         options = tf.distribute.experimental.CommunicationOptions(implementation=implementation)
+        patient_coordination()
         return tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     raise RunError(f"unknown strategy '{kind}': expected mirrored or multiworker", 2)
 
