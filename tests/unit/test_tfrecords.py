@@ -87,6 +87,35 @@ def test_preparing_at_the_datasets_own_size_imports_no_tensorflow(cifar_python, 
     assert _digests(tmp_path / "own") == _digests(tmp_path / "tf")
 
 
+def test_a_resizing_preparation_imports_tensorflow_once_before_its_shard_threads(
+        cifar_python, tmp_path):
+    """The shards are written by threads; where they resize, each imported TensorFlow, and
+    in a process where it was not loaded yet the threads raced inside its first import (CI:
+    "No module named 'six.moves'" from astunparse). It is loaded before the first thread
+    starts, in a fresh process, and the shards are written."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    code = ("import sys, concurrent.futures as cf; from pathlib import Path\n"
+            "seen = []\n"
+            "class Pool(cf.ThreadPoolExecutor):\n"
+            "    def __init__(self, *a, **k):\n"
+            "        seen.append('tensorflow' in sys.modules); super().__init__(*a, **k)\n"
+            "cf.ThreadPoolExecutor = Pool\n"
+            "from dlscale.data import tfrecords, preparation\n"
+            "tfrecords.ThreadPoolExecutor = Pool\n"
+            f"preparation.prepare('cifar10', Path({str(cifar_python)!r}), "
+            f"Path({str(tmp_path / 'out')!r}), 24, 4)\n"
+            "print(seen)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "scripts")})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().splitlines()[-1] == "[True, True]", proc.stdout
+
+
 def test_shard_bounds_cover_everything_without_empty_shards():
     assert shard_bounds(10, 3) == [(0, 3), (3, 7), (7, 10)]
     assert shard_bounds(2, 16) == [(0, 1), (1, 2)]

@@ -211,6 +211,12 @@ def tfrecord_frames(records: list[bytes]) -> bytes:
     return b"".join(out)
 
 
+def needs_tensorflow(images: np.ndarray, size: int) -> bool:
+    """Whether write_shard writes these images with TensorFlow: to resize them, or because
+    it is loaded already."""
+    return "tensorflow" in sys.modules or images.shape[1:3] != (size, size)
+
+
 def write_shard(path: Path, images: np.ndarray, labels: np.ndarray, size: int,
                 chunk: int = 256) -> None:
     """One shard of records. Where TensorFlow is needed (to resize, `chunk` images at a
@@ -219,7 +225,7 @@ def write_shard(path: Path, images: np.ndarray, labels: np.ndarray, size: int,
     imports TensorFlow (most of a small dataset's preparation: docs/benchmarks.md, "Tests
     and CI")."""
     encoder = ExampleEncoder(size * size * 3)
-    if "tensorflow" in sys.modules or images.shape[1:3] != (size, size):
+    if needs_tensorflow(images, size):
         import tensorflow as tf
 
         with tf.io.TFRecordWriter(str(path)) as writer:
@@ -243,6 +249,11 @@ def write_split(images: np.ndarray, labels: np.ndarray, out_dir: Path, split: st
     bounds = shard_bounds(len(images), shards)
     names = [shard_name(split, i, len(bounds)) for i in range(len(bounds))]
     workers = workers or min(len(bounds), os.cpu_count() or 1)
+    if needs_tensorflow(images, size):
+        # imported here, once: the shards' threads importing it side by side for the first
+        # time raced inside its imports (astunparse's `from six.moves import ...`:
+        # "No module named 'six.moves'", seen in CI)
+        import tensorflow  # noqa: F401
     with ThreadPoolExecutor(workers) as pool:
         jobs = [pool.submit(write_shard, out_dir / name, images[lo:hi], labels[lo:hi], size)
                 for name, (lo, hi) in zip(names, bounds)]
