@@ -11,7 +11,7 @@ for each series in turn:
 
   1. every combination of PRIORS is run on the corpus (each series' held-out error);
   2. the combination with the most of the *other* series within 10 % is taken (ties: the
-     smaller median |error| on them, then the shipped values);
+     smaller median |error| on them, then the fewer values changed from the shipped ones);
   3. the margin is the smallest on MARGINS that holds the measured point inside the band
      on at least 90 % of the *other* series at that combination;
   4. the series left out is predicted with them: its error, and whether its point lies in

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 
+import psutil
 import pytest
 from conftest import HOROVOD_PYTHON, HOROVOD_READY, IN_CI, SCRIPTS, run_script
 
@@ -169,7 +170,6 @@ def test_a_worker_whose_host_stalls_past_the_heartbeat_default_still_finishes(sm
     heartbeat, and a CI machine that stalled under load lost a healthy point that way
     ("Unexpected heartbeat request from an already-in-error task"). Worker 1 is stopped
     (SIGSTOP) for 15 s after the first epoch and then continued: the point finishes."""
-    import os
     import signal
     import time
 
@@ -190,13 +190,14 @@ def test_a_worker_whose_host_stalls_past_the_heartbeat_default_still_finishes(sm
         while worker is None and launcher.poll() is None and time.monotonic() < deadline:
             epochs = tmp_path / "state" / "epochs.jsonl"  # the chief writes a line an epoch
             if epochs.exists() and epochs.read_text().count("\n") >= 1:
-                worker = next((int(p) for p in os.listdir("/proc") if p.isdigit()
-                               and b'"index": 1' in _environ(int(p), b"TF_CONFIG")), None)
+                # this launcher's worker 1 alone (other tests' workers run beside it)
+                worker = next((p for p in psutil.Process(launcher.pid).children(recursive=True)
+                               if '"index": 1' in _environ(p, "TF_CONFIG")), None)
             time.sleep(0.2)
         assert worker is not None, "worker 1 was not seen after the first epoch"
-        os.kill(worker, signal.SIGSTOP)
+        worker.send_signal(signal.SIGSTOP)
         time.sleep(stall)
-        os.kill(worker, signal.SIGCONT)
+        worker.send_signal(signal.SIGCONT)
         out, err = launcher.communicate(timeout=600)
     finally:
         if launcher.poll() is None:  # the launcher ends its workers on SIGTERM
@@ -208,11 +209,9 @@ def test_a_worker_whose_host_stalls_past_the_heartbeat_default_still_finishes(sm
     assert outcome == ("completed", 2, 4), run.get("failure")
 
 
-def _environ(pid: int, name: bytes) -> bytes:
-    """The value of `name` in process `pid`'s environment (b'' when it cannot be read)."""
+def _environ(process, name: str) -> str:
+    """The value of `name` in a psutil process's environment ('' when it cannot be read)."""
     try:
-        with open(f"/proc/{pid}/environ", "rb") as environ:
-            entries = environ.read().split(b"\0")
-    except OSError:
-        return b""
-    return next((e.split(b"=", 1)[1] for e in entries if e.startswith(name + b"=")), b"")
+        return process.environ().get(name, "")
+    except (psutil.NoSuchProcess, psutil.AccessDenied):  # ended, or not ours to read
+        return ""
