@@ -79,14 +79,18 @@ def pytest_collection_modifyitems(config, items):
 def process_as_found():
     """Each test leaves the pytest process as it found it: its environment, which every
     Snakemake and training a later test starts inherits (a DLSCALE_FORCED left set made
-    the next local study train a kept point again), and its import finders (a test that
-    chose Keras 2 in this process kept JAX out of the tests after it: keraschoice)."""
+    the next local study train a kept point again), and dlscale's own import finders (a
+    test that chose Keras 2 in this process kept JAX out of the tests after it:
+    keraschoice). A finder a package installed when a test first imported it stays: six's
+    serves six.moves for as long as six is imported, and with it removed, TensorFlow's
+    import failed in every later test of that worker ("No module named 'six.moves'")."""
     environment, finders = dict(os.environ), list(sys.meta_path)
     yield
     if dict(os.environ) != environment:
         os.environ.clear()
         os.environ.update(environment)
-    sys.meta_path[:] = finders
+    sys.meta_path[:] = finders + [finder for finder in sys.meta_path if finder not in finders
+                                  and not type(finder).__module__.startswith("dlscale.")]
 
 
 @pytest.fixture(scope="session")

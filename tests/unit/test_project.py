@@ -407,3 +407,19 @@ def test_each_recipe_of_the_developers_guide_cites_files_and_names_that_exist():
         texts = [(ROOT / p).read_text() for p in paths]
         assert [n for n in names if not any(re.search(rf"\b{n}\b", t) for t in texts)] \
             == [], title
+
+
+def test_a_finder_that_a_test_s_import_installed_stays_for_the_tests_after_it(tmp_path):
+    """xprof's converter imports six, whose import finder serves six.moves; the tests' own
+    clean-up (conftest's process_as_found) removed it, and every later TensorFlow import on
+    that pytest worker failed ("No module named 'six.moves'": CI of 2026-12-02, four tests
+    of test_usermodel.py). The two real tests in that order, in a pytest of their own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-n0", "-p", "no:cacheprovider",
+         "--basetemp", str(tmp_path / "base"),
+         "tests/unit/test_stepsplit.py::test_xprofs_own_step_breakdown_agrees_and_leaves_no_cache",
+         "tests/unit/test_usermodel.py::test_a_model_that_cannot_take_the_images_is_a_one_line_reason"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:]
+    assert re.search(r"\b4 passed\b", done.stdout), done.stdout[-2000:]
