@@ -104,6 +104,10 @@ LINKS = [
     # NVIDIA H100 SXM datasheet: NVLink 900 GB/s (18 fourth-generation links, both ways)
     ("within_node", r"NVLink\s*Gen4|NVLINK\s*Gen4", 450.0, 3.4,
      "H100 datasheet: NVLink 900 GB/s both ways"),
+    # NVIDIA Blackwell (B200, GB200) datasheets: fifth-generation NVLink 1.8 TB/s a GPU
+    # (both ways)
+    ("within_node", r"NVLink\s*Gen5|NVLINK\s*Gen5", 900.0, 3.4,
+     "B200/GB200 datasheet: NVLink 1.8 TB/s both ways"),
     # PCI-SIG: PCIe 5.0 32 GT/s a lane, 4.0 16 GT/s, 3.0 8 GT/s, 128b/130b; x16 one way
     ("within_node", r"PCIe\s*5\.0|PCIe\s*Gen\s*5", 63.0, 5.7, "PCIe 5.0 x16: 63 GB/s one way"),
     ("within_node", r"PCIe\s*4\.0|PCIe\s*Gen\s*4", 31.5, 5.7, "PCIe 4.0 x16: 31.5 GB/s one way"),
