@@ -140,3 +140,16 @@ def test_parse_log_tables_an_mlperf_series_with_its_gpus_and_batch(tmp_path):
     assert set(table["log_format"]) == {"mllog"} and set(table["run_status"]) == {"success"}
     assert len(table) == 35 + 35 + 40
 
+
+
+@pytest.mark.parametrize("path, gpus", [
+    ("training_results_v2.0/Dell/results/XE8545x4A100-SXM-40GB/bert/result_0.txt", 4),
+    ("training_results_v2.0/Dell/results/2xXE8545x4A100-SXM-40GB/bert/result_0.txt", 8),
+    ("training_results_v3.0/Dell/results/R750xax4A100-PCIE-80GB/bert/result_0.txt", 4)])
+def test_a_micro_batch_per_device_counts_its_accumulation_steps(path, gpus):
+    """Dell's BERT results (the prediction corpus, MLPerf v2.0 and v3.0 as published) log
+    `d_batch_size` as one micro-batch of `gradient_accumulation_steps` 2: 448 in all, 28 a
+    device is 8 devices, not 16, as the platform's name says; the two no longer disagree."""
+    [run] = parse_file_runs(str(ROOT / "bench" / "corpus" / path))
+    assert run.settings["gpus"] == gpus
+    assert not [w for w in run.warnings if "the platform" in w], run.warnings

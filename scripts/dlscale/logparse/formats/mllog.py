@@ -7,7 +7,8 @@ block takes its share of the block's time less the evaluations timed inside it, 
 epochs numbered on from 1), `eval_accuracy` given to the epoch it follows, each
 evaluation's time (`eval_start` to `eval_stop`) to the epoch it follows as `eval_seconds`,
 never in an epoch's `seconds`, and the submission's keys, before or after the run:
-`global_batch_size`, `d_batch_size`, `train_samples`, `submission_platform`
+`global_batch_size`, `d_batch_size` (a micro-batch where `gradient_accumulation_steps`
+is more than 1), `train_samples`, `submission_platform`
 ("2xDSS8440x8A100-PCIE-40GB": 2 nodes of 8 accelerators). Times are `time_ms`. A run
 stopped at its quality target is complete at its last epoch.
 
@@ -206,6 +207,9 @@ class Reader(LogFormat):
         nodes, gpus = platform_counts(platform) if isinstance(platform, str) else (None, None)
         if nodes:
             parsed.settings["nodes"] = nodes
+        steps = points.get("gradient_accumulation_steps")
+        if isinstance(per_gpu, int) and isinstance(steps, int) and steps > 1:
+            per_gpu *= steps  # d_batch_size is one micro-batch: a step takes `steps` of them
         if isinstance(total, int) and isinstance(per_gpu, int) and per_gpu > 0 \
                 and total % per_gpu == 0:  # the batch per device: the devices it takes
             if gpus and gpus != total // per_gpu:
