@@ -56,6 +56,19 @@ def test_a_strong_scaling_pair_of_one_and_two_nodes_is_predicted_inside_its_band
     assert held["predicted_step_s"] < 0.75 * rows["measured_step_s"].iloc[0]  # the batch split
 
 
+def test_a_fourfold_smaller_batch_per_gpu_with_no_line_is_inside_the_band():
+    """NVIDIA's GB200 NVL72 BERT (MLPerf v5.0, added after the priors were set): 96 and 72
+    sequences a GPU on 8 and 64 GPUs, too close for a line, then 16 on 512. The prior
+    split's prediction misses by half; the band's end where more of the compute is fixed
+    (the most a fitted line shows on the corpus) holds the measured step, as the band of a
+    split left unknown must."""
+    _, rows = predicted("v5.0-nvidia-gb200-nvl72-bert")
+    held = rows[rows["role"] == "held out"].iloc[0]
+    assert (held["gpus"], held["nodes"]) == (512, 128)
+    assert held["predicted_step_low_s"] <= held["measured_step_s"] <= held[
+        "predicted_step_high_s"], held
+
+
 @pytest.mark.parametrize("series_id", ["v3.1-fujitsu-cdi-a100pcie-resnet",
                                        "v2.0-dell-xe8545-a100sxm40-resnet"])
 def test_every_fit_point_reproduces_its_own_step(series_id):
