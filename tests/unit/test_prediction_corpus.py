@@ -30,6 +30,17 @@ def predicted(series_id: str) -> tuple[corpus_series.Series, pd.DataFrame]:
     return series, pd.DataFrame(rows)
 
 
+def held_out_inside_band(series_id: str, gpus: int, nodes: int) -> tuple[pd.DataFrame, pd.Series]:
+    """The series' rows and its held-out row, checked to be at (gpus, nodes) with its
+    measured step inside the predicted band."""
+    _, rows = predicted(series_id)
+    held = rows[rows["role"] == "held out"].iloc[0]
+    assert (held["gpus"], held["nodes"]) == (gpus, nodes)
+    assert held["predicted_step_low_s"] <= held["measured_step_s"] <= held[
+        "predicted_step_high_s"], held
+    return rows, held
+
+
 def test_a_series_whose_efficiency_falls_at_each_count_is_carried_no_higher():
     """DGX A100 ResNet-50 on 8, 64, 1024 and 4320 GPUs (efficiency 1, 0.79, 0.68, 0.39): the
     all-reduce is a small part of its step, and a model that carries only communication
@@ -48,11 +59,7 @@ def test_a_strong_scaling_pair_of_one_and_two_nodes_is_predicted_inside_its_band
     point, half the batch per GPU at the held-out point. Taken as constant compute, it was
     predicted at the 1-node step; the compute's split takes the corpus' prior, and the
     band spans both ends."""
-    _, rows = predicted("v3.0-dell-xe9680-a100sxm80-resnet")
-    held = rows[rows["role"] == "held out"].iloc[0]
-    assert (held["gpus"], held["nodes"]) == (16, 2)
-    assert held["predicted_step_low_s"] <= held["measured_step_s"] <= held[
-        "predicted_step_high_s"], held
+    rows, held = held_out_inside_band("v3.0-dell-xe9680-a100sxm80-resnet", 16, 2)
     assert held["predicted_step_s"] < 0.75 * rows["measured_step_s"].iloc[0]  # the batch split
 
 
@@ -62,11 +69,7 @@ def test_a_fourfold_smaller_batch_per_gpu_with_no_line_is_inside_the_band():
     split's prediction misses by half; the band's end where more of the compute is fixed
     (the most a fitted line shows on the corpus) holds the measured step, as the band of a
     split left unknown must."""
-    _, rows = predicted("v5.0-nvidia-gb200-nvl72-bert")
-    held = rows[rows["role"] == "held out"].iloc[0]
-    assert (held["gpus"], held["nodes"]) == (512, 128)
-    assert held["predicted_step_low_s"] <= held["measured_step_s"] <= held[
-        "predicted_step_high_s"], held
+    held_out_inside_band("v5.0-nvidia-gb200-nvl72-bert", 512, 128)
 
 
 @pytest.mark.parametrize("series_id", ["v3.1-fujitsu-cdi-a100pcie-resnet",

@@ -89,10 +89,9 @@ def test_preparing_at_the_datasets_own_size_imports_no_tensorflow(cifar_python, 
 
 def test_a_resizing_preparation_imports_tensorflow_once_before_its_shard_threads(
         cifar_python, tmp_path):
-    """The shards are written by threads; where they resize, each imported TensorFlow, and
-    in a process where it was not loaded yet the threads raced inside its first import (CI:
-    "No module named 'six.moves'" from astunparse). It is loaded before the first thread
-    starts, in a fresh process, and the shards are written."""
+    """The shards are written by threads; where they resize, each imported TensorFlow, for
+    the first time side by side in a process where it was not loaded yet. It is loaded
+    before the first thread starts, in a fresh process, and the shards are written."""
     import os
     import subprocess
     import sys

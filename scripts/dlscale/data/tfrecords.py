@@ -250,9 +250,10 @@ def write_split(images: np.ndarray, labels: np.ndarray, out_dir: Path, split: st
     names = [shard_name(split, i, len(bounds)) for i in range(len(bounds))]
     workers = workers or min(len(bounds), os.cpu_count() or 1)
     if needs_tensorflow(images, size):
-        # imported here, once: the shards' threads importing it side by side for the first
-        # time raced inside its imports (astunparse's `from six.moves import ...`:
-        # "No module named 'six.moves'", seen in CI)
+        # imported here, once, rather than by the shards' threads side by side for the first
+        # time (a package's first import from several threads can meet its modules half
+        # made). The CI failure that prompted this, "No module named 'six.moves'", was
+        # the tests' own clean-up (tests/conftest.py, process_as_found), fixed there
         import tensorflow  # noqa: F401
     with ThreadPoolExecutor(workers) as pool:
         jobs = [pool.submit(write_shard, out_dir / name, images[lo:hi], labels[lo:hi], size)
