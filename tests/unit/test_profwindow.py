@@ -109,9 +109,9 @@ def test_on_jax_each_traced_step_ends_when_its_work_is_done(tmp_path):
 
 
 def test_the_all_reduce_is_timed_as_nccl_tests_times_it(monkeypatch):
-    """Per buffer size: one all-reduce awaited first (compiling, warm-up), then groups of
-    BENCH_ITERS issued back to back and awaited once, each group's time per call, the
-    median kept. Before, each timing was one call from Python with every replica's
+    """Per buffer size: a group of BENCH_ITERS awaited first (compiling, warm-up: the
+    graph the timed groups run), then groups of BENCH_ITERS issued back to back and
+    awaited once, each group's time per call, the median kept. Before, each timing was one call from Python with every replica's
     result copied to the host, and the warm-up was not awaited."""
     from dlscale.measure import allreduce as window
 
@@ -127,7 +127,7 @@ def test_the_all_reduce_is_timed_as_nccl_tests_times_it(monkeypatch):
     monkeypatch.setattr(window, "allreduce_runner", lambda backend: prepare)
     monkeypatch.setattr(window.time, "perf_counter", lambda: clock[0])
     seconds = window.time_allreduce(object(), [4096, 8192])
-    group = [1] + [window.BENCH_ITERS] * window.BENCH_REPEATS
+    group = [window.BENCH_ITERS] * (1 + window.BENCH_REPEATS)
     assert calls == [(1024, i) for i in group] + [(2048, i) for i in group]
     assert seconds == [0.002, 0.001]  # the median group, per call; the warm-up not counted
 

@@ -1,6 +1,6 @@
 """The gradient's all-reduce timed alone on a point's replicas, as nccl-tests times it:
-a warm-up awaited, then calls issued back to back and awaited once, nothing brought to
-the host but one number per replica; six sizes from 4 KiB to the gradient's bytes.
+a warm-up group awaited, then calls issued back to back and awaited once, nothing brought
+to the host but one number per replica; six sizes from 4 KiB to the gradient's bytes.
 breakdown.json keeps the timings (dlscale.measure.profwindow); the prediction fits each
 level's latency and bandwidth on them (dlscale.reporting.explain).
 """
@@ -26,8 +26,8 @@ def bench_sizes(largest: int) -> list[int]:
 def time_allreduce(backend, sizes: list[int], enough=None) -> list[float]:
     """Seconds of one all-reduce (sum) of each size's float32 buffer over the point's
     replicas, through the strategy the training used, timed as nccl-tests times it: a
-    warm-up awaited, then BENCH_ITERS all-reduces issued back to back and awaited once at
-    their end (per call, the median of BENCH_REPEATS such groups), with nothing brought
+    warm-up group awaited, then BENCH_ITERS all-reduces issued back to back and awaited
+    once at their end (per call, the median of BENCH_REPEATS such groups), nothing brought
     to the host but one number per replica. Every worker takes part. `enough(seconds)`:
     the sizes after the first it says True of are not timed (every worker must get the
     same answer)."""
@@ -37,7 +37,7 @@ def time_allreduce(backend, sizes: list[int], enough=None) -> list[float]:
     out = []
     for size in sizes:
         go = prepare(size // 4)
-        go(1)  # compiled or traced for this size, and done
+        go(BENCH_ITERS)  # the warm-up: compiled or traced for this size, and done
         times = []
         for _ in range(BENCH_REPEATS):
             t0 = time.perf_counter()
@@ -110,8 +110,9 @@ def allreduce_runner(backend):
         value = strategy.experimental_distribute_values_from_function(lambda _: tf.ones([n]))
 
         def go(iters):
-            if iters not in chained:  # one graph per count: no Python between the calls
-                @tf.function(autograph=False)
+            if iters not in chained:  # one graph per count: no Python between the calls;
+                # reduce_retracing: after the second size, one graph of any length
+                @tf.function(autograph=False, reduce_retracing=True)
                 def many(v, iters=iters):
                     out = []
                     for _ in range(iters):  # each after the last one, in order
