@@ -111,8 +111,9 @@ def test_on_jax_each_traced_step_ends_when_its_work_is_done(tmp_path):
 def test_the_all_reduce_is_timed_as_nccl_tests_times_it(monkeypatch):
     """Per buffer size: a group of BENCH_ITERS awaited first (compiling, warm-up: the
     graph the timed groups run), then groups of BENCH_ITERS issued back to back and
-    awaited once, each group's time per call, the median kept. Before, each timing was one call from Python with every replica's
-    result copied to the host, and the warm-up was not awaited."""
+    awaited once, each group's time per call, the median kept. Before, each timing was
+    one call from Python with every replica's result copied to the host, and the warm-up
+    was not awaited."""
     from dlscale.measure import allreduce as window
 
     calls, clock = [], [0.0]
