@@ -2,10 +2,11 @@
 """Do the model's priors carry to a series they were not set on? Leave-one-series-out over
 bench/corpus (bench/prediction_corpus.py holds each series to its largest point).
 
-The model has four figures set on the corpus (dlscale.reporting.prediction.model): the
+The model has five figures set on the corpus (dlscale.reporting.prediction.model): the
 compute's fixed share where the batch per GPU does not span enough to fit a line
-(FIXED_SHARE), the growth per doubling with one GPU count (GROWTH_PRIOR), the span that
-lets a line be fitted (LINE_SPAN), and the band's margin (BAND_MARGIN). The shipped values
+(FIXED_SHARE) and a small batch's floor there (FLOOR_SAMPLES), the growth per doubling
+with one GPU count (GROWTH_PRIOR), the span that lets a line be fitted (LINE_SPAN), and
+the band's margin (BAND_MARGIN). The shipped values
 were chosen looking at every series, so prediction_corpus.py's share is in-sample. Here,
 for each series in turn:
 
@@ -45,7 +46,8 @@ from dlscale.reporting.prediction import model  # noqa: E402
 # the values tried for each prior: the shipped one and others either side
 PRIORS = {"FIXED_SHARE": (0.0, 0.01, 0.02, 0.05, 0.1),
           "GROWTH_PRIOR": (0.0, 0.015, 0.03, 0.045, 0.06),
-          "LINE_SPAN": (1.5, 2.0, 3.0, math.inf)}
+          "LINE_SPAN": (1.5, 2.0, 3.0, math.inf),
+          "FLOOR_SAMPLES": (0.0, 0.5, 1.0, 2.0)}
 MARGINS = tuple(i / 100 for i in range(61))
 COVERAGE = 0.90  # the band's aim (docs/prediction.md)
 SHIPPED = {name: getattr(model, name) for name in PRIORS}

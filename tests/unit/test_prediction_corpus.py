@@ -72,6 +72,19 @@ def test_a_fourfold_smaller_batch_per_gpu_with_no_line_is_inside_the_band():
     held_out_inside_band("v5.0-nvidia-gb200-nvl72-bert", 512, 128)
 
 
+@pytest.mark.parametrize("series_id, gpus, nodes", [
+    ("v1.1-nvidia-dgxa100-maskrcnn", 32, 4), ("v2.0-nvidia-dgxa100-maskrcnn", 64, 8),
+    ("v3.0-nvidia-dgxh100-maskrcnn", 64, 8)])
+def test_a_few_images_a_gpu_cost_a_floor_the_prior_share_leaves_out(series_id, gpus, nodes):
+    """NVIDIA's Mask R-CNN: 12 images a GPU on 8 GPUs, then 4 or 2 a GPU: one fit point,
+    so the compute's split is the prior. A fixed 2 % of the step predicted the held-out
+    point 9 to 18 % too fast; a GPU given a couple of images does not run them at full
+    occupancy, and a step costing what one image more would (model.FLOOR_SAMPLES) predicts
+    each within 10 %."""
+    _, held = held_out_inside_band(series_id, gpus, nodes)
+    assert abs(held["error"]) <= 0.10, held
+
+
 @pytest.mark.parametrize("series_id", ["v3.1-fujitsu-cdi-a100pcie-resnet",
                                        "v2.0-dell-xe8545-a100sxm40-resnet"])
 def test_every_fit_point_reproduces_its_own_step(series_id):

@@ -29,6 +29,13 @@ GROWTH_SHAPE = "per doubling"
 # the corpus of v1.0 to v4.0 (Dell XE8545 BERT, 0.36 at 64 sequences a GPU). With 0.1 the
 # band missed v5.0's GB200 NVL72 BERT, its batch per GPU from 72 to 16 (docs/prediction.md)
 FIXED_SHARE, FIXED_SHARES = 0.02, (0.0, 0.36)
+# ... and at least the floor of a small batch per GPU: a GPU given a few samples a step does
+# not run them at full occupancy, so a step of x samples costs what x + FLOOR_SAMPLES would
+# (the prior share at the base point at least FLOOR_SAMPLES / (FLOOR_SAMPLES + x); above
+# 49 samples a GPU the prior share is the larger). Set on the corpus's three Mask R-CNN
+# series, from 12 images a GPU to 4 and 2 (each alone asks for 0.9 to 1.05), the only
+# series it moves (docs/prediction.md)
+FLOOR_SAMPLES = 1.0
 # with one GPU count no growth is seen: it takes this share of compute per doubling (what
 # the corpus' pairs of counts show), the band spanning none and twice it
 GROWTH_PRIOR = 0.03
@@ -85,11 +92,17 @@ class Fit:
         return c + comm + growth, comm, growth
 
 
-def compute_line(points: list[Key], rest: dict, batch: dict, fixed_share: float
+def prior_share(batch_per_gpu: float) -> float:
+    """The compute's fixed share at a point of `batch_per_gpu` where the points leave the
+    split unknown: FIXED_SHARE, or a small batch's floor (FLOOR_SAMPLES) where larger."""
+    return max(FIXED_SHARE, FLOOR_SAMPLES / (FLOOR_SAMPLES + batch_per_gpu))
+
+
+def compute_line(points: list[Key], rest: dict, batch: dict, fixed_share: float | None
                  ) -> tuple[float, float]:
     """(fixed, per image of the batch per GPU): a straight line through the points where
     their batch per GPU spans LINE_SPAN (a and k at least 0); else through the base point
-    with `fixed_share` of it fixed."""
+    with `fixed_share` of it fixed (None: the prior, prior_share)."""
     xs = [batch[p] / p[0] for p in points]
     ys = [rest[p] for p in points]
     if len(set(xs)) > 1 and max(xs) >= LINE_SPAN * min(xs):
@@ -99,7 +112,8 @@ def compute_line(points: list[Key], rest: dict, batch: dict, fixed_share: float
         if a < 0:  # no fixed part: all of it per image
             return 0.0, median([y / x for x, y in zip(xs, ys, strict=True)])
         return a, k
-    return fixed_share * ys[0], (1 - fixed_share) * ys[0] / xs[0]
+    share = prior_share(xs[0]) if fixed_share is None else fixed_share
+    return share * ys[0], (1 - share) * ys[0] / xs[0]
 
 
 def fit(points: list[Key], steps: dict, batch: dict, exposed: dict, beyond: dict,
@@ -111,7 +125,6 @@ def fit(points: list[Key], steps: dict, batch: dict, exposed: dict, beyond: dict
     every multi-replica count); the growth's rate from the base to the largest point
     (`prior_growth` per unit of the shape where there is one count)."""
     shape = GROWTH_SHAPE if shape is None else shape
-    fixed_share = FIXED_SHARE if fixed_share is None else fixed_share
     prior_growth = GROWTH_PRIOR if prior_growth is None else prior_growth
     multi = [beyond[p] for p in points if p[0] > 1]
     overhead = median(multi) if multi else 0.0
@@ -132,12 +145,15 @@ def fit(points: list[Key], steps: dict, batch: dict, exposed: dict, beyond: dict
 
 def alternatives(points: list[Key], steps: dict, batch: dict, exposed: dict, beyond: dict,
                  hideable: float, shared_cores: bool) -> list[Fit]:
-    """The fits the band spans: the other shape, the compute's other splits, and with one
-    count the prior growth."""
+    """The fits the band spans: the other shape, the compute's other splits (none fixed,
+    and the larger of FIXED_SHARES' top and the prior's), and with one count the prior
+    growth."""
     one = len({p[0] for p in points}) < 2
+    low, high = FIXED_SHARES
+    high = max(high, prior_share(batch[points[0]] / points[0][0]))
     return [fit(points, steps, batch, exposed, beyond, hideable, shared_cores, shape, share,
                 growth)
-            for shape in SHAPES for share in FIXED_SHARES
+            for shape in SHAPES for share in (low, high)
             for growth in ((0.0, 2 * GROWTH_PRIOR) if one else (None,))]
 
 
