@@ -33,6 +33,7 @@ exposed; `comm_total_s` is all of it, `comm_exposed_s` the part no compute hides
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -77,17 +78,22 @@ class Event:
 def kind(event: Event) -> str | None:
     """compute, comm, input, copy (the batch's copy to a GPU: input, beside tf.data's),
     or None (a marker, the runtime, an event of no line that executes operations)."""
-    if COLLECTIVE.search(event.name):
+    return kind_of(event.line, event.name)
+
+
+@functools.lru_cache(maxsize=1 << 16)  # a trace repeats its names: each pair judged once
+def kind_of(line: str, name: str) -> str | None:
+    if COLLECTIVE.search(name):
         return "comm"
-    if INPUT.search(event.name):
+    if INPUT.search(name):
         return "input"
-    if GPU_STREAM.search(event.line):  # kernels and copies: C++ names hold `::` too
-        return COPIES.get(event.name, "compute")
-    if TORCH_OPS.search(event.line):
+    if GPU_STREAM.search(line):  # kernels and copies: C++ names hold `::` too
+        return COPIES.get(name, "compute")
+    if TORCH_OPS.search(line):
         return "compute"
-    if event.line.startswith(TORCH_COPY):
-        return "copy" if "HtoD" in event.name else None
-    if RUNTIME.search(event.name) or not COMPUTE_LINE.search(event.line):
+    if line.startswith(TORCH_COPY):
+        return "copy" if "HtoD" in name else None
+    if RUNTIME.search(name) or not COMPUTE_LINE.search(line):
         return None
     return "compute"
 
