@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# A throw-away SLURM cluster on this machine: two nodes (n1, n2) with four fake GPUs
-# each, for the cluster tests and for trying profiles/slurm on a workstation.
+# A throw-away SLURM cluster on this machine: four nodes (n1 to n4) with four fake GPUs
+# each, in two partitions of two nodes: `debug` (n1, n2; the default) and `second` (n3,
+# n4), so that two cluster test files run side by side, each with a pair of its own
+# (tests/cluster). Also for trying profiles/slurm on a workstation.
 #
 #   scripts/testcluster.sh start    # needs root, Debian's slurm-wlm and munge
 #   scripts/testcluster.sh status
 #   scripts/testcluster.sh stop     # ends what start started (munged too, if start started it) and removes the files and /etc/hosts lines start wrote
 #   scripts/testcluster.sh config   # only writes the configuration (start does it too)
 #   scripts/testcluster.sh node n1  # starts one node's slurmd again (after a test stopped it)
-#   scripts/testcluster.sh link 100mbit  # slows the link between the nodes (link off: full speed)
-#   scripts/testcluster.sh favour on     # the nodes' jobs first on the CPU (favour off: shared)
+#   scripts/testcluster.sh link 100mbit  # slows the link between n1 and n2 (link off: full speed)
+#   scripts/testcluster.sh favour on     # n1's and n2's jobs first on the CPU (favour off: shared)
 #   scripts/testcluster.sh net-up | net-down  # only the nodes' network (start and stop do it)
 #
 # Each node is a network host of its own: a network namespace ($NETNS_PREFIX-n1, -n2) whose
@@ -18,7 +20,8 @@
 # the gateway and cut the machine off): the first free 10.213.X.0/24, or
 # $DLSCALE_CLUSTER_SUBNET, checked before anything is added. Traffic stays between the
 # namespaces and the bridge. `link RATE` puts a token bucket (tc tbf) on each node's eth0,
-# so the nodes talk to each other at RATE; stop removes the namespaces, the bridge and
+# so the nodes talk to each other at RATE (the test bed's pair, n1 and n2: `second`'s nodes
+# keep their pace); stop removes the namespaces, the bridge and
 # their addresses and routes, leaving `ip addr`, `ip route` and `ip netns` as they were.
 #
 # State, logs and fake GPUs live in $DLSCALE_CLUSTER_DIR (default /tmp/dlscale-slurm).
@@ -52,7 +55,10 @@ CGROUPS="${DLSCALE_CGROUPS:-/sys/fs/cgroup}"
 proctrack() {
     if [ -w "$CGROUPS/freezer" ]; then echo proctrack/cgroup; else echo proctrack/linuxproc; fi
 }
-NODES=(n1 n2)
+NODES=(n1 n2 n3 n4)
+# the partitions, each "name:nodes"; the first is the default
+PARTITIONS=(debug:n1,n2 second:n3,n4)
+BED=(n1 n2)  # the test bed's pair: `link` and `favour` act on these nodes only
 
 die() { echo "testcluster: $*" >&2; exit 1; }
 
@@ -156,18 +162,18 @@ net_down() {
 # The link between the nodes at RATE (tc's units: 100mbit, 1gbit), or `off`.
 set_link() {
     [ -f "$NET_STATE" ] || die "the nodes' network is not up (start or net-up)"
-    for node in "${NODES[@]}"; do
+    for node in "${BED[@]}"; do
         local ns="$NETNS_PREFIX-$node"
         tc -n "$ns" qdisc del dev eth0 root 2>/dev/null || true
         if [ "$1" != off ]; then
             tc -n "$ns" qdisc add dev eth0 root tbf rate "$1" burst 64kb latency 500ms
         fi
     done
-    echo "testcluster: the link between the nodes is ${1/off/at full speed}"
+    echo "testcluster: the link between ${BED[0]} and ${BED[1]} is ${1/off/at full speed}"
 }
 
-# The nodes' jobs favoured on this machine's cores, as if the nodes had cores of their own:
-# each node's slurmd goes into a cgroup (v1's cpu controller) of FAVOURED_SHARES, against
+# The test bed's jobs favoured on this machine's cores, as if its nodes had cores of their
+# own: each of its nodes' slurmd goes into a cgroup (v1's cpu controller) of FAVOURED_SHARES, against
 # 1024 for every other session (autogroup) on the machine, and every job step it starts
 # after inherits it. A measurement across the nodes (the prediction's test bed) then sees
 # its own jobs, not the rest of a test suite beside it. `off` moves the daemons back; jobs
@@ -183,14 +189,15 @@ favour() {
         off) into="$CGROUPS/cpu" ;;
         *) die "usage: $0 favour on|off (the nodes' jobs first on the CPU, or shared)" ;;
     esac
-    for pidfile in "$DIR"/slurmd-*.pid; do
-        [ -f "$pidfile" ] || die "no slurmd is running (start)"
+    for node in "${BED[@]}"; do
+        pidfile="$DIR/slurmd-$node.pid"
+        [ -f "$pidfile" ] || die "no slurmd is running for $node (start)"
         cat "$pidfile" > "$into/cgroup.procs"
     done
     if [ "$1" = on ]; then
-        echo "testcluster: the nodes' jobs are favoured on the CPU (cpu.shares $FAVOURED_SHARES)"
+        echo "testcluster: ${BED[*]}'s jobs are favoured on the CPU (cpu.shares $FAVOURED_SHARES)"
     else
-        echo "testcluster: the nodes' jobs share the CPU with everything else"
+        echo "testcluster: ${BED[*]}'s jobs share the CPU with everything else"
     fi
 }
 
@@ -265,6 +272,15 @@ start_accounting() {
         sacctmgr -i add cluster dlscaletest >/dev/null
 }
 
+# slurm.conf's partition lines, the first partition the default
+partition_lines() {
+    local spec default=" Default=YES"
+    for spec in "${PARTITIONS[@]}"; do
+        echo "PartitionName=${spec%%:*} Nodes=${spec#*:}$default MaxTime=INFINITE State=UP"
+        default=""
+    done
+}
+
 write_config() {
     if [ -f "$CONF" ] && ! grep -q "^$MARKER" "$CONF"; then
         die "$CONF exists and was not written by this script: not overwriting a real SLURM configuration"
@@ -288,7 +304,7 @@ write_config() {
         port=$((port + 1)) index=$((index + 1))
     done
     cat > "$CONF" <<EOF
-$MARKER (scripts/testcluster.sh): two nodes, fake GPUs, state in $DIR
+$MARKER (scripts/testcluster.sh): four nodes in two partitions, fake GPUs, state in $DIR
 ClusterName=dlscaletest
 SlurmctldHost=$host
 SlurmctldPort=16817
@@ -317,7 +333,7 @@ MinJobAge=300
 KillWait=5
 ReturnToService=2
 InactiveLimit=0
-${nodes}PartitionName=debug Nodes=$(IFS=,; echo "${NODES[*]}") Default=YES MaxTime=INFINITE State=UP
+${nodes}$(partition_lines)
 EOF
     printf '%s\nAutoDetect=off\n%s' "$MARKER" "$gres" > "$ETC/gres.conf"
     # proctrack/cgroup as sites run it (v1's freezer; nothing constrained: 2 CPUs here)
@@ -391,7 +407,7 @@ start() {
         sleep 0.5
     done
     sinfo -h -N -o "%N %t" | grep -q " idle" || { tail -20 "$DIR/log/"*.log >&2; die "nodes did not come up"; }
-    echo "testcluster: running, ${#NODES[*]} nodes with 4 fake GPUs each ($CONF)"
+    echo "testcluster: running, ${#NODES[*]} nodes with 4 fake GPUs each, partitions ${PARTITIONS[*]} ($CONF)"
 }
 
 # End the daemons of these pid files: each told at once, then waited for (up to 5 s each).

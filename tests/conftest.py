@@ -42,14 +42,14 @@ needs_fashion = pytest.mark.skipif(
 TABLES = "results/tables/scaling.csv"
 
 
-# The files that take longest, longest first: `make test` hands whole files to three
+# The files that take longest, longest first: `make test` hands whole files to four
 # workers in collection order (`--dist loadfile --no-loadscope-reorder`). xdist's own
 # order (files with most tests first) started the one-test demo last: once the set-up and
 # the rest had shrunk, it ran its last 2 to 3 minutes with the cores half idle
 # (docs/benchmarks.md, "Where CI's time goes"). The order changes no
 # result, only which worker takes a file, and when; the unit files, many and short, last.
 LONGEST_FIRST = (
-    "cluster/test_slurm.py", "workflow/test_demo.py", "training/test_train.py",
+    "cluster/test_slurm.py", "cluster/test_slurm_endings.py", "workflow/test_demo.py", "training/test_train.py",
     "workflow/test_analysis_workflow.py", "training/test_keras3.py",
     "workflow/test_own_model.py", "workflow/test_contract_workflow.py",
     "workflow/test_resize.py", "workflow/test_history_workflow.py",

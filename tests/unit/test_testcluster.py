@@ -36,10 +36,15 @@ def test_stop_removes_what_start_wrote_and_nothing_else(tmp_path):
     assert done.returncode == 0, done.stderr
     conf = (tmp_path / "etc" / "slurm.conf").read_text()
     assert conf.startswith("# dlscale test cluster")
+    # two partitions of two nodes, one per cluster test file (tests/cluster)
+    assert [line.split()[:3] for line in conf.splitlines()
+            if line.startswith("PartitionName=")] == [
+        ["PartitionName=debug", "Nodes=n1,n2", "Default=YES"],
+        ["PartitionName=second", "Nodes=n3,n4", "MaxTime=INFINITE"]]
     hosts = (tmp_path / "hosts").read_text()
     assert hosts.startswith(USERS_HOSTS)
-    assert "127.0.0.1 n1 # dlscale test cluster" in hosts
-    assert "127.0.0.1 n2 # dlscale test cluster" in hosts
+    for node in ("n1", "n2", "n3", "n4"):
+        assert f"127.0.0.1 {node} # dlscale test cluster" in hosts
     # writing again adds no second line per node
     assert run(tmp_path, "config").returncode == 0
     assert (tmp_path / "hosts").read_text() == hosts
@@ -157,7 +162,9 @@ def test_favour_moves_the_nodes_daemons_into_a_heavier_cpu_group_and_back(tmp_pa
     """`favour on` puts each node's slurmd (so every job it starts after) into a cpu
     cgroup of more shares than any other session's 1024, `favour off` back into the root
     one; where cgroup v1's cpu controller is not writable it says so in one line. Here the
-    cgroup folder is a plain one, so each write leaves the last node's pid."""
+    cgroup folder is a plain one, so each write leaves the last node's pid. Only the test
+    bed's pair (n1, n2) is favoured: the other partition's jobs, a cluster test file of
+    their own beside it, share the CPU with the rest."""
     state = tmp_path / "state"
     state.mkdir()
     done = run(tmp_path, "favour", "on")
@@ -167,6 +174,7 @@ def test_favour_moves_the_nodes_daemons_into_a_heavier_cpu_group_and_back(tmp_pa
     assert "no slurmd is running" in run(tmp_path, "favour", "on").stderr
     (state / "slurmd-n1.pid").write_text("4101\n")
     (state / "slurmd-n2.pid").write_text("4102\n")
+    (state / "slurmd-n3.pid").write_text("4103\n")
     done = run(tmp_path, "favour", "on")
     assert done.returncode == 0, done.stderr
     group = tmp_path / "cgroup/cpu/dlscale-testcluster"
