@@ -49,7 +49,8 @@ TABLES = "results/tables/scaling.csv"
 # (docs/benchmarks.md, "Where CI's time goes"). The order changes no
 # result, only which worker takes a file, and when; the unit files, many and short, last.
 LONGEST_FIRST = (
-    "cluster/test_slurm.py", "cluster/test_slurm_endings.py", "workflow/test_demo.py", "training/test_train.py",
+    "cluster/test_slurm.py", "cluster/test_slurm_endings.py", "workflow/test_demo.py",
+    "training/test_train.py",
     "workflow/test_analysis_workflow.py", "training/test_keras3.py",
     "workflow/test_own_model.py", "workflow/test_contract_workflow.py",
     "workflow/test_resize.py", "workflow/test_history_workflow.py",
