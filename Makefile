@@ -136,14 +136,15 @@ demo: setup sysdeps
 
 # setup and horovod in a make of their own (sysdeps may have just installed mpicc), side by
 # side: the two environments are independent (55 s here, against 90 s one after the other)
-# Four pytest workers on the 2 cores, a test file per worker at a time: the two SLURM files
-# (each in order, on a partition of its own; mostly waiting for the scheduler's polls) on
-# two, all the others on the other two; the longest files handed out first
-# (tests/conftest.py, LONGEST_FIRST)
+# Three pytest workers on the 2 cores, a test file per worker at a time: the two SLURM
+# files (each in order, on a partition of its own; mostly waiting for the scheduler's
+# polls) on two, all the others on the third and, once a SLURM file is done, on its
+# worker; the longest files handed out first (tests/conftest.py, LONGEST_FIRST). Four
+# workers kept the cores busier but cost 25 % more CPU for the same tests (docs/benchmarks.md)
 test: sysdeps
 	$(MAKE) -j2 setup horovod
 	$(MAKE) setup-torch
-	$(VENV)/bin/python -m pytest -n 4 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest -n 3 --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 # The same tests on a machine whose cores are all busy with other work: one busy loop per
 # core runs beside them until they end. Timing-dependent tests fail here.

@@ -42,7 +42,7 @@ needs_fashion = pytest.mark.skipif(
 TABLES = "results/tables/scaling.csv"
 
 
-# The files that take longest, longest first: `make test` hands whole files to four
+# The files that take longest, longest first: `make test` hands whole files to three
 # workers in collection order (`--dist loadfile --no-loadscope-reorder`). xdist's own
 # order (files with most tests first) started the one-test demo last: once the set-up and
 # the rest had shrunk, it ran its last 2 to 3 minutes with the cores half idle
