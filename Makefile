@@ -140,7 +140,7 @@ demo: setup sysdeps
 # files (each in order, on a partition of its own; mostly waiting for the scheduler's
 # polls) on two, all the others on the third and, once a SLURM file is done, on its
 # worker; the longest files handed out first (tests/conftest.py, LONGEST_FIRST). Four
-# workers kept the cores busier but cost 25 % more CPU for the same tests (docs/benchmarks.md)
+# workers kept the cores busier but cost 18 % more CPU for the same tests (docs/benchmarks.md)
 test: sysdeps
 	$(MAKE) -j2 setup horovod
 	$(MAKE) setup-torch

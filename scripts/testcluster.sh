@@ -13,7 +13,7 @@
 #   scripts/testcluster.sh favour on     # n1's and n2's jobs first on the CPU (favour off: shared)
 #   scripts/testcluster.sh net-up | net-down  # only the nodes' network (start and stop do it)
 #
-# Each node is a network host of its own: a network namespace ($NETNS_PREFIX-n1, -n2) whose
+# Each node is a network host of its own: a network namespace ($NETNS_PREFIX-n1 to -n4) whose
 # eth0 is one end of a veth pair, the other end on a bridge ($NETNS_PREFIX-br) in this
 # machine's namespace, which gets the bridge's address and nothing else. The subnet is
 # one that no address or route of this machine overlaps (an overlapping one would shadow
@@ -173,9 +173,9 @@ set_link() {
 }
 
 # The test bed's jobs favoured on this machine's cores, as if its nodes had cores of their
-# own: each of its nodes' slurmd goes into a cgroup (v1's cpu controller) of FAVOURED_SHARES, against
-# 1024 for every other session (autogroup) on the machine, and every job step it starts
-# after inherits it. A measurement across the nodes (the prediction's test bed) then sees
+# own: each of its nodes' slurmd goes into a cgroup (v1's cpu controller) of
+# FAVOURED_SHARES, against 1024 for every other session (autogroup) on the machine, and
+# every job step it starts after inherits it. A measurement across the nodes (the prediction's test bed) then sees
 # its own jobs, not the rest of a test suite beside it. `off` moves the daemons back; jobs
 # already running keep the weight until they end, and stop removes the cgroup.
 FAVOURED="$CGROUPS/cpu/dlscale-testcluster"

@@ -38,11 +38,11 @@ def _cluster_up() -> bool:
 
 @pytest.fixture(scope="session")
 def slurm():
+    script = ROOT / "scripts" / "testcluster.sh"
     with open(STARTING, "a") as starting, open(USERS, "a") as users:
         fcntl.flock(starting, fcntl.LOCK_EX)
         started = False
         if not _cluster_up():
-            script = ROOT / "scripts" / "testcluster.sh"
             can_start = os.geteuid() == 0 and shutil.which("slurmctld") and shutil.which("munged")
             if can_start:
                 proc = subprocess.run([str(script), "start"], capture_output=True, text=True)
@@ -61,8 +61,7 @@ def slurm():
         yield
         if started:
             fcntl.flock(users, fcntl.LOCK_EX)  # the other workers' tests are done
-            subprocess.run([str(ROOT / "scripts" / "testcluster.sh"), "stop"],
-                           capture_output=True)
+            subprocess.run([str(script), "stop"], capture_output=True)
 
 
 def partition_queue(partition: str, *fields: str) -> list[list[str]]:

@@ -38,8 +38,6 @@ from cluster.conftest import accounted_states, partition_queue, sweep_config
 # loadgroup with an xdist_group mark would be the finer tool, but pytest-xdist 3.8.0 marks
 # a group by rewriting Item._nodeid, which pytest 9 no longer reads: the groups are lost.)
 pytestmark = [pytest.mark.cluster, pytest.mark.usefixtures("slurm")]
-
-
 PROFILE = ["--profile", str(ROOT / "profiles" / "slurm")]  # as shipped: the default partition
 PARTITION = "debug"
 CLUSTER_DIR = Path(os.environ.get("DLSCALE_CLUSTER_DIR", "/tmp/dlscale-slurm"))  # its state
