@@ -12,10 +12,13 @@ import pytest
 import tabulate_run
 from conftest import ROOT
 
+from dlscale.core import models
 from dlscale.core.contract import RunRecord, Status
 from dlscale.logparse.reader import parse_text, read_text
 from dlscale.reporting import runtable
 from dlscale.reporting.analysis import scaling, summarize_runs, t95
+from dlscale.reporting.prediction.links import Link
+from dlscale.reporting.prediction.series import series_prediction
 
 STUDY = ROOT / "tests" / "data" / "reference-study"
 
@@ -42,6 +45,24 @@ def test_the_published_study_is_reproduced_from_its_logs():
     assert [round(v) for v in table["images_per_s"]] == [1111, 2083, 4167]
     assert list(table["final_accuracy"]) == [0.507, 0.5049, 0.501]
     assert not table["accuracy_flag"].any()  # "about 0.50 whatever the GPU count"
+
+
+def test_the_studys_1_gpu_fit_point_reproduces_itself_on_a_given_network():
+    """The published study's 1- and 2-GPU points on a network the user gives (a V100
+    node's NVLink 2.0, 150 GB/s each way): the gradient's all-reduce is a few milliseconds
+    of a 0.23 s step, and a compute taken as the fit points' median left the 1-GPU point
+    6 % off its own measurement. Each fit point gives back the step it was fitted on."""
+    epochs = study_epochs()
+    table = scaling(epochs, summarize_runs(epochs, 1), 1, 0.05)
+    nvlink = {"within_node": (Link(3.4e-6, 150e9), "given")}
+    breakdown = pd.DataFrame(columns=["series", "gpus", "nodes", "communication_share"])
+    rows = pd.DataFrame(series_prediction("V100 study", table, breakdown, {},
+                                          known_size=models.table()["ResNet50V2"].gradient_bytes,
+                                          network=nvlink))
+    fit = rows[rows["role"] == "fit"]
+    assert list(fit["gpus"]) == [1, 2]
+    assert list(fit["predicted_step_s"]) == pytest.approx(list(fit["measured_step_s"]),
+                                                          rel=1e-9)
 
 
 def test_results_that_look_wrong_are_flagged_and_kept():
