@@ -104,7 +104,7 @@ rule probe_network:
         *SOFTWARE_MODULES,
     threads: point_resource("cores")
     resources:
-        **retry_records_only(point_resources()),
+        **retry_records_only(probes.job_resources(point_resources())),
     params:
         launcher=script("launch.py"),
         launch=of_point(STUDY.launch_plan),

@@ -126,3 +126,18 @@ def accounted_states(jobs: list[str], wait_s: float = 60) -> list[str]:
         if time.time() > deadline or not {"?", "PENDING", "RUNNING"} & set(found):
             return found
         time.sleep(1)
+
+
+def accounted_spans(jobs: list[str], wait_s: float = 60) -> dict[str, tuple[str, str]]:
+    """SLURM's accounting of each job's start and end (ISO times, to the second), once
+    every job has both (or after `wait_s`)."""
+    deadline = time.time() + wait_s
+    while True:
+        proc = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "JobID,Start,End", "-j",
+                               ",".join(jobs)], capture_output=True, text=True, check=True)
+        spans = {job: (start, end) for job, start, end in
+                 (line.split("|") for line in proc.stdout.splitlines() if line.count("|") == 2)}
+        known = all(job in spans and "Unknown" not in spans[job] for job in jobs)
+        if known or time.time() > deadline:
+            return spans
+        time.sleep(1)

@@ -51,6 +51,18 @@ def test_the_probe_times_sizes_four_times_apart_up_to_the_gradient():
     assert probe_sizes(65536) == [4096, 16384, 65536]
 
 
+def test_the_probes_job_takes_its_nodes_whole_and_its_retry_asks_for_the_sites_flags():
+    """The probe times the link alone: its job asks for its nodes whole (sbatch
+    --exclusive), beside the site's slurm_extra; the retry that records only does not."""
+    site = {"slurm_extra": lambda wildcards: "--account=x", "runtime": lambda w: 10}
+    resources = probes.job_resources(site)
+    assert resources["runtime"] is site["runtime"]
+    assert resources["slurm_extra"]({}, 1) == "--account=x --exclusive"
+    assert resources["slurm_extra"]({}, 2) == "--account=x"
+    alone = probes.job_resources({"slurm_extra": lambda wildcards: None})
+    assert (alone["slurm_extra"]({}, 1), alone["slurm_extra"]({}, 2)) == ("--exclusive", None)
+
+
 def write_probe(path, nodes, ranks, link: netlinks.Link, strategy="multiworker"):
     path.write_text(json.dumps({
         "strategy": strategy, "nodes": nodes, "gpus": ranks, "hosts": ["n1", "n2"],

@@ -10,9 +10,16 @@ import shlex
 
 from dlscale.core import models
 from dlscale.core.contract import NETWORK
+from dlscale.plan.rulefunctions import signature_once
 
 # the largest buffer where no model of the study has a known gradient (a model of yours)
 UNKNOWN_GRADIENT_BYTES = 64 * 2 ** 20
+# sbatch's flag for the probe's job: its nodes taken whole, so that no job (the study's
+# own points included: Snakemake submits them with the probe) shares the link while it is
+# timed. On the test bed, the two-node point trained beside the probe: both sent over the
+# slowed link at once, the probe read it at 69 Mbit/s of 100 and the point was predicted
+# +18.6 % off (docs/benchmarks.md, "The test bed")
+EXCLUSIVE = "--exclusive"
 
 
 def probe_file(key: str) -> str:
@@ -60,3 +67,16 @@ def worker_command(study, p, out: str) -> str:
 def worker_of(study, planned: dict):
     """The rule's params function: (wildcards, output) -> the probe's worker command."""
     return lambda wildcards, output: worker_command(study, planned[wildcards.probe], output[0])
+
+
+def job_resources(resources: dict) -> dict:
+    """The probe's job's resources: its point's (`resources`, the train rule's), the
+    nodes taken whole (EXCLUSIVE) on the first attempt; the retry, which only records
+    why SLURM ended the first (dlscale.plan.rulefunctions.retry_records_only), asks for
+    the site's slurm_extra alone."""
+    site = resources["slurm_extra"]
+
+    def slurm_extra(wildcards, attempt):
+        return (" ".join(filter(None, [site(wildcards), EXCLUSIVE])) if attempt == 1
+                else site(wildcards))
+    return resources | {"slurm_extra": signature_once(slurm_extra)}
