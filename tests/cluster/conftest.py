@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -128,16 +129,20 @@ def accounted_states(jobs: list[str], wait_s: float = 60) -> list[str]:
         time.sleep(1)
 
 
-def accounted_spans(jobs: list[str], wait_s: float = 60) -> dict[str, tuple[str, str]]:
-    """SLURM's accounting of each job's start and end (ISO times, to the second), once
-    every job has both (or after `wait_s`)."""
+def accounted_fields(job: str, *fields: str, wait_s: float = 60) -> list[str]:
+    """SLURM's accounting of one job's `fields` (sacct -o), once it has them all."""
     deadline = time.time() + wait_s
     while True:
-        proc = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "JobID,Start,End", "-j",
-                               ",".join(jobs)], capture_output=True, text=True, check=True)
-        spans = {job: (start, end) for job, start, end in
-                 (line.split("|") for line in proc.stdout.splitlines() if line.count("|") == 2)}
-        known = all(job in spans and "Unknown" not in spans[job] for job in jobs)
-        if known or time.time() > deadline:
-            return spans
+        proc = subprocess.run(["sacct", "-n", "-X", "-P", "-o", ",".join(fields), "-j", job],
+                              capture_output=True, text=True, check=True)
+        found = (proc.stdout.splitlines() or [""])[0].split("|")
+        if (len(found) == len(fields) and all(found)) or time.time() > deadline:
+            return found
         time.sleep(1)
+
+
+def node_cpus(node: str) -> int:
+    """The node's CPUs, as SLURM's controller has them (scontrol: CPUTot)."""
+    proc = subprocess.run(["scontrol", "show", "node", node], capture_output=True,
+                          text=True, check=True)
+    return int(re.search(r"\bCPUTot=(\d+)", proc.stdout).group(1))
