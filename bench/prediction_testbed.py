@@ -4,9 +4,10 @@ namespaces) with the link between them slowed by `tc tbf`, a study of MLP on 1 a
 "GPUs" of one node and 2 on two nodes, for MultiWorkerMirroredStrategy and for Keras 3 on
 JAX (gloo across processes), through profiles/slurm; the 2-node point is held out and
 predicted from the one-node points and the network's probe. Then, at each further rate,
-the probe alone is run again and the communication it predicts is printed. The nodes'
-jobs are favoured on the CPU (testcluster.sh favour), as in the cluster test, unless
---shared-cpu; --repeats runs each study again in a fresh folder.
+the probe alone is run again and the communication it predicts is printed. As in the
+cluster test, each study runs one job at a time and the nodes' jobs are favoured on the
+CPU (testcluster.sh favour; not with --shared-cpu); --repeats runs each study again in a
+fresh folder.
 
   scripts/testcluster.sh start    # as root
   python bench/prediction_testbed.py [--rates 100mbit 50mbit] [--repeats N] [--shared-cpu]
@@ -42,7 +43,7 @@ def snakemake(folder: Path, *args: str) -> None:
     """Snakemake's own output goes to the study's snakemake.log."""
     with open(folder / "snakemake.log", "a") as log:
         subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"),
-                        "--profile", str(ROOT / "profiles" / "slurm"), *args,
+                        "--profile", str(ROOT / "profiles" / "slurm"), "--jobs", "1", *args,
                         "results/tables/prediction.csv"], cwd=folder, check=True,
                        stdout=log, stderr=subprocess.STDOUT,
                        env=dict(os.environ, PYTHONPATH=str(ROOT / "scripts"),  # jobs' python:

@@ -110,6 +110,33 @@ def test_a_probe_predicts_the_first_point_past_a_node_from_one_node_points(tmp_p
     assert held_slow["comm_s"] > 1.9 * held["comm_s"] - 4 * 80e-6
 
 
+def test_each_row_names_the_link_its_prediction_used(tmp_path):
+    """The held-out 2-node point is predicted with the probe's link; the doublings past it
+    with every point's, its own timed all-reduce included. Each row's latency, bandwidth
+    and link_source are those of the links that predicted it: the held-out row named the
+    probe but gave the bandwidth its own all-reduce timed (on the test bed, 94 Mbit/s
+    beside a probe of 69 whose link had predicted it)."""
+    intra = netlinks.Link(ALPHA, BANDWIDTH)
+    probed, timed = netlinks.Link(80e-6, BANDWIDTH / 50), netlinks.Link(80e-6, BANDWIDTH / 40)
+    links = netlinks.probe_links([write_probe(tmp_path / "nodes2.json", 2, 2, probed)])
+    points = [(1, 1), (2, 1), (2, 2)]
+    steps = {k: COMPUTE + netlinks.allreduce_time(*k, GRADIENT, intra, timed) for k in points}
+    frame = series(steps)
+    found = records(points, lambda n, nodes, size: netlinks.allreduce_time(
+        n, nodes, size, intra, timed))
+    exposed = {k: steps[k] - COMPUTE for k in points}
+    rows = predict.series_prediction("Net", frame, breakdown_of(frame, exposed), found,
+                                     gpus_per_node=2, network=links["multiworker"])
+    held = next(r for r in rows if r["role"] == "held out")
+    assert (held["gpus"], held["nodes"]) == (2, 2)
+    assert held["comm_s"] == pytest.approx(probed.ring_s(2, GRADIENT))
+    assert held["bus_bandwidth_inter_gbs"] == pytest.approx(probed.bandwidth / 1e9)
+    assert "between nodes: measured (probe: 2 nodes)" in held["link_source"]
+    beyond = [r for r in rows if r["role"] == "extrapolated"]
+    assert beyond and all(r["bus_bandwidth_inter_gbs"] == pytest.approx(timed.bandwidth / 1e9)
+                          and "probe" not in r["link_source"] for r in beyond)
+
+
 def test_the_probe_over_the_most_nodes_of_a_strategy_is_taken(tmp_path):
     two = write_probe(tmp_path / "a.json", 2, 2, netlinks.Link(1e-5, 1e9))
     four = write_probe(tmp_path / "b.json", 4, 4, netlinks.Link(2e-5, 5e8))

@@ -316,7 +316,9 @@ PREDICTION = (
     Column("bus_bandwidth_inter_gbs", "GB/s", "between nodes: the ring's bus bandwidth"),
     Column("link_source", "", "measured (the points' timed all-reduce, or the network's "
            "probe between nodes), given (analysis.network), or fitted from step times (no "
-           "latency or bandwidth claimed), per level"),
+           "latency or bandwidth claimed), per level; the row's links, as the four columns "
+           "before it: a measured point's from the fit points, an extrapolation's from "
+           "every point"),
     Column("gradient_bytes", "bytes", "the bytes all-reduced per step"),
     Column("verdict", "", "explained, or not explained (held-out error over the threshold)"),
     Column("note", "", "why a series or row is not predicted, or how it was"),

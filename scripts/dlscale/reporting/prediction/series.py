@@ -154,6 +154,9 @@ def data_parallel(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
     intra, inter, source, fitted, notes = on_fit
     # the extrapolations' links: every point's (the held-out's timed all-reduce too)
     intra_all, inter_all = on_all[:2]
+    # each row's link columns: the links its prediction used (a measured point's from the
+    # fit points, an extrapolation's from every point), with where they came from
+    row_links = {True: on_fit[:4], False: on_all[:4]}
 
     def timed(g, n):
         return allreduce_time(g, n, size, intra, inter)
@@ -225,18 +228,23 @@ def data_parallel(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
             "comm_s": comm, "exposure": comm / total if total > 0 else math.nan,
             "hideable": h, "growth_s": growth,
             "growth_cause": (cause or "fitted from step times") if growth > 0 else "",
-            "latency_us": intra_all.alpha * 1e6 if intra_all and not fitted else math.nan,
-            "bus_bandwidth_gbs": intra_all.bandwidth / 1e9 if intra_all and not fitted
-            else math.nan,
-            "latency_inter_us": inter_all.alpha * 1e6 if inter_all else math.nan,
-            "bus_bandwidth_inter_gbs": inter_all.bandwidth / 1e9 if inter_all else math.nan,
-            "link_source": source, "gradient_bytes": size, "verdict": "",
+            **link_columns(*row_links[measured]), "gradient_bytes": size, "verdict": "",
             "note": "; ".join(row_notes + [NO_NETWORK] if math.isnan(step) and NO_NETWORK
                               not in row_notes else row_notes)})
     verdict = judge(rows[keys.index(held)] if held else None, starved, source, steps, timed)
     for row in rows:
         row["verdict"] = verdict
     return rows
+
+
+def link_columns(intra, inter, source: str, fitted: bool) -> dict:
+    """A row's latency and bus bandwidth per level, and where they came from (none within
+    a node where the link was fitted on step times: no latency or bandwidth is claimed)."""
+    return {"latency_us": intra.alpha * 1e6 if intra and not fitted else math.nan,
+            "bus_bandwidth_gbs": intra.bandwidth / 1e9 if intra and not fitted else math.nan,
+            "latency_inter_us": inter.alpha * 1e6 if inter else math.nan,
+            "bus_bandwidth_inter_gbs": inter.bandwidth / 1e9 if inter else math.nan,
+            "link_source": source}
 
 
 def judge(held: dict | None, starved: list, source: str, steps: dict, timed) -> str:
