@@ -5,9 +5,9 @@ namespaces) with the link between them slowed by `tc tbf`, a study of MLP on 1 a
 JAX (gloo across processes), through profiles/slurm; the 2-node point is held out and
 predicted from the one-node points and the network's probe. Then, at each further rate,
 the probe alone is run again and the communication it predicts is printed. As in the
-cluster test, each study runs one job at a time and the nodes' jobs are favoured on the
-CPU (testcluster.sh favour; not with --shared-cpu); --repeats runs each study again in a
-fresh folder.
+cluster test, the held-out point trains alone after the fit points and the probe, and the
+nodes' jobs are favoured on the CPU (testcluster.sh favour; not with --shared-cpu);
+--repeats runs each study again in a fresh folder.
 
   scripts/testcluster.sh start    # as root
   python bench/prediction_testbed.py [--rates 100mbit 50mbit] [--repeats N] [--shared-cpu]
@@ -29,6 +29,8 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parent.parent
 STUDIES = {"multiworker": "{epochs: 3, batch_per_gpu: 32, device: cpu}",
            "dataparallel": "{keras: 3, backend: jax, epochs: 3, batch_per_gpu: 32, device: cpu}"}
+PREDICTION = "results/tables/prediction.csv"
+FIT_RUNS = [f"results/runs/MLP/nodes1/gpus{gpus}/rep1/run.json" for gpus in (1, 2)]
 
 
 def config(archive: Path, strategy: str) -> str:
@@ -43,15 +45,14 @@ def snakemake(folder: Path, *args: str) -> None:
     """Snakemake's own output goes to the study's snakemake.log."""
     with open(folder / "snakemake.log", "a") as log:
         subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"),
-                        "--profile", str(ROOT / "profiles" / "slurm"), "--jobs", "1", *args,
-                        "results/tables/prediction.csv"], cwd=folder, check=True,
-                       stdout=log, stderr=subprocess.STDOUT,
+                        "--profile", str(ROOT / "profiles" / "slurm"), *args],
+                       cwd=folder, check=True, stdout=log, stderr=subprocess.STDOUT,
                        env=dict(os.environ, PYTHONPATH=str(ROOT / "scripts"),  # jobs' python:
                                 PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}"))
 
 
 def held_out(folder: Path) -> pd.Series:
-    table = pd.read_csv(folder / "results/tables/prediction.csv")
+    table = pd.read_csv(folder / PREDICTION)
     return table[table["role"] == "held out"].iloc[0]
 
 
@@ -82,8 +83,11 @@ def main() -> int:
             (folder / "config.yaml").write_text(config(archive, strategy))
             for i, rate in enumerate(args.rates):
                 subprocess.run([*link, rate], check=True, stdout=subprocess.DEVNULL)
+                if i == 0:  # the fit points and the probe, then the held-out point alone
+                    snakemake(folder, "--configfile=config.yaml", *FIT_RUNS,
+                              f"results/network/{strategy}/nodes2.json")
                 snakemake(folder, "--configfile=config.yaml",
-                          *(["--forcerun", "probe_network"] if i else []))
+                          *(["--forcerun", "probe_network"] if i else []), PREDICTION)
                 row = held_out(folder)
                 error = f"{row['error']:+.1%}" if i == 0 else "(measured at the first rate)"
                 print(f"| {strategy} | {rate} | {row['gpus']}@{row['nodes']} | "
