@@ -115,15 +115,21 @@ exec {shlex.quote(shutil.which("sacct"))} "$@"
     return querying, {"PATH": f"{folder}:{snakemake_env()['PATH']}"}
 
 
+def sacct(jobs: list[str], *fields: str) -> dict[str, list[str]]:
+    """SLURM's accounting of `jobs` (sacct -X): each job's `fields`, by its id."""
+    proc = subprocess.run(["sacct", "-n", "-X", "-P", "-o", ",".join(["JobID", *fields]),
+                           "-j", ",".join(jobs)], capture_output=True, text=True, check=True)
+    rows = (line.split("|") for line in proc.stdout.splitlines())
+    return {row[0]: row[1:] for row in rows if len(row) == len(fields) + 1}
+
+
 def accounted_states(jobs: list[str], wait_s: float = 60) -> list[str]:
     """SLURM's accounting of the jobs' states, each its first word, in the jobs' order,
     once none is pending or running (or after `wait_s`)."""
     deadline = time.time() + wait_s
     while True:
-        proc = subprocess.run(["sacct", "-n", "-X", "-P", "-o", "JobID,State", "-j",
-                               ",".join(jobs)], capture_output=True, text=True, check=True)
-        states = dict(line.split("|", 1) for line in proc.stdout.splitlines() if "|" in line)
-        found = [(states.get(job) or "?").split()[0] for job in jobs]
+        states = sacct(jobs, "State")
+        found = [(states.get(job, [""])[0] or "?").split()[0] for job in jobs]
         if time.time() > deadline or not {"?", "PENDING", "RUNNING"} & set(found):
             return found
         time.sleep(1)
@@ -133,10 +139,8 @@ def accounted_fields(job: str, *fields: str, wait_s: float = 60) -> list[str]:
     """SLURM's accounting of one job's `fields` (sacct -o), once it has them all."""
     deadline = time.time() + wait_s
     while True:
-        proc = subprocess.run(["sacct", "-n", "-X", "-P", "-o", ",".join(fields), "-j", job],
-                              capture_output=True, text=True, check=True)
-        found = (proc.stdout.splitlines() or [""])[0].split("|")
-        if (len(found) == len(fields) and all(found)) or time.time() > deadline:
+        found = sacct([job], *fields).get(job, [])
+        if (found and all(found)) or time.time() > deadline:
             return found
         time.sleep(1)
 
