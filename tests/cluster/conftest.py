@@ -73,6 +73,54 @@ def partition_queue(partition: str, *fields: str) -> list[list[str]]:
     return [line.split() for line in proc.stdout.splitlines() if line.strip()]
 
 
+def end_what_outlived(job: str) -> list[str]:
+    """End the processes still running in SLURM job `job` (by the SLURM_JOB_ID of their
+    environment) once the job is over, and return their command lines. Tracked by parent
+    process (proctrack/linuxproc, where the machine has no writable cgroup freezer), a
+    process whose parent died first escapes: a job step's Snakemake was once seen running
+    on, its parent init, after the requeue test. Tracked by cgroup, none should."""
+    import psutil
+
+    left = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if proc.environ().get("SLURM_JOB_ID") == job:
+                left.append(" ".join(proc.info["cmdline"] or [])[:200])
+                proc.kill()
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            pass
+    return left
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_on_the_partition(request, tmp_path):
+    """What a test of this folder started is ended before the next test of its file: the
+    Snakemake and trainings it left running (processes in its tmp_path) and the jobs left
+    in its file's partition (PARTITION). A test that failed mid-study once left its point's
+    training suspended, and the job held both nodes until its 10-minute time limit while
+    the next test's probe waited for them whole (a CI run: that test 808 s, not 210)."""
+    import psutil
+
+    yield
+    partition = getattr(request.module, "PARTITION", None)
+    if partition is None:
+        return
+    for proc in psutil.process_iter(["cwd"]):
+        if (proc.info["cwd"] or "/").startswith(str(tmp_path)):
+            try:
+                proc.kill()
+            except psutil.NoSuchProcess:
+                pass
+    jobs = [job for job, in partition_queue(partition, "%i")]
+    if jobs:
+        subprocess.run(["scancel", *jobs], capture_output=True)
+        deadline = time.time() + 120
+        while partition_queue(partition, "%i") and time.time() < deadline:
+            time.sleep(0.5)
+        for job in jobs:
+            end_what_outlived(job)
+
+
 def partition_profile(folder: Path, partition: str) -> list[str]:
     """profiles/slurm with its partition's EDIT line filled in, as a site's user does
     (copied into `folder`): the Snakemake arguments that use it."""
