@@ -93,12 +93,13 @@ def end_what_outlived(job: str) -> list[str]:
 
 
 @pytest.fixture(autouse=True)
-def nothing_left_on_the_partition(request, tmp_path):
+def nothing_left_on_the_partition(request, tmp_path, slurm):
     """What a test of this folder started is ended before the next test of its file: the
     Snakemake and trainings it left running (processes in its tmp_path) and the jobs left
     in its file's partition (PARTITION). A test that failed mid-study once left its point's
     training suspended, and the job held both nodes until its 10-minute time limit while
-    the next test's probe waited for them whole (a CI run: that test 808 s, not 210)."""
+    the next test's probe waited for them whole (a CI run: that test 808 s, not 210).
+    After the cluster fixture: where there is no cluster, the test is skipped first."""
     import psutil
 
     yield
