@@ -200,10 +200,11 @@ def held(tmp_path, point: str, epochs: int, deadline: float) -> int:
     live = tmp_path / f"results/runs/{point}/state/epochs.jsonl"
     found: list = []
     while time.time() < deadline:
-        found = found or training_processes(tmp_path, point)
-        if found and live.exists() and live.read_text().count("\n") >= epochs:
+        if not found:  # a scan of every process: not more often than the job needs to start
+            found = training_processes(tmp_path, point)
+        elif live.exists() and live.read_text().count("\n") >= epochs:
             break
-        time.sleep(0.02)
+        time.sleep(0.02 if found else 0.2)
     for proc in found:
         proc.suspend()
     recorded = live.read_text().count("\n") if live.exists() else 0
