@@ -26,11 +26,24 @@ def records(path):
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+@pytest.fixture(scope="module")
+def one_replica_run(small_data, tmp_path_factory):
+    """SimpleCNN on 1 replica for 2 epochs, run to its end: read by the replicas test and
+    as the uninterrupted run the resumed one is compared with (one training for both)."""
+    out = tmp_path_factory.mktemp("one_replica")
+    proc = train(small_data, out, "--gpus", "1", "--epochs", "2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
 # (2 replicas: the warm-up, batch-file and multiworker tests below train on 2)
 @pytest.mark.parametrize("gpus", [1, 4])
-def test_replicas_global_batch_and_learning_rate(small_data, tmp_path, gpus):
-    proc = train(small_data, tmp_path, "--gpus", str(gpus), "--epochs", "2")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def test_replicas_global_batch_and_learning_rate(small_data, tmp_path, gpus, request):
+    if gpus == 1:
+        tmp_path = request.getfixturevalue("one_replica_run")
+    else:
+        proc = train(small_data, tmp_path, "--gpus", str(gpus), "--epochs", "2")
+        assert proc.returncode == 0, proc.stderr[-3000:]
     run = json.loads((tmp_path / "run.json").read_text())
     assert run["status"] == "completed"
     assert run["train_input"] == "memory"  # 400 images of 32 px: far below --cache-mb
@@ -351,11 +364,11 @@ def stopped_run(small_data, tmp_path_factory):
 
 
 def test_a_resumed_run_trains_on_the_order_an_uninterrupted_one_does(small_data, stopped_run,
-                                                                    tmp_path):
+                                                                    one_replica_run, tmp_path):
     """Epoch 2 of a run stopped after epoch 1 and resumed sees the batches epoch 2 of a run
-    never stopped sees (not epoch 1's order again): on CPUs its loss is the same number."""
-    whole = train(small_data, tmp_path / "whole", "--epochs", "2")
-    assert whole.returncode == 0, whole.stderr[-3000:]
+    never stopped sees (not epoch 1's order again): on CPUs its loss is the same number.
+    The run never stopped: one_replica_run, the same flags (--gpus 1 is the default)."""
+    shutil.copytree(one_replica_run, tmp_path / "whole")
     shutil.copytree(stopped_run, tmp_path / "resumed")
     resumed = train(small_data, tmp_path / "resumed", "--epochs", "2")
     assert resumed.returncode == 0, resumed.stderr[-3000:]

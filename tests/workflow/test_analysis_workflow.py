@@ -334,10 +334,17 @@ def test_the_course_figures_pass_as_references_and_a_regression_fails_the_verdic
     assert alone.returncode != 0 and "1 of 1 point(s) outside" in alone.stdout
 
 
-def test_another_study_is_drawn_beside_this_one_and_listed_in_the_report(tmp_path):
-    first = tmp_path / "last-year"
-    first.mkdir()
+@pytest.fixture(scope="module")
+def last_year(tmp_path_factory):
+    """The published study's job output as a study of its own, to its tables: the other
+    study the comparing tests draw beside theirs (read only)."""
+    first = tmp_path_factory.mktemp("last-year")
     run_snakemake(first, *PROFILE, f"--configfile={course_config(first / 'c.yaml')}", *COMPARED)
+    return first
+
+
+def test_another_study_is_drawn_beside_this_one_and_listed_in_the_report(tmp_path, last_year):
+    first = last_year
     config = course_config(tmp_path / "c.yaml", extra=(
         f"compare: [{{scaling: {first}/results/tables/scaling.csv, label: \"2025's V100s\"}}]"))
     run_snakemake(tmp_path, *PROFILE, f"--configfile={config}")
@@ -376,10 +383,8 @@ def script_elements(path) -> int:
     return counter.count
 
 
-def test_labels_and_notes_from_shared_files_never_reach_the_reports_html(tmp_path):
-    first = tmp_path / "first"
-    first.mkdir()
-    run_snakemake(first, *PROFILE, f"--configfile={course_config(first / 'c.yaml')}", *COMPARED)
+def test_labels_and_notes_from_shared_files_never_reach_the_reports_html(tmp_path, last_year):
+    first = last_year
 
     def report_of(name: str, text: str):
         folder = tmp_path / name
