@@ -107,7 +107,8 @@ def nothing_left_on_the_partition(request, tmp_path, slurm):
     if partition is None:
         return
     for proc in psutil.process_iter(["cwd"]):
-        if (proc.info["cwd"] or "/").startswith(str(tmp_path)):
+        cwd = Path(proc.info["cwd"] or "/")
+        if cwd == tmp_path or tmp_path in cwd.parents:
             try:
                 proc.kill()
             except psutil.NoSuchProcess:
