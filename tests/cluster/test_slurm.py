@@ -282,7 +282,7 @@ def test_a_requeued_job_and_a_failed_node_each_resume_the_point_in_one_study(tmp
     point, deadline = "SimpleCNN/gpus1/rep1", time.time() + 600
     recorded = held(tmp_path, point, 2, deadline)
     [(job,)] = [row for row in queue("%i") if row]
-    # `dlscale status` while the study runs: the point's job runs, inside epoch 3 of 6
+    # `dlscale status` while the study runs: the point's job runs, the epochs it recorded
     assert re.search(rf"^{point}\s+running\s+epoch {recorded} of 6, last [\d.e+-]+ s, ends "
                      rf"~[\d:]+ \(job {job}\)$", dlscale_status(tmp_path), re.M)
     subprocess.run(["scontrol", "requeue", job], check=True)

@@ -40,11 +40,12 @@ def one_replica_run(small_data, tmp_path_factory):
 @pytest.mark.parametrize("gpus", [1, 4])
 def test_replicas_global_batch_and_learning_rate(small_data, tmp_path, gpus, request):
     if gpus == 1:
-        tmp_path = request.getfixturevalue("one_replica_run")
+        out = request.getfixturevalue("one_replica_run")
     else:
-        proc = train(small_data, tmp_path, "--gpus", str(gpus), "--epochs", "2")
+        out = tmp_path
+        proc = train(small_data, out, "--gpus", str(gpus), "--epochs", "2")
         assert proc.returncode == 0, proc.stderr[-3000:]
-    run = json.loads((tmp_path / "run.json").read_text())
+    run = json.loads((out / "run.json").read_text())
     assert run["status"] == "completed"
     assert run["train_input"] == "memory"  # 400 images of 32 px: far below --cache-mb
     assert run["replicas"] == gpus and len(run["devices"]) == gpus
@@ -52,13 +53,13 @@ def test_replicas_global_batch_and_learning_rate(small_data, tmp_path, gpus, req
     assert run["lr"] == pytest.approx(0.01 * gpus)
     assert run["steps_per_epoch"] == 400 // (8 * gpus)
     assert 0.0 <= run["test_accuracy"] <= 1.0
-    epochs = records(tmp_path / "epochs.jsonl")
+    epochs = records(out / "epochs.jsonl")
     assert [e["epoch"] for e in epochs] == [1, 2]
     assert all(e["images"] == run["steps_per_epoch"] * 8 * gpus and e["seconds"] > 0
                for e in epochs)
-    log = (tmp_path / "train.log").read_text()
+    log = (out / "train.log").read_text()
     assert "Epoch 2/2" in log and f"on {gpus} replica(s)" in log
-    assert not (tmp_path / "state").exists()
+    assert not (out / "state").exists()
 
 
 def test_warmup_ramps_to_the_scaled_rate_and_no_scaling_keeps_base(small_data, tmp_path):
