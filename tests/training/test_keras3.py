@@ -12,7 +12,7 @@ import sys
 
 import pytest
 from conftest import SCRIPTS, run_script
-from test_train import killed_at_write, records
+from test_train import at_first_write, killed_at_write, records
 
 BACKENDS = ["tensorflow", "jax"]
 DISTRIBUTION = {"tensorflow": "tf.distribute.MirroredStrategy",
@@ -161,6 +161,26 @@ def test_a_kill_while_keras3_saves_its_backup_leaves_the_one_before(small_data, 
     assert again.returncode == 0, again.stderr[-3000:]
     run = json.loads((tmp_path / "run.json").read_text())
     assert run["resumed_at_epoch"] == 2 and run["state_note"] is None
+
+
+def test_keras3_prints_an_epochs_time_without_its_backup_so_the_log_agrees_with_the_records(
+        small_data, stopped, tmp_path):
+    """Keras 3 prints an epoch's line after every callback's epoch end, the backup's save
+    among them (tf-keras before them): with the first write of epoch 2's backup held 3 s,
+    the line still says the seconds recorded, and the runs table's cross-check is `ok`."""
+    from dlscale.reporting.runtable import cross_check
+
+    backend = "tensorflow"  # the backup and the printed line are the same on JAX
+    out = stopped(backend)
+    shutil.copytree(out, tmp_path, dirs_exist_ok=True)
+    args = [sys.executable, str(SCRIPTS / "train.py"),
+            *flags(small_data, tmp_path, backend, "--epochs", "2")]
+    held = at_first_write(args, tmp_path, ["state/backup/.latest.weights.h5.partial.weights.h5"],
+                          "write,pwrite64", "delay_exit=3000000")
+    assert held.returncode == 0, held.stderr[-3000:]
+    epochs = records(tmp_path / "epochs.jsonl")
+    assert [e["epoch"] for e in epochs] == [1, 2]
+    assert cross_check(tmp_path / "train.log", epochs, expect_epochs=True) == "ok"
 
 
 def test_a_damaged_keras3_backup_is_moved_aside_and_the_run_starts_over(small_data, stopped,

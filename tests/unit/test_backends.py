@@ -189,7 +189,8 @@ def test_on_jax_a_points_callbacks_leave_steps_dispatched_without_waiting(tmp_pa
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
-    assert {"Backup", "Window", "DeadlineStop"} <= set(seen["callbacks"])  # what a point has
+    # what a point has
+    assert {"EpochLine", "Backup", "Window", "DeadlineStop"} <= set(seen["callbacks"])
     assert seen["async_train"], seen["callbacks"]
 
 

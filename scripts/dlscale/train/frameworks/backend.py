@@ -82,11 +82,12 @@ class Backend:
         # outlives fit (RunRecord.write drops it once run.json is written), so a job killed
         # during the evaluation or the record resumes with every epoch done. None needs a
         # step's logs: tf-keras then calls no callback between steps, Keras 3 dispatches
-        # steps without waiting for them (its backup says it is async_safe)
+        # steps without waiting for them (its backup says it is async_safe). Keras 3's epoch
+        # line follows the recorder, so it says the seconds recorded (tf-keras' comes first)
         if keraschoice.keras_version() == 3:
-            from dlscale.train.frameworks.keras3.keras3 import backup_callback
+            from dlscale.train.frameworks.keras3.keras3 import backup_callback, epoch_line
 
-            return [recorder, backup_callback(backup_dir, write=self.chief)]
+            return [recorder, epoch_line(), backup_callback(backup_dir, write=self.chief)]
         return [recorder, keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=False)]
 
     def datasets(self, train_input, test_input, global_batch: int):

@@ -1,8 +1,8 @@
 """What differs when a point trains with Keras 3 (`training.keras: 3`, docs/frameworks.md):
 its backup (Keras 3's BackupAndRestore writes a weights file and a JSON of the epoch,
-not a TensorFlow checkpoint), the warm-up schedule written with `keras.ops` (so it runs
-on JAX too), the speed on synthetic input timed through `fit`, and JAX's way of saying
-that memory ran out.
+not a TensorFlow checkpoint), where its epoch line is printed, the warm-up schedule
+written with `keras.ops` (so it runs on JAX too), the speed on synthetic input timed
+through `fit`, and JAX's way of saying that memory ran out.
 
 Keras and JAX are imported inside the functions, after `keraschoice.use_keras` chose them.
 """
@@ -57,6 +57,20 @@ def backup_callback(backup_dir: str, write: bool = True):
             os.replace(meta, self._training_metadata_path)
 
     return Backup(backup_dir, delete_checkpoint=False)
+
+
+def epoch_line():
+    """Keras 3's ProgbarLogger, to be given right after the epoch recorder. Keras 3 appends
+    its own after every callback, so the seconds of an epoch's printed line would hold the
+    backup's save and whatever else ends the epoch (tf-keras puts its first): the line then
+    disagrees with the records under load (runs.csv's log_check). async_safe as Keras takes
+    its own, which it adds after deciding whether steps may run ahead of the callbacks."""
+    keras = keraschoice.keras()
+
+    class EpochLine(keras.callbacks.ProgbarLogger):
+        async_safe = True
+
+    return EpochLine()
 
 
 def completed_epochs(folder: Path) -> int:
