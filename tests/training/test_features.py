@@ -83,23 +83,37 @@ def test_horovod_writes_rank_0s_timeline(small_data, tmp_path):
     assert any("allreduce" in n.lower() for n in names), sorted(names)[:20]
 
 
-def loop_run(data, out, loop, *extra):
+def loop_run(data, out, loop, *extra, env=None):
     return run_script("train.py", "--data-dir", str(data), "--out", str(out), "--model",
                       "SimpleCNN", "--device", "cpu", "--gpus", "2", "--batch-per-gpu", "8",
-                      "--epochs", "3", "--loop", loop, *extra)
+                      "--epochs", "3", "--loop", loop, *extra, env=env)
 
 
-def test_the_custom_loop_trains_like_fit_and_writes_the_same_records(small_data, tmp_path):
+@pytest.fixture(scope="module")
+def fit_run(small_data, tmp_path_factory):
+    """SimpleCNN on 2 replicas through Keras' fit, 3 epochs, its telemetry every 0.2 s, a
+    synthetic check and glibc's malloc tuned by you: read by the telemetry test and as the
+    fit the custom loop is compared with (one training, not two; none of these changes
+    its maths)."""
+    out = tmp_path_factory.mktemp("fit")
+    proc = loop_run(small_data, out, "fit", "--telemetry-interval", "0.2",
+                    "--synthetic-check-steps", "5",
+                    env={"GLIBC_TUNABLES": "glibc.malloc.top_pad=1048576"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+def test_the_custom_loop_trains_like_fit_and_writes_the_same_records(small_data, fit_run,
+                                                                     tmp_path):
     from dlscale.reporting.runtable import cross_check
 
-    for loop in ("fit", "custom"):
-        proc = loop_run(small_data, tmp_path / loop, loop)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-    fit, custom = (run_json(tmp_path / loop) for loop in ("fit", "custom"))
+    proc = loop_run(small_data, tmp_path / "custom", "custom")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    custom = run_json(tmp_path / "custom")
     assert custom["loop"] == "custom" and custom["status"] == "completed"
     assert custom["test_accuracy"] is not None
-    records = {loop: [json.loads(x) for x in (tmp_path / loop / "epochs.jsonl").read_text()
-                      .splitlines()] for loop in ("fit", "custom")}
+    records = {loop: [json.loads(x) for x in (out / "epochs.jsonl").read_text().splitlines()]
+               for loop, out in (("fit", fit_run), ("custom", tmp_path / "custom"))}
     assert [r["epoch"] for r in records["custom"]] == [1, 2, 3]
     assert [r["images"] for r in records["custom"]] == [r["images"] for r in records["fit"]]
     # the same seed, data and maths: both end within 0.15 of each other in loss and
@@ -128,20 +142,13 @@ def test_the_custom_loop_trains_like_fit_and_writes_the_same_records(small_data,
         (r["loss"], r["accuracy"]) for r in records["custom"]]
 
 
-def test_a_cpu_run_records_its_system_its_telemetry_and_its_synthetic_speed(small_data,
-                                                                         tmp_path):
+def test_a_cpu_run_records_its_system_its_telemetry_and_its_synthetic_speed(fit_run):
     import csv
     import os
 
     from dlscale.train.telemetry import HOST_COLUMNS
 
-    proc = run_script("train.py", "--data-dir", str(small_data), "--out", str(tmp_path),
-                      "--model", "SimpleCNN", "--device", "cpu", "--gpus", "2",
-                      "--batch-per-gpu", "8", "--epochs", "3", "--telemetry-interval", "0.2",
-                      "--synthetic-check-steps", "5",
-                      env={"GLIBC_TUNABLES": "glibc.malloc.top_pad=1048576"})
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    run = run_json(tmp_path)
+    run = run_json(fit_run)
     # train.py ran with glibc's malloc tuned (dlscale.train.allocator); a value you set wins
     assert run["env"]["GLIBC_TUNABLES"] == (
         "glibc.malloc.top_pad=1048576:glibc.malloc.mmap_threshold=33554432")
@@ -152,12 +159,12 @@ def test_a_cpu_run_records_its_system_its_telemetry_and_its_synthetic_speed(smal
     assert "NVML" in system["gpu_note"] or "pynvml" in system["gpu_note"]
     assert run["telemetry"]["file"] == "telemetry.csv"
     assert run["telemetry"]["gpu_note"] == "no GPU telemetry: cpu run"
-    with open(tmp_path / "telemetry.csv", newline="") as handle:
+    with open(fit_run / "telemetry.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     assert list(rows[0]) == HOST_COLUMNS  # no GPU columns, nothing filled with zeros
     assert len(rows) >= 3 and all(0 <= float(r["cpu_percent"]) <= 100 for r in rows)
     assert all(float(r["rss_mb"]) > 50 for r in rows)  # TensorFlow alone is bigger
-    records = [json.loads(x) for x in (tmp_path / "epochs.jsonl").read_text().splitlines()]
+    records = [json.loads(x) for x in (fit_run / "epochs.jsonl").read_text().splitlines()]
     timed = [r for r in records if "cpu_percent" in r]
     assert timed and all(r["rss_mb_peak"] > 50 for r in timed)
     assert not any(k.startswith(("gpu", "energy", "j_per")) for r in records for k in r)
