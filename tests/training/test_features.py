@@ -29,6 +29,8 @@ def test_an_adam_point_with_the_mlp_trains(small_data, tmp_path):
 
 
 def test_two_workers_write_tensorboard_a_profile_and_the_model_once(small_data, tmp_path):
+    """Two MultiWorkerMirroredStrategy processes train together (a replica each), and only
+    the chief writes TensorBoard's events, the profile and the model."""
     proc = subprocess.run(
         [sys.executable, str(SCRIPTS / "launch.py"), "--plan", '{"tasks": 2}', "--record",
          str(tmp_path), "--", sys.executable, str(SCRIPTS / "train.py"), "--data-dir",
@@ -40,6 +42,9 @@ def test_two_workers_write_tensorboard_a_profile_and_the_model_once(small_data, 
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = run_json(tmp_path)
     assert (run["status"], run["workers"], run["communication"]) == ("completed", 2, "ring")
+    assert (run["strategy"], run["replicas"], len(run["cluster"])) == ("multiworker", 2, 2)
+    assert [json.loads(line)["epoch"] for line in
+            (tmp_path / "epochs.jsonl").read_text().splitlines()] == [1, 2]
     assert run["model_file"] == "model.keras" and run["tensorboard"] == "tensorboard"
 
     import tensorflow as tf
