@@ -63,18 +63,31 @@ def test_replicas_global_batch_and_learning_rate(small_data, tmp_path, gpus, req
     assert not (out / "state").exists()
 
 
-def test_warmup_ramps_to_the_scaled_rate_and_no_scaling_keeps_base(small_data, tmp_path):
+@pytest.fixture(scope="module")
+def unscaled_run(small_data, tmp_path_factory):
+    """One epoch on 2 replicas, the rate not scaled, the shards read every epoch
+    (--cache-mb 0) and the batch from a batch finder's JSON: read by the warm-up test and
+    the batch-file test (one training, not two)."""
+    out = tmp_path_factory.mktemp("unscaled")
+    found = out / "batch.json"
+    found.write_text(json.dumps({"batch_per_gpu": 24}))
+    proc = train(small_data, out / "run", "--gpus", "2", "--epochs", "1", "--lr-scaling",
+                 "none", "--cache-mb", "0", "--batch-per-gpu-file", str(found))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out / "run"
+
+
+def test_warmup_ramps_to_the_scaled_rate_and_no_scaling_keeps_base(small_data, unscaled_run,
+                                                                   tmp_path):
     proc = train(small_data, tmp_path / "w", "--gpus", "2", "--epochs", "3",
                  "--warmup-epochs", "2", "--base-lr", "0.01")
     assert proc.returncode == 0, proc.stderr[-3000:]
     lrs = [e["lr"] for e in records(tmp_path / "w" / "epochs.jsonl")]
     assert lrs == pytest.approx([0.015, 0.02, 0.02])
-    proc = train(small_data, tmp_path / "n", "--gpus", "2", "--epochs", "1",
-                 "--lr-scaling", "none", "--cache-mb", "0")
-    run = json.loads((tmp_path / "n" / "run.json").read_text())
+    run = json.loads((unscaled_run / "run.json").read_text())
     assert run["lr"] == pytest.approx(0.01)
     assert run["train_input"] == "files"  # --cache-mb 0: the shards are read every epoch
-    assert "read from files" in (tmp_path / "n" / "train.log").read_text()
+    assert "read from files" in (unscaled_run / "train.log").read_text()
 
 
 @pytest.mark.parametrize("loop", ["fit", "custom"])
@@ -151,13 +164,9 @@ def test_synthetic_input_and_mixed_auto_on_cpu(small_data, tmp_path):
         resolve_precision("mixed_auto", "cpu", cpu_flags()), "mixed_auto")
 
 
-def test_batch_from_the_finders_json(small_data, tmp_path):
-    found = tmp_path / "batch.json"
-    found.write_text(json.dumps({"batch_per_gpu": 24}))
-    proc = train(small_data, tmp_path / "run", "--epochs", "1", "--gpus", "2",
-                 "--batch-per-gpu-file", str(found))
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert json.loads((tmp_path / "run" / "run.json").read_text())["global_batch"] == 48
+def test_batch_from_the_finders_json(unscaled_run):
+    run = json.loads((unscaled_run / "run.json").read_text())
+    assert (run["batch_per_gpu"], run["global_batch"]) == (24, 48)  # the file's, not 8
 
 
 def test_batch_finder_refuses_to_run_without_a_gpu(small_data, tmp_path):
