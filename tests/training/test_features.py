@@ -10,6 +10,7 @@ import sys
 import psutil
 import pytest
 from conftest import HOROVOD_PYTHON, HOROVOD_READY, IN_CI, SCRIPTS, run_script
+from test_train import records
 
 
 def run_json(folder):
@@ -43,8 +44,7 @@ def test_two_workers_write_tensorboard_a_profile_and_the_model_once(small_data, 
     run = run_json(tmp_path)
     assert (run["status"], run["workers"], run["communication"]) == ("completed", 2, "ring")
     assert (run["strategy"], run["replicas"], len(run["cluster"])) == ("multiworker", 2, 2)
-    assert [json.loads(line)["epoch"] for line in
-            (tmp_path / "epochs.jsonl").read_text().splitlines()] == [1, 2]
+    assert [e["epoch"] for e in records(tmp_path / "epochs.jsonl")] == [1, 2]
     assert run["model_file"] == "model.keras" and run["tensorboard"] == "tensorboard"
 
     import tensorflow as tf
@@ -117,16 +117,16 @@ def test_the_custom_loop_trains_like_fit_and_writes_the_same_records(small_data,
     custom = run_json(tmp_path / "custom")
     assert custom["loop"] == "custom" and custom["status"] == "completed"
     assert custom["test_accuracy"] is not None
-    records = {loop: [json.loads(x) for x in (out / "epochs.jsonl").read_text().splitlines()]
-               for loop, out in (("fit", fit_run), ("custom", tmp_path / "custom"))}
-    assert [r["epoch"] for r in records["custom"]] == [1, 2, 3]
-    assert [r["images"] for r in records["custom"]] == [r["images"] for r in records["fit"]]
+    kept = {loop: records(out / "epochs.jsonl")
+            for loop, out in (("fit", fit_run), ("custom", tmp_path / "custom"))}
+    assert [r["epoch"] for r in kept["custom"]] == [1, 2, 3]
+    assert [r["images"] for r in kept["custom"]] == [r["images"] for r in kept["fit"]]
     # the same seed, data and maths: both end within 0.15 of each other in loss and
     # accuracy after 3 epochs (their random streams differ, so not exactly equal)
     for key in ("loss", "accuracy"):
-        assert abs(records["fit"][-1][key] - records["custom"][-1][key]) <= 0.15, key
+        assert abs(kept["fit"][-1][key] - kept["custom"][-1][key]) <= 0.15, key
     # its train.log reads like any Keras run and agrees with the records
-    assert cross_check(tmp_path / "custom" / "train.log", records["custom"], True) == "ok"
+    assert cross_check(tmp_path / "custom" / "train.log", kept["custom"], True) == "ok"
 
     # it resumes from its last checkpoint: a time limit of 6 s (30 s kept for the end)
     # stops it after epoch 1, checkpointed
@@ -141,10 +141,9 @@ def test_the_custom_loop_trains_like_fit_and_writes_the_same_records(small_data,
     log = (tmp_path / "resumed" / "train.log").read_text()
     assert "resuming from the backup" in log and "Epoch 2/3" in log
     # with the batches of the run never stopped: on CPUs the same losses
-    resumed = [json.loads(x) for x in (tmp_path / "resumed" / "epochs.jsonl").read_text()
-               .splitlines()]
+    resumed = records(tmp_path / "resumed" / "epochs.jsonl")
     assert [(r["loss"], r["accuracy"]) for r in resumed] == [
-        (r["loss"], r["accuracy"]) for r in records["custom"]]
+        (r["loss"], r["accuracy"]) for r in kept["custom"]]
 
 
 def test_a_cpu_run_records_its_system_its_telemetry_and_its_synthetic_speed(fit_run):
@@ -169,10 +168,10 @@ def test_a_cpu_run_records_its_system_its_telemetry_and_its_synthetic_speed(fit_
     assert list(rows[0]) == HOST_COLUMNS  # no GPU columns, nothing filled with zeros
     assert len(rows) >= 3 and all(0 <= float(r["cpu_percent"]) <= 100 for r in rows)
     assert all(float(r["rss_mb"]) > 50 for r in rows)  # TensorFlow alone is bigger
-    records = [json.loads(x) for x in (fit_run / "epochs.jsonl").read_text().splitlines()]
-    timed = [r for r in records if "cpu_percent" in r]
+    epochs = records(fit_run / "epochs.jsonl")
+    timed = [r for r in epochs if "cpu_percent" in r]
     assert timed and all(r["rss_mb_peak"] > 50 for r in timed)
-    assert not any(k.startswith(("gpu", "energy", "j_per")) for r in records for k in r)
+    assert not any(k.startswith(("gpu", "energy", "j_per")) for r in epochs for k in r)
     assert run["synthetic_images_per_s"] > 0
 
 
