@@ -218,6 +218,10 @@ LOG_FACTS = tuple(Column(name, unit, meaning, True, source=source)
      "found on", ""),
     ("copies", "", "copies of each mined epoch line (one per worker or node): the slowest "
      "copy's time counts", ""),
+    ("lines_skipped", "lines", "lines of a mined log's shapes whose numbers could not be "
+     "read (`1e999 s`): skipped and counted", ""),
+    ("clock_back", "", "a mined run's timestamps went back (daylight saving, a clock set) "
+     "or paused: that epoch has no time", ""),
     ("unfinished", "", "why the log's last run did not finish: SLURM's cancel line, a "
      "Trainer stopped before its train_runtime, an epoch begun and not ended, its counter "
      "short of the total", ""),

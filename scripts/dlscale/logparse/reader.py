@@ -38,7 +38,7 @@ from dlscale.logparse.runs import (  # noqa: F401 (what readers of logs import f
     Stream,
     absorb,
 )
-from dlscale.logparse.templates import FIELD
+from dlscale.logparse.templates import EPOCH_WORD, FIELD
 
 MARKS = tuple(fmt.MARK for fmt in LOG)  # the first line of a whole log's format begins so
 SHORT_BAR = re.compile(r"\d+%\|[^|\r]*\|\s*(\d+)/(\d+)\s*\[")  # tqdm's state: done/total
@@ -252,6 +252,11 @@ class LogReader:
         if not seen:
             return message + ending
         shown = " | ".join(f"line {number}: {quoted(text, 100)}" for number, text, _ in seen)
+        template = next(t for r in readers for t in r.templates.values()
+                        if t.line == seen[0][0] and t.text == seen[0][1])
+        if why := implausible(template):
+            return (f"{message}; the lines most like an epoch's: {shown}; no pattern is "
+                    f"suggested: line {seen[0][0]}'s shape {why}{ending}")
         example = printable(pattern_for(seen[0][1]))
         return (f"{message}; the lines most like an epoch's: {shown}; if one is, give its "
                 "pattern in the log's entry, e.g. external_runs[].patterns: {epoch_time: "
@@ -403,18 +408,38 @@ def epoch_like(readers: list[mined.Reader]) -> list[tuple[int, str, str]]:
     return [(t.line, t.text, t.shape()) for score, t in found[:3] if score[0] or score[1]]
 
 
+def implausible(template) -> str | None:
+    """Why a pattern built from a template's line would not read the file as one run
+    (None where it would): no time in it, a counter after the word epoch that repeats or
+    drops (runs interleaved), times of different scales (a size, not a time)."""
+    if "d" not in template.kinds:
+        return "holds no time with its unit (a pattern on its last number reads a size)"
+    if template.columns is None:
+        return "is printed too often to be once an epoch"
+    for index, kind in enumerate(template.kinds):
+        if kind == "n" and EPOCH_WORD.search(template.literals[index]):
+            values = template.columns[index]
+            if any(b - a != 1 for a, b in zip(values, values[1:])):
+                return ("has an epoch counter that does not rise by one (" + ", ".join(
+                    f"{v:g}" for v in values[:6]) + "...): runs interleaved or restarted")
+    times = sorted(template.columns[template.kinds.index("d")])
+    if times and times[0] > 0 and times[-1] > 10 * times[0]:
+        return f"has times from {times[0]:g} to {times[-1]:g} s: not one run's epochs"
+    return None
+
+
 def pattern_for(text: str) -> str:
     """A pattern for `external_runs[].patterns` built from a line: its fixed words, each
     field a number; the first time (else the last number) the group (epoch_time)."""
     found = list(FIELD.finditer(text))
-    timed = [m for m in found if m.group(2)]
+    timed = [m for m in found if m["amount"]]
     group = (timed or found[-1:] or [None])[0]
     out, at = [], 0
     for m in found:
         out.append(re.escape(text[at:m.start()]).replace("\\ ", " "))
-        out.append(r"([\d.]+)" if m is group else ".*?" if m.group(1) else r"[\d.]+")
-        if m is group and m.group(3):
-            out.append(re.escape(m.group(0)[len(m.group(2)):]).replace("\\ ", " "))
+        out.append(r"([\d.]+)" if m is group else ".*?" if m["stamp"] else r"[\d.]+")
+        if m is group and m["unit"]:
+            out.append(re.escape(m.group(0)[len(m["amount"]):]).replace("\\ ", " "))
         at = m.end()
     out.append(re.escape(text[at:]).replace("\\ ", " "))
     return "".join(out).strip()

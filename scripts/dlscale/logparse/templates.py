@@ -16,16 +16,31 @@ from math import nan as NAN
 from dlscale.logparse.runs import resolution
 
 MONTHS = "Jan Feb Mar Apr May Jun Jul Aug Sep Oct Nov Dec".split()
-_STAMP = (r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?"
+_STAMP = (r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+(?!\d)|(?!\d))(?:Z|[+-]\d\d:?\d\d)?"
           r"|(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?:" + "|".join(MONTHS) +
           r") +\d\d? \d\d:\d\d:\d\d(?: [A-Z]{2,5})? \d{4}"
-          r"|(?<![\d:.])\d\d:\d\d:\d\d(?:[.,]\d+)?(?![\d:])")
-# a field: (timestamp)|(amount)(time unit)|(percent)%|(number)
+          r"|(?<![\d:.])\d\d:\d\d:\d\d(?:[.,]\d+(?!\d)|(?![\d:]))")
+_UNIT = r"ms|s|secs?|seconds?|min|mins|minutes?|h|hrs?|hours?"
+# a field: (timestamp)|(amount)(time unit)|(percent)%|(number); a fraction's digits are
+# all its own (a time of day's `16:48:32.932463:` keeps its fraction, not its seconds)
 FIELD = re.compile(
-    rf"({_STAMP})"
-    r"|(?<![\w.])(\d+(?:\.\d+)?) ?(ms|s|secs?|seconds?|min|mins|minutes?|h|hrs?|hours?)\b"
-    r"|(?<![\w.])(-?\d+(?:\.\d+)?) ?%"
-    r"|(?<![\w.])(-?(?:\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|nan|inf))(?!\w|\.\d)", re.IGNORECASE)
+    rf"(?P<stamp>{_STAMP})"
+    rf"|(?<![\w.])(?P<amount>\d+(?:\.\d+)?) ?(?P<unit>{_UNIT})\b"
+    r"|(?<![\w.])(?P<percent>-?\d+(?:\.\d+)?) ?%"
+    r"|(?<![\w.])(?P<number>-?(?:\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|nan|inf))(?!\w|\.\d)",
+    re.IGNORECASE)
+# durations of several runs, read before FIELD: `2m 3s`, `1h 2m`, `1.2e2 s`, and a clock
+# form after words that say it is one (`took 1:02:03`, `time: 02:03`)
+_H, _M, _S = r"(?:h|hrs?|hours?)", r"(?:m|mins?|minutes?)", r"(?:s|secs?|seconds?)"
+DURATION = re.compile(
+    rf"(?<![\w.])(?P<hms>(?:\d+ ?{_H} ?)?\d+ ?{_M} ?\d+(?:\.\d+)? ?{_S}\b|\d+ ?{_H} ?\d+ ?{_M}\b)"
+    rf"|(?<![\w.])(?P<exp>\d+(?:\.\d+)?[eE][-+]?\d+) ?(?P<eunit>{_UNIT})\b"
+    r"|(?:took|time|elapsed|duration)\W{0,3}"
+    r"(?P<clock>(?<![\d:.])\d{1,3}:\d\d(?::\d\d)?(?:\.\d+)?)(?![\d:])", re.IGNORECASE)
+# a line that writes its decimals with commas (`97,7s loss=1,9`): a comma between digits
+# and no point, and not only thousands (`1,234`)
+COMMA = re.compile(r"(?<=\d),(?=\d)")
+COMMA_FRACTIONS = re.compile(r"\d,(\d+)")
 # a line's template: the line without its digits (bytes.translate: 15 times faster than a
 # pattern's sub; FIELD is read once, on its first line), its fields' values from its RUNs
 DIGITS = b"0123456789"
@@ -40,18 +55,27 @@ WORD = re.compile(r"[A-Za-z][\w.]*")
 
 
 def stamp_seconds(text: str) -> float:
-    """A timestamp as seconds (since 1970 where it has a date, of the day where not)."""
+    """A timestamp as seconds (since 1970 where it has a date, of the day where not);
+    NaN where the text is not one (a line of the template's shape whose digits differ)."""
     if text[:1].isalpha():  # date's echo: Tue Dec  2 01:02:03 UTC 2026
         parts = text.split()
-        day = _days(int(parts[-1]), MONTHS.index(parts[1]) + 1, int(parts[2]))
-        hours, minutes, secs = parts[3].split(":")
+        try:
+            day = _days(int(parts[-1]), MONTHS.index(parts[1]) + 1, int(parts[2]))
+            hours, minutes, secs = parts[3].split(":")
+        except (ValueError, IndexError):
+            return NAN
         return day * 86400.0 + int(hours) * 3600 + int(minutes) * 60 + int(secs)
-    m = STAMP_PARTS.search(text)
+    m = STAMP_PARTS.fullmatch(text)
+    if m is None:
+        return NAN
     year, month, day, hours, minutes, secs, fraction, zone = m.groups()
     value = int(hours) * 3600 + int(minutes) * 60 + int(secs) + (
         float("0." + fraction) if fraction else 0.0)
     if year:
-        value += _days(int(year), int(month), int(day)) * 86400.0
+        try:
+            value += _days(int(year), int(month), int(day)) * 86400.0
+        except ValueError:  # month 13
+            return NAN
     if zone and zone != "Z":
         value -= (1 if zone[0] == "+" else -1) * (int(zone[1:3]) * 3600 + int(zone[-2:]) * 60)
     return value
@@ -62,39 +86,89 @@ def _days(year: int, month: int, day: int) -> int:
     return date(year, month, day).toordinal() - 719163  # days since 1970-01-01
 
 
+def comma_decimals(text: str) -> bool:
+    """Whether a line writes its decimals with commas: `97,7s loss=1,9` (a comma between
+    digits, no decimal point between digits, and a fraction other than thousands')."""
+    fractions = COMMA_FRACTIONS.findall(text)
+    return bool(fractions) and not DECIMAL_POINT.search(text) and any(
+        len(f) != 3 for f in fractions)
+
+
+DECIMAL_POINT = re.compile(r"\d\.\d")
+
+
+def _commas(text: str) -> list:
+    return FINDALL(COMMA.sub(".", text))
+
+
+def _weights(text: str) -> list[float]:
+    """The seconds each number of a compound duration counts: `1h 2m 3s` [3600, 60, 1]."""
+    return [3600.0 if u[0] in "hH" else 60.0 if u[0] in "mM" else 1.0
+            for u in re.findall(r"\d+(?:\.\d+)? ?([a-zA-Z]+)", text)]
+
+
 class Template:
     """A line shape: its fixed words (`literals`, one more than its fields), the kinds of
     its fields, and its rows as columns (None once it has too many to be an epoch's)."""
 
     __slots__ = ("key", "count", "line", "text", "kinds", "literals", "columns", "lines",
-                 "clocks", "epoch", "stamp", "steps", "reads", "runs")
+                 "clocks", "epoch", "stamp", "steps", "reads", "runs", "findall")
 
     def __init__(self, key: bytes, number: int, text: str):
         self.key, self.count, self.line, self.text = key, 0, number, text.strip()
         self.epoch = "epoch" in text.lower()
         self.kinds, self.literals, self.steps, self.reads = [], [], [], []
+        self.findall = FINDALL
+        if comma_decimals(text):  # the line's decimals are written with commas
+            self.findall, text = _commas, COMMA.sub(".", text)
         # each field: its kind, the words before it, its printed resolution (a format
         # string prints the same digits) and how its value is read from the line's runs
         spans = [m.span() for m in RUN.finditer(text)]
         self.runs, end = len(spans), 0
-        for m in FIELD.finditer(text):
+        for m, special in fields(text):
             covered = [i for i, (a, b) in enumerate(spans) if a >= m.start() and b <= m.end()]
             if not covered:
                 continue  # nan, inf: no digits
-            groups = m.groups()  # kinds: a timestamp, a time, a percentage, a number
-            self.kinds.append("t" if groups[0] else "d" if groups[1] else "p" if groups[3] else "n")
-            self.literals.append(text[end:m.start()])
-            end = m.end()
-            if groups[0]:  # a timestamp: its runs and the text between them
-                self.steps.append(stamp_resolution(groups[0]))
-                head = text[m.start():spans[covered[0]][0]]
-                seps = [text[spans[i][1]:spans[i + 1][0]] for i in covered[:-1]]
-                self.reads.append((covered[0], covered[-1] + 1, head, seps))
+            if special:  # a duration of several runs: `2m 3s`, `1:02:03`, `1.2e2 s`
+                runs = [text[a:b] for a, b in (spans[i] for i in covered)]
+                if m["clock"]:
+                    weights = [3600.0, 60.0, 1.0][3 - len(runs):]
+                elif m["hms"]:
+                    weights = _weights(m["hms"])
+                else:
+                    weights = [UNITS.get(m["eunit"].lower(), 1.0), None]
+                if len(weights) != len(runs):
+                    continue
+                self.kinds.append("d")
+                sign = -1.0 if m["exp"] and "e-" in m["exp"].lower() else 1.0
+                self.steps.append(resolution(runs[-1]) * weights[-1] if weights[-1] else
+                                  resolution(runs[0]) * 10.0 ** (sign * float(runs[1]))
+                                  * weights[0])
+                self.reads.append((covered[0], len(covered), weights, sign))
             else:
-                scale = UNITS.get((groups[2] or "").lower(), 1.0)
-                self.steps.append(resolution(groups[1] or groups[3] or groups[4]) * scale)
-                sign = -1.0 if m.group(0).startswith("-") else 1.0
-                self.reads.append((covered[0], None, sign * scale, None))
+                groups = m.groupdict()  # a timestamp, a time, a percentage, a number
+                kind = ("t" if groups["stamp"] else "d" if groups["amount"] else "p"
+                        if groups["percent"] else "n")
+                if kind == "t":  # a timestamp: its runs and the text between them
+                    head = text[m.start():spans[covered[0]][0]]
+                    seps = [text[spans[i][1]:spans[i + 1][0]] for i in covered[:-1]]
+                    read = (covered[0], covered[-1] + 1, head, seps)
+                    if stamp_seconds(head + "".join(p for pair in zip(
+                            [text[a:b] for a, b in (spans[i] for i in covered)],
+                            [*seps, ""]) for p in pair)) != stamp_seconds(groups["stamp"]):
+                        continue  # its digits do not make the stamp again: no field
+                    self.steps.append(stamp_resolution(groups["stamp"]))
+                    self.reads.append(read)
+                else:
+                    scale = UNITS.get((groups["unit"] or "").lower(), 1.0)
+                    self.steps.append(resolution(
+                        groups["amount"] or groups["percent"] or groups["number"]) * scale)
+                    sign = -1.0 if m.group(0).startswith("-") else 1.0
+                    self.reads.append((covered[0], None, sign * scale, None))
+                self.kinds.append(kind)
+            self.literals.append(text[end:m.start("clock") if special and m["clock"]
+                                      else m.start()])
+            end = m.end()
         self.literals.append(text[end:])
         self.columns = [array("d") for _ in self.kinds]
         self.lines, self.clocks = array("q"), array("d")
@@ -102,9 +176,21 @@ class Template:
 
     def values(self, runs: list) -> list[float]:
         """Each field's value from the digits' runs of one of the template's lines."""
-        return [float(runs[first]) * head if last is None else stamp_seconds(head + "".join(
-            p for pair in zip(runs[first:last], [*seps, ""]) for p in pair))
-            for first, last, head, seps in self.reads]
+        out = []
+        for first, last, head, seps in self.reads:
+            if last is None:
+                out.append(float(runs[first]) * head)
+            elif isinstance(head, list):  # a duration of several runs
+                if head[-1] is None:  # mantissa, exponent
+                    out.append(round(float(runs[first]) * 10.0 ** (
+                        seps * float(runs[first + 1])) * head[0], 9))
+                else:
+                    out.append(sum(float(r) * w for r, w in zip(runs[first:first + last],
+                                                                  head)))
+            else:
+                out.append(stamp_seconds(head + "".join(
+                    p for pair in zip(runs[first:last], [*seps, ""]) for p in pair)))
+        return out
 
     def add(self, number: int, runs: list, clock: float) -> None:
         if len(runs) != self.runs:
@@ -182,4 +268,17 @@ def metrics(template: Template, row: int, skip: set, evaluation: bool) -> dict:
 
 def line_stamp(text: str, template: Template) -> float:
     """The timestamp of a line of a template, in seconds."""
-    return template.values(FINDALL(text))[template.stamp]
+    return template.values(template.findall(text))[template.stamp]
+
+
+def fields(text: str):
+    """(match, whether a duration of several runs) of a line's fields, in order: the
+    DURATIONs first, FIELD's where none is."""
+    special = list(DURATION.finditer(text))
+    taken = [(m.start("clock") if m["clock"] else m.start(), m.end()) for m in special]
+    found = [(m, True, ) for m in special]
+    for m in FIELD.finditer(text):
+        if not any(a < m.end() and m.start() < b for a, b in taken):
+            found.append((m, False))
+    return sorted(found, key=lambda f: f[0].start("clock") if f[1] and f[0]["clock"]
+                  else f[0].start())

@@ -34,7 +34,6 @@ from math import nan as NAN
 from dlscale.logparse.runs import ParsedLog, StreamFormat, share_total
 from dlscale.logparse.templates import (
     DIGITS,
-    FINDALL,
     Template,
     line_stamp,
     metric_name,
@@ -59,6 +58,8 @@ class Reader(StreamFormat):
         self.clock_value, self.clock_of, self.first_clock = NAN, None, NAN
         self.most = 0  # the most rows an epoch template has
         self.cut_reason = None  # why the last epoch read is not finished
+        self.skipped = 0  # lines of a template whose values could not be read
+        self.wrapped: set[int] = set()  # the epochs (their groups) timed past midnight
 
     def read(self, number: int, text: str) -> bool:
         template = self.templates.get(text.encode("utf-8", "surrogatepass").translate(
@@ -67,7 +68,12 @@ class Reader(StreamFormat):
             return False
         template.count += 1
         if template.columns is not None:
-            template.add(number, FINDALL(text), self.clock() if template.stamp is None else NAN)
+            try:
+                template.add(number, template.findall(text),
+                             self.clock() if template.stamp is None else NAN)
+            except (ArithmeticError, ValueError, IndexError):  # (1e999 s): skipped, counted
+                self.skipped += 1
+                return False
             if template.epoch:
                 self.most = max(self.most, template.count)
             elif template.count > CAP and template.count > 2 * self.most:
@@ -82,14 +88,20 @@ class Reader(StreamFormat):
             return None
         template = self.templates[key] = Template(key, number, text)
         if template.stamp is not None and self.first_clock != self.first_clock:  # (NaN)
-            self.first_clock = line_stamp(text, template)
+            try:
+                self.first_clock = line_stamp(text, template)
+            except (ArithmeticError, ValueError, IndexError):
+                pass
         return template
 
     def clock(self) -> float:
         """The last timestamp a line gave (NaN before any), parsed once per line."""
         if self.clock_of is not self.clock_text:
             self.clock_of = self.clock_text
-            self.clock_value = line_stamp(self.clock_text, self.clock_template)
+            try:
+                self.clock_value = line_stamp(self.clock_text, self.clock_template)
+            except (ArithmeticError, ValueError, IndexError):
+                self.clock_value = NAN
         return self.clock_value
 
     def ranked(self) -> list[tuple[tuple, Template, int]]:
@@ -119,7 +131,21 @@ class Reader(StreamFormat):
             return runs  # another format read this stream, or no epoch line is in it
         _score, template, index = ranked[0]
         kept = [run for run in runs if run.images_per_s is not None]
-        return sorted(self.epochs(template, index) + kept, key=lambda run: run.line)
+        # runs told apart by their lines' prefix (`[runA] Epoch 1 ...`, `[runB] Epoch 1
+        # ...`): the same shape after the first words, each its own run
+        alike = [(t, i) for _s, t, i in ranked if t is template or (
+            t.kinds == template.kinds and t.literals[1:] == template.literals[1:]
+            and i == index)]
+        found = []
+        for other, at in alike:
+            self.winner = other
+            found += self.epochs(other, at)
+        if len(alike) > 1:
+            for run in found:
+                run.warnings.append(
+                    f"{self.stream.path}: {len(alike)} runs told apart by their lines' first "
+                    "words: " + ", ".join(f"`{t.shape()}`" for t, _i in alike))
+        return sorted(found + kept, key=lambda run: run.line)
 
     def epochs(self, template: Template, index: int) -> list[ParsedLog]:
         """The runs of the winning template's rows."""
@@ -165,6 +191,9 @@ class Reader(StreamFormat):
             base = 1 if groups[0][0] == 0 else 0
             if total is not None:
                 run.epochs_total = int(template.columns[total][groups[-1][2]])
+            times = [self.gap(template, groups, at, start) if duration is None and stamped
+                     else None for at in range(len(groups))]
+            times = self.clock_checked(run, groups, times, where)
             for at, (value, first, last) in enumerate(groups):
                 if begun and number == len(runs) - 1 and at == len(groups) - 1:
                     self.cut_reason = (f"epoch {int(value) + base} began (line {lines[first]}) "
@@ -177,13 +206,15 @@ class Reader(StreamFormat):
                     record["seconds"] = max(template.columns[duration][first:last + 1])
                     record["seconds_resolution"] = template.steps[duration]
                 elif stamped:
-                    record["seconds"] = self.gap(template, groups, at, start)
+                    record["seconds"] = times[at]
                     record["seconds_resolution"] = self.stamp_step(template)
                 record.update(metrics(template, last, skip, evaluation))
                 record["loss_unknown"] = "loss" not in record
                 run.result(record, lines[last], int(value) + base)
             self.merge(run, others, starts)
             run.facts["log_format"] = NAME
+            if self.skipped:
+                run.facts["lines_skipped"] = self.skipped
             run.facts["epoch_line"] = where
             if copied and (copies := max(g[2] - g[1] + 1 for g in groups)) > 1:
                 run.facts["copies"] = copies  # (the slowest copy's time counts)
@@ -203,7 +234,9 @@ class Reader(StreamFormat):
 
     def gap(self, template: Template, groups: list, at: int, start: bool) -> float | None:
         """An epoch's time from timestamps: its line's to the next epoch's (a start
-        marker; the last epoch: to the stream's last timestamp) or from the epoch before."""
+        marker; the last epoch: to the stream's last timestamp) or from the epoch before.
+        A negative gap is a time of day past midnight (86,400 s added), marked by
+        `wrapped` for `clock_checked`."""
         if start:
             begin = template.clock(groups[at][1])
             end = template.clock(groups[at + 1][1]) if at + 1 < len(groups) else self.clock()
@@ -212,8 +245,29 @@ class Reader(StreamFormat):
             begin = template.clock(groups[at - 1][2]) if at else self.first_clock
         seconds = end - begin
         if seconds < 0 and seconds > -86400:
-            seconds += 86400  # a time of day past midnight
+            seconds += 86400  # a time of day past midnight (checked in clock_checked)
+            self.wrapped.add(id(groups[at]))
         return round(seconds, 6) if seconds == seconds and seconds > 0 else None
+
+    def clock_checked(self, run: ParsedLog, groups: list, times: list, where: str) -> list:
+        """The gaps of a run's epochs, less those the clock cannot have given: a gap past
+        midnight (or a day long) beside epochs of minutes is a clock turned back
+        (daylight saving, a node's clock set) or a pause, flagged, never an epoch."""
+        plain = sorted(t for g, t in zip(groups, times)
+                       if t is not None and id(g) not in self.wrapped and t < 43200)
+        usual = plain[len(plain) // 2] if plain else None
+        for at, (group, seconds) in enumerate(zip(groups, times)):
+            if seconds is None or usual is None:
+                continue
+            if (id(group) in self.wrapped or seconds >= 43200) and seconds > 20 * usual:
+                times[at] = None
+                run.warnings.append(
+                    f"{self.stream.path}: epoch {int(group[0])}'s timestamps are "
+                    f"{seconds:,.0f} s apart beside epochs of about {usual:,.0f} s: the "
+                    "clock was turned back or the run paused (line "
+                    f"{template_line(self, group)}); the epoch has no time")
+                run.facts["clock_back"] = True
+        return times
 
     def stamp_step(self, template: Template) -> float:
         said = template if template.stamp is not None else self.clock_template
@@ -285,3 +339,8 @@ class Reader(StreamFormat):
                         if average else "the run's total time"), number)
                     break
 
+
+
+def template_line(reader: Reader, group: list) -> int:
+    """The line of a counter group's first row in the winning template."""
+    return reader.winner.lines[group[1]]

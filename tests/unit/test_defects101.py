@@ -1,0 +1,119 @@
+"""The seventh pass's crash and wrong numbers in a script's own lines (issue 101): a
+timestamp the template cannot rebuild, runs told apart by a prefix, decimal commas,
+durations in minutes, clock form and exponent form, a clock turned back, and a pattern
+suggested only where it reads one plausible run. Each input is the issue's own text (its
+printf lines) or the line shape it names."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from dlscale.logparse.reader import LogError, compile_patterns, parse_runs
+from dlscale.logparse.templates import Template, comma_decimals
+
+
+@pytest.mark.parametrize("line", [
+    "I1123 16:48:32.932463: I tensorflow/core/x.cc:12] Epoch 1 start",  # a fraction, ':'
+    "[16:48:32.932463:1] Epoch 1 start",
+    "2021-11-23 16:48:321 Epoch 1 start",  # seconds run on into more digits
+])
+def test_a_timestamp_whose_digits_do_not_rebuild_it_is_read_where_it_parses(line):
+    template = Template(b"", 1, line)
+    values = template.values(template.findall(line))  # (AttributeError before)
+    assert all(v == v for v in values)
+    if template.stamp is not None:  # the stamp keeps its fraction
+        assert values[template.stamp] % 60 == pytest.approx(32.932463)
+
+
+def test_a_log_of_such_lines_is_read_to_its_end_without_a_traceback():
+    text = "".join(f"I1123 16:{48 + k}:32.932463: I tensorflow/core/x.cc:12] step\n"
+                   f"Epoch {k + 1} took: 1{k}.5s loss=0.{k}\n" for k in range(3))
+    [run] = parse_runs(text, "tf.out")
+    assert [r["seconds"] for r in run.rows()] == [10.5, 11.5, 12.5]
+
+
+def test_two_runs_told_apart_by_a_prefix_are_two_runs_and_the_warning_names_both():
+    text = "".join(f"[runA] Epoch {k} took: 10.1s loss=1.9 acc=21%\n"
+                   f"[runB] Epoch {k} took: 20.1s loss=2.0 acc=11%\n" for k in (1, 2, 3))
+    runs = parse_runs(text, "two.out")
+    assert [[r["seconds"] for r in run.rows()] for run in runs] == [[10.1] * 3, [20.1] * 3]
+    said = " ".join(w for run in runs for w in run.warnings)
+    assert "[runA] Epoch <n>" in said and "[runB] Epoch <n>" in said
+
+
+def test_decimal_commas_are_read_as_decimals():
+    text = "".join(f"Epoch {k} took: 97,{k}s loss=1,9 acc=91,5%\n" for k in (1, 2, 3))
+    [run] = parse_runs(text, "comma.out")
+    assert [(r["seconds"], r["loss"], r["accuracy"]) for r in run.rows()] == [
+        (97.1, 1.9, 0.915), (97.2, 1.9, 0.915), (97.3, 1.9, 0.915)]
+
+
+@pytest.mark.parametrize("line, commas", [
+    ("Epoch 1 took: 97,7s loss=1,9", True),
+    ("Epoch 1 took 3.5s images 1,234", False),  # a decimal point: commas are thousands
+    ("Epoch 1 images 1,234,567", False),        # thousands only
+    ("2026-12-02 01:02:03,456 INFO Epoch 0", False),  # logging's milliseconds
+])
+def test_a_line_is_read_with_decimal_commas_only_where_it_writes_them(line, commas):
+    assert comma_decimals(line) is commas
+
+
+@pytest.mark.parametrize("times, seconds", [
+    (["2m 3s", "2m 5s", "1m 59s", "2m 0s"], [123, 125, 119, 120]),
+    (["1:02:03", "1:01:00", "0:59:59", "1:00:00"], [3723, 3660, 3599, 3600]),
+    (["1.2e2 s", "1.3e2 s", "1.1e2 s", "1.2e2 s"], [120, 130, 110, 120]),
+    (["1h 2m", "1h 1m", "0h 59m", "1h 0m"], [3720, 3660, 3540, 3600]),
+])
+def test_durations_in_minutes_clock_and_exponent_forms_are_read(times, seconds):
+    text = "".join(f"Epoch {k} took {t} loss 0.5\n" for k, t in enumerate(times, 1))
+    [run] = parse_runs(text, "took.out")
+    assert [r["seconds"] for r in run.rows()] == pytest.approx(seconds)
+
+
+def test_a_clock_turned_back_is_flagged_and_never_an_epoch():
+    # daylight saving: the clock goes back an hour at 03:00; epochs begin at 02:10, 02:40,
+    # 02:10 (an hour later) and 02:40
+    stamps = ["02:10", "02:39", "02:40", "03:00", "02:10", "02:39", "02:40", "03:09"]
+    text = "".join(f"2026-10-25 {stamps[2 * k]}:00,000 INFO Epoch {k + 1} begin\n"
+                   f"2026-10-25 {stamps[2 * k + 1]}:00,000 INFO loss 1.0\n" for k in range(4))
+    [run] = parse_runs(text, "dst.out")
+    seconds = [r["seconds"] for r in run.rows()]
+    assert seconds[0] == 1800 and seconds[2] == 1800 and seconds[3] == 1740
+    assert seconds[1] is None or seconds[1] != seconds[1]  # (84,600 s before)
+    assert run.facts["clock_back"] is True
+    assert any("clock was turned back" in w for w in run.warnings)
+
+
+def refusal(text: str) -> str:
+    with pytest.raises(LogError) as refused:
+        parse_runs(text, "odd.out")
+    return str(refused.value)
+
+
+def test_no_pattern_is_suggested_for_runs_interleaved_without_prefixes():
+    # two runs' lines, each epoch of one printed before the other's, no prefix
+    text = "".join(f"Epoch {k} took: {t}s loss=1.9\n" for k in range(1, 7)
+                   for t in ("10.1", "20.1"))
+    with pytest.raises(LogError) as refused:
+        runs = parse_runs(text, "odd.out")
+        assert all(len(run.rows()) <= 6 for run in runs)  # never one 12-epoch run
+        raise LogError("read", {})
+    message = str(refused.value)
+    assert message == "read" or ("{epoch_time" not in message
+                                 and "does not rise by one" in message)
+
+
+def test_no_pattern_is_suggested_from_a_line_without_a_time():
+    text = "".join(f"config epoch_size={n} and more words\n" for n in (513, 511, 515))
+    message = refusal(text)
+    assert "epoch_size=([" not in message and "no pattern is suggested" in message
+
+
+def test_the_pattern_suggested_for_one_plausible_run_still_reads_it(tmp_path):
+    text = ("loading\nep 3 of training lasted 2.5 s, loss 0.3\n"
+            "ep 4 of training lasted 2.4 s, loss 0.2\n")
+    example = re.search(r"epoch_time: '(.*?)'", refusal(text))[1]
+    [run] = parse_runs(text, "odd.out", compile_patterns({"epoch_time": example}))
+    assert [r["seconds"] for r in run.rows()] == [2.5, 2.4]
