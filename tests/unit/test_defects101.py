@@ -117,3 +117,14 @@ def test_the_pattern_suggested_for_one_plausible_run_still_reads_it(tmp_path):
     example = re.search(r"epoch_time: '(.*?)'", refusal(text))[1]
     [run] = parse_runs(text, "odd.out", compile_patterns({"epoch_time": example}))
     assert [r["seconds"] for r in run.rows()] == [2.5, 2.4]
+
+
+@pytest.mark.parametrize("line", [
+    "+ srun torchrun --nnodes 2 --nproc-per-node 2 train.py",
+    "+ torchrun --nnodes 2 --nproc-per-node 2 train.py",
+    "srun -N 2 --ntasks-per-node 1 torchrun --nnodes 2 --nproc-per-node 2 train.py -n 9",
+])
+def test_torchrun_under_srun_gives_its_nodes_as_without_srun(line):
+    [run] = parse_runs(line + "\nEpoch 1 took: 1.0s loss=1\nEpoch 2 took: 1.0s loss=1\n",
+                       "torchrun.out")
+    assert (run.settings["gpus"], run.settings["nodes"]) == (4, 2)  # (4 and 1 before)

@@ -45,6 +45,12 @@ LAUNCHERS = re.compile(_AFTER + r"(mpirun|mpiexec|orterun|horovodrun)\b[^|;&]*?\
                        r"(?:-np|-n|--np|-c)[= ]?(\d+)\b")
 SRUN = re.compile(_AFTER + r"srun\b([^|;&]*)")
 SRUN_TASKS = re.compile(r"\s(?:--ntasks[= ]|-n ?)(\d+)\b")
+# srun's options whose value is the next word (`-n 4`, `--nodes 2`, `-p gpu`)
+SRUN_VALUED = {"-n", "-N", "-c", "-p", "-t", "-J", "-o", "-e", "-w", "-x", "-A", "-q", "-G",
+               "--ntasks", "--nodes", "--ntasks-per-node", "--cpus-per-task", "--partition",
+               "--time", "--job-name", "--output", "--error", "--nodelist", "--exclude",
+               "--account", "--qos", "--gpus", "--gres", "--mem", "--export", "--mpi",
+               "--gpus-per-node", "--gpus-per-task", "--cpu-bind", "-D"}
 SRUN_NODES = re.compile(r"\s(?:--nodes[= ]|-N ?)(\d+)\b")
 PER_NODE = re.compile(r"\s(?:--ntasks-per-node[= ]|--npernode[= ]|-npernode |-N ?|-ppn ?|"
                       r"--map-by[= ]ppr:)(\d+)\b")  # srun's, OpenMPI's, MPICH's a node
@@ -96,7 +102,11 @@ class LaunchReader:
                 nodes = -(-count // int(per_node[1]))
                 self.nodes.append((number, nodes, f"{what} with {per_node[1]} a node"))
         elif found := SRUN.search(text):
-            self.srun(number, found[1])
+            command = self.srun(number, found[1])  # what srun starts: torchrun on a node
+            if inner := TORCHRUN.search(command):
+                self.per_node(number, inner[2], NPROC, NNODES, inner[1])
+            elif inner := DEEPSPEED.search(command):
+                self.per_node(number, inner[1], NUM_GPUS, NUM_NODES, "deepspeed")
         elif found := TORCHRUN.search(text):
             self.per_node(number, found[2], NPROC, NNODES, found[1])
         elif found := DEEPSPEED.search(text):
@@ -115,8 +125,13 @@ class LaunchReader:
         if found := EXITS.search(text):
             self.exits.setdefault(int(found[1]), number)
 
-    def srun(self, number: int, flags: str) -> None:
-        """The tasks (-n, or -N times --ntasks-per-node) and nodes of an srun line."""
+    def srun(self, number: int, flags: str) -> str:
+        """The tasks (-n, or -N times --ntasks-per-node) and nodes of an srun line, read
+        from srun's own options (not those of the command it starts); that command."""
+        words, at = flags.split(), 0
+        while at < len(words) and words[at].startswith("-"):
+            at += 2 if words[at] in SRUN_VALUED and at + 1 < len(words) else 1
+        flags, command = " " + " ".join(words[:at]), " " + " ".join(words[at:])
         tasks, nodes = SRUN_TASKS.search(flags), SRUN_NODES.search(flags)
         if tasks:
             self.tasks.append((number, "launcher", int(tasks[1]), f"srun -n {tasks[1]}"))
@@ -126,6 +141,7 @@ class LaunchReader:
                                f"srun -N {nodes[1]} --ntasks-per-node={per_node[1]}"))
         if nodes:
             self.nodes.append((number, int(nodes[1]), f"srun -N {nodes[1]}"))
+        return command
 
     def per_node(self, number: int, flags: str, procs: re.Pattern, nodes: re.Pattern,
                  name: str) -> None:
