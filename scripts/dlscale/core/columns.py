@@ -150,6 +150,8 @@ RUNS = tuple(replace(c, runs=c.runs or CARRIED) for c in (
            True, runs=CARRIED),
     Column("logged_images_per_s", "images/s", "a benchmark's printed throughput", True,
            source=_record("logged_images_per_s")),
+    Column("knobs", "", "the sweep.knobs the run was made with, by name: each a column of "
+           "its own (after series) with the run's value, in runs.csv and scaling.csv", True),
     Column("notes", "", "what went wrong beside the training", True, source=_record("notes"),
            runs=COMPUTED),
     *(Column(f"system_{name}", "", f"the run's system description: {name}", True,

@@ -65,23 +65,31 @@ PLACEHOLDERS = ("gpus", "nodes", "tasks", "batch_per_gpu", "global_batch", "epoc
 STRATEGY = "command"
 
 
-def check_template(label: str, template: str) -> None:
-    """PlanError naming the command when it is not a template of PLACEHOLDERS."""
+def check_template(label: str, template: str, knobs=()) -> None:
+    """PlanError naming the command when it is not a template of PLACEHOLDERS and the
+    sweep's `knobs`, or leaves out a knob (each value of it would run the same command)."""
     try:
         fields = [(f, spec, conv) for _, f, spec, conv in string.Formatter().parse(template)
                   if f is not None]
     except ValueError as exc:
         raise PlanError(f"sweep.commands.{label}: {template!r} is not a template ({exc}); "
                         "write a literal brace as {{ or }}") from None
+    known = (*PLACEHOLDERS, *(k for k in knobs if k not in PLACEHOLDERS))
     for field, spec, conversion in fields:
-        if field not in PLACEHOLDERS:
+        if field not in known:
             raise PlanError(f"sweep.commands.{label}: unknown placeholder {{{field}}}: "
-                            f"expected one of {', '.join('{' + p + '}' for p in PLACEHOLDERS)}"
+                            f"expected one of {', '.join('{' + p + '}' for p in known)}"
                             "; a literal brace is written twice, as in ${{SLURM_NTASKS}} or "
                             "awk '{{print $1}}'")
         if spec or conversion:
             raise PlanError(f"sweep.commands.{label}: {{{field}}} takes no format or "
                             "conversion (values are put in as they are, quoted)")
+    used = {field for field, _spec, _conversion in fields}
+    for knob in knobs:
+        if knob not in used and not (knob == "batch_per_gpu" and "global_batch" in used):
+            raise PlanError(f"sweep.commands.{label}: the command does not use the knob "
+                            f"{{{knob}}} (sweep.knobs): each of its values would run the same "
+                            "command; put {" + knob + "} where the script takes it")
 
 
 def render(template: str, values: dict) -> str:
@@ -106,7 +114,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="sample into telemetry.csv every SECONDS; 0: off")
     add("--train-images", type=int, help="images per epoch when the output has no steps")
     add("--patterns", type=json.loads, default=None, help="patterns as JSON")
+    add("--knob", action="append", default=[], metavar="NAME=VALUE",
+        help="a sweep.knobs value: the command's {NAME}")
     return parser
+
+
+def knobs(args) -> dict:
+    return dict(item.split("=", 1) for item in args.knob)
 
 
 def planned(args) -> dict:
@@ -114,14 +128,14 @@ def planned(args) -> dict:
     return {"model": args.model, "gpus_asked": args.gpus, "replicas": args.gpus,
             "nodes": args.nodes, "strategy": STRATEGY, "precision": args.precision,
             "batch_per_gpu": args.batch_per_gpu, "global_batch": args.batch_per_gpu * args.gpus,
-            "epochs": args.epochs, "attempt": args.attempt}
+            "epochs": args.epochs, "attempt": args.attempt, "knobs": knobs(args)}
 
 
 def values(args) -> dict:
     return {"gpus": args.gpus, "nodes": args.nodes, "tasks": args.tasks,
             "batch_per_gpu": args.batch_per_gpu, "global_batch": args.batch_per_gpu * args.gpus,
             "epochs": args.epochs, "lr": f"{args.lr:g}", "seed": args.seed,
-            "out_dir": str(args.out / COMMAND_OUT)}
+            "out_dir": str(args.out / COMMAND_OUT), **knobs(args)}
 
 
 def epoch_record(row: dict, args) -> dict:

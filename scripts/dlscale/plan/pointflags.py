@@ -22,6 +22,13 @@ from dlscale.plan.sweep import Point, command_spec
 SYNTHETIC_CHECK_STEPS = 10
 
 
+def knob_meta(knobs: tuple) -> dict:
+    """A point's knobs as the per-run table's columns: each by its name, and `knobs`
+    their names (the tables after it carry each named one)."""
+    return {**dict(knobs),
+            **({"knobs": ",".join(name for name, _ in knobs)} if knobs else {})}
+
+
 def batch_file(p: Point) -> str:
     return f"{BATCH}/{p.model}/{p.precision}.json"
 
@@ -75,7 +82,9 @@ class PointCommands:
             flags["train-images"] = spec["train_images"]
         if spec["patterns"]:
             flags["patterns"] = json.dumps(spec["patterns"])
-        return " ".join(f"--{k} {shlex.quote(str(v))}" for k, v in flags.items())
+        return " ".join([f"--{k} {shlex.quote(str(v))}" for k, v in flags.items()] + [
+            f"--knob {shlex.quote(f'{name}={value}')}" for name, value in p.knobs
+            if name not in user_command.PLACEHOLDERS])
 
     def launch_plan(self, p: Point) -> str:
         """launch.py's --plan: how the workers start, and run.json's planned keys."""
@@ -84,7 +93,9 @@ class PointCommands:
                    "batch_per_gpu": p.batch_per_gpu, "global_batch": p.global_batch}
         if p.command:  # the command starts its own tasks (dlscale.launch.command)
             plan = {"command": True,
-                    "planned": {**planned, "replicas": p.gpus, "strategy": user_command.STRATEGY}}
+                    "planned": {**planned, "replicas": p.gpus, "strategy": user_command.STRATEGY,
+                                "knobs": {name: str(value) for name, value in p.knobs
+                                          if name not in user_command.PLACEHOLDERS}}}
         else:
             plan = {"tasks": p.tasks, "tasks_per_node": p.tasks_per_node, "nodes": p.nodes,
                     "planned": {**planned, "model_from": p.model_from, "strategy": p.strategy,
@@ -121,4 +132,5 @@ class PointCommands:
         return meta_flags({"run": p.key, "series": p.series, "repeat": p.rep,
                            "model": p.model, "gpus": p.gpus,
                            "nodes": p.nodes, "strategy": p.strategy, "precision": p.precision,
-                           "scaling": p.scaling, "epochs_expected": p.epochs})
+                           "scaling": p.scaling, "epochs_expected": p.epochs,
+                           **knob_meta(p.knobs)})

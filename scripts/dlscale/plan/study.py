@@ -51,7 +51,8 @@ class Study(StudyData, PointCommands):
             train_images=self.folder.available["train"] if self.folder else None)
         for label, given in config["sweep"]["commands"].items():
             spec = command_spec(given)
-            user_command.check_template(label, spec["run"])
+            user_command.check_template(label, spec["run"], list(
+                config["sweep"].get("knobs") or {}))
             try:
                 compile_patterns(spec["patterns"], f"sweep.commands.{label}.patterns")
             except ValueError as exc:

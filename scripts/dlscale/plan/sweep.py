@@ -18,6 +18,7 @@ from pathlib import Path
 
 from dlscale.core import models
 from dlscale.core.errors import PlanError
+from dlscale.plan.knobs import BATCH_KNOB, check_knobs, knob_sets, with_knobs
 from dlscale.train import usermodel
 from dlscale.train.keraschoice import default_strategy, framework_problem
 
@@ -72,6 +73,7 @@ class Point:
     mem_mb: int          # per node
     runtime: int         # minutes
     gres: str | None     # per node
+    knobs: tuple[tuple[str, object], ...] = ()  # sweep.knobs: (name, value) of this point
 
     @property
     def cores(self) -> int:
@@ -207,8 +209,10 @@ def check_size(config: dict, *axes: list) -> None:
     upper bound of its points) passes sweep.max_points."""
     sweep = config["sweep"]
     nodes = 1 if sweep["nodes"] == "auto" else len(sweep["nodes"])
-    combinations = (len(usermodel.entries(sweep["models"])) * len(sweep["gpus"]) * nodes
-                    * sweep["repeats"] * math.prod(len(axis) for axis in axes))
+    combinations = ((len(usermodel.entries(sweep["models"])) + len(sweep["commands"]))
+                    * len(sweep["gpus"]) * nodes * sweep["repeats"]
+                    * math.prod(len(axis) for axis in axes)
+                    * math.prod(len(v) for v in (sweep.get("knobs") or {}).values()))
     if combinations > sweep["max_points"]:
         raise SweepError(f"the sweep combines into {combinations} points, more than "
                          f"sweep.max_points ({sweep['max_points']}): check its axes, or "
@@ -235,17 +239,19 @@ def plan_sweep(config: dict, checked: bool = False, train_images: int | None = N
     scaling = sweep["scaling"]
     image_size = config["data"]["image_size"]
     check_size(config, strategies, loops, precisions, frameworks)
+    check_knobs(config)
+    varied = {n for n, v in (sweep.get("knobs") or {}).items() if len(v) > 1}
     points, skipped, lost = [], {}, {}
-    for (model, builder), strategy, loop, precision, (keras, backend), gpus, rep in \
+    for (model, builder), strategy, loop, precision, (keras, backend), knobs, gpus, rep in \
             itertools.product(usermodel.entries(sweep["models"]), strategies, loops,
-                              precisions, frameworks, sweep["gpus"],
-                              range(1, sweep["repeats"] + 1)):
+                              precisions, frameworks, knob_sets(config, {BATCH_KNOB}),
+                              sweep["gpus"], range(1, sweep["repeats"] + 1)):
         # keras.applications checks this at build time; here it fails before any job
         need = 1 if builder else models.min_image_size(model)
         if image_size < need:
             raise SweepError(f"model {model} needs images of at least {need}px, but "
                              f"data.image_size is {image_size}")
-        over = model_settings(config, model)
+        over = {**model_settings(config, model), **dict(knobs)}
         batch_per_gpu, global_batch = batch_of(over, gpus, scaling, model)
         for nodes in node_counts(gpus, sweep["nodes"], res["max_gpus_per_node"]):
             chosen = strategy or default_strategy(nodes, keras, backend)
@@ -267,11 +273,12 @@ def plan_sweep(config: dict, checked: bool = False, train_images: int | None = N
             if chosen == "horovod" and loop == "custom":
                 raise SweepError("the custom training loop runs mirrored and multiworker points; "
                                  "horovod points train with fit (training.loop or sweep.loop)")
-            points.append(make_point(config, (model, builder), gpus, nodes, chosen, loop,
-                                     precision, rep, batch_per_gpu, global_batch,
-                                     levels=levels, framework=(keras, backend)))
+            points.append(with_knobs(make_point(
+                config, (model, builder), gpus, nodes, chosen, loop, precision, rep,
+                batch_per_gpu, global_batch, levels=levels, framework=(keras, backend)),
+                knobs, varied))
     trained = list(points)
-    points += command_points(config, skipped)
+    points += command_points(config, skipped, varied)
     notes = [f"sweep: {what} left out: {reason}" for what, reason in skipped.items()]
     if (sweep["models"] or sweep["commands"]) and not points:
         raise SweepError("no point of the sweep can run: " + "; ".join(
@@ -296,15 +303,16 @@ def command_spec(spec) -> dict:
     return {"tasks": "one", "train_images": None, "patterns": None, **spec}
 
 
-def command_points(config: dict, skipped: dict) -> list[Point]:
-    """The points of sweep.commands: one per command x GPUs x nodes x repeat, each run
-    once in a job holding its GPUs and `tasks` SLURM tasks."""
+def command_points(config: dict, skipped: dict, varied: set = frozenset()) -> list[Point]:
+    """The points of sweep.commands: one per command x knobs x GPUs x nodes x repeat,
+    each run once in a job holding its GPUs and `tasks` SLURM tasks."""
     sweep, res = config["sweep"], config["resources"]
     points = []
-    for (label, spec), gpus, rep in itertools.product(
-            sweep["commands"].items(), sweep["gpus"], range(1, sweep["repeats"] + 1)):
+    for (label, spec), knobs, gpus, rep in itertools.product(
+            sweep["commands"].items(), knob_sets(config), sweep["gpus"],
+            range(1, sweep["repeats"] + 1)):
         spec = command_spec(spec)
-        over = model_settings(config, label)
+        over = {**model_settings(config, label), **dict(knobs)}
         batch_per_gpu, global_batch = batch_of(over, gpus, sweep["scaling"], label)
         if batch_per_gpu == "auto":
             raise SweepError(f"sweep.commands.{label}: batch_per_gpu auto searches built-in "
@@ -320,9 +328,9 @@ def command_points(config: dict, skipped: dict) -> list[Point]:
                                                      and len(sweep["nodes"]) > 1,
                                                      False, False, False, False, False))
             tasks = TASKS[spec["tasks"]](gpus, nodes)
-            points.append(dataclasses.replace(
+            points.append(with_knobs(dataclasses.replace(
                 point, command=spec["run"], tasks=tasks, tasks_per_node=tasks // nodes,
-                cpus_per_task=max(1, over["cpus_per_gpu"] * gpus // tasks)))
+                cpus_per_task=max(1, over["cpus_per_gpu"] * gpus // tasks)), knobs, varied))
     return points
 
 

@@ -203,12 +203,33 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
             "notes": notes, "epochs_expected": expected,
             "counted": not problems, "problem": "; ".join(problems),
         })
-    runs = pd.DataFrame(rows, columns=[c.name for c in RUNS_CSV])  # the registry's order
+    runs = with_knobs(pd.DataFrame(rows, columns=[c.name for c in RUNS_CSV]), epochs)
     runs["gpus"] = pd.to_numeric(runs["gpus"]).astype("Int64")  # empty for a crashed log
     runs["images_per_s"] = (pd.to_numeric(runs["images_per_epoch"], errors="coerce")
                             / runs["epoch_time_s"]).fillna(
         pd.to_numeric(runs["logged_images_per_s"], errors="coerce"))  # a benchmark's own
     return runs
+
+
+def knob_names(frame: pd.DataFrame) -> list[str]:
+    """The sweep.knobs a table's runs were made with (its `knobs` column names them)."""
+    if "knobs" not in frame:
+        return []
+    return list(dict.fromkeys(name for names in frame["knobs"].dropna().astype(str)
+                              for name in names.split(",") if name))
+
+
+def with_knobs(table: pd.DataFrame, source: pd.DataFrame, key: str = "run") -> pd.DataFrame:
+    """`table` with a column per knob of `source`'s runs (each run's value), after the
+    series: a knob is part of a point, as the GPUs are."""
+    names = [n for n in knob_names(source) if n in source and n not in table]
+    if not names or table.empty:
+        return table
+    values = source.drop_duplicates(key).set_index(key)
+    at = list(table.columns).index("series") + 1 if "series" in table else 0
+    for offset, name in enumerate(names):
+        table.insert(at + offset, name, table[key].map(values[name]))
+    return table
 
 
 def flags_of(row, accuracy_tolerance: float) -> str:
@@ -252,6 +273,7 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
         # an epoch (a Trainer's samples/s), or no epoch at all (a benchmark's total)
         per_epoch = pd.to_numeric(point_runs["images_per_epoch"], errors="coerce").mean()
         rows.append({
+            "run": first["run"],
             "series": series, "model": first["model"], "strategy": first["strategy"],
             "precision": first["precision"], "nodes": nodes, "gpus": gpus,
             "global_batch": first["global_batch"], "repeats": len(point_runs),
@@ -276,9 +298,11 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
                for name in ("job_s", "overhead_s")},
             **{name: joined(point_runs[name]) for name in ("nccl_network", "nccl_fallback")},
         })
-    table = pd.DataFrame(rows, columns=[*MEASURED, "gpus_logged"])
+    table = pd.DataFrame(rows, columns=["run", *MEASURED, "gpus_logged"])
     if table.empty:
         return pd.DataFrame(columns=SCALING_COLUMNS + EXTRA_COLUMNS)
+    knobs = [n for n in knob_names(runs) if n in runs]
+    table = with_knobs(table, runs).drop(columns="run")
     # each series' base: its 1-GPU point on one node, else (a series of several GPU
     # counts without one, as MLPerf results) its fewest GPUs, on the fewest nodes
     base = table.sort_values(["gpus", "nodes"]).drop_duplicates("series").set_index("series")
@@ -307,7 +331,7 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
     # what a point's job cost beyond its training (dlscale.jobs.phases), of the job's wall time
     table["overhead_fraction"] = table["overhead_s"] / table["job_s"]
     table["flags"] = [flags_of(row, accuracy_tolerance) for row in table.itertuples()]
-    table = table[SCALING_COLUMNS + EXTRA_COLUMNS]
+    table = table[SCALING_COLUMNS[:1] + knobs + SCALING_COLUMNS[1:] + EXTRA_COLUMNS]
     return table.sort_values(["series", "nodes", "gpus"]).reset_index(drop=True)
 
 

@@ -1,0 +1,73 @@
+"""sweep.knobs: a script's own settings as axes of the sweep (`NAME: [values]`), every
+combination a point: a `{NAME}` placeholder of every command, a folder level and series
+word where it varies (`llm/attention-sdpa/gpus2/rep1`, series `llm attention=sdpa`), a
+column of runs.csv and scaling.csv (dlscale.reporting.analysis.with_knobs). dlscale's own
+points take the knobs they understand: batch_per_gpu, their batch per GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+from dlscale.core.errors import PlanError
+
+
+class KnobError(PlanError):
+    """A knob that cannot be what it says (said as "invalid sweep: ...")."""
+
+    def __str__(self) -> str:
+        return f"invalid sweep: {super().__str__()}"
+
+
+BATCH_KNOB = "batch_per_gpu"  # the one knob dlscale's own points understand (issue 98 adds)
+
+
+def knob_sets(config: dict, understood=None) -> list[tuple[tuple[str, object], ...]]:
+    """Every combination of sweep.knobs, as (name, value) pairs in the config's order;
+    `understood`: only those knobs (dlscale's own points). [()] without any."""
+    knobs = {name: values for name, values in (config["sweep"].get("knobs") or {}).items()
+             if understood is None or name in understood}
+    return [tuple(zip(knobs, values)) for values in itertools.product(*knobs.values())]
+
+
+def check_knobs(config: dict) -> None:
+    """SweepError for a knob whose name is a column dlscale writes or a placeholder of its
+    own (batch_per_gpu excepted: it is the batch), or a batch knob under strong scaling."""
+    from dlscale.core.columns import RUNS_CSV, SCALING_COLUMNS
+    from dlscale.launch.command import PLACEHOLDERS
+
+    knobs = config["sweep"].get("knobs") or {}
+    taken = {c.name for c in RUNS_CSV} | set(SCALING_COLUMNS) | set(PLACEHOLDERS) | {"knobs"}
+    for name in knobs:
+        if name in taken and name != BATCH_KNOB:
+            raise KnobError(f"sweep.knobs.{name}: {name} is a column or placeholder of "
+                             "dlscale's own; name the knob otherwise (e.g. my_{name})")
+    for value in knobs.get(BATCH_KNOB, []):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise KnobError(f"sweep.knobs.batch_per_gpu: {value!r} is not a batch: expected "
+                             "whole numbers of 1 or more, e.g. [16, 32, 64]")
+    others = [name for name in knobs if name != BATCH_KNOB]
+    if others and not config["sweep"]["commands"]:
+        raise KnobError(f"sweep.knobs.{others[0]}: a knob of your script's is a placeholder "
+                         "of sweep.commands, and the study has none (dlscale's own points "
+                         "take batch_per_gpu)")
+    if BATCH_KNOB in knobs and config["sweep"]["scaling"] == "strong":
+        raise KnobError("sweep.knobs.batch_per_gpu: sweep.scaling strong keeps the global "
+                         "batch (training.global_batch): sweep the batch with weak scaling")
+
+
+def knob_level(name: str, value) -> str:
+    """A knob's folder level and series word: `attention=sdpa` (a folder's `attention-sdpa`)."""
+    return f"{name}={str(value).lower() if isinstance(value, bool) else value}"
+
+
+def with_knobs(point, knobs: tuple, varied: set):
+    """The point with its knobs: a folder level and a series word each varied one."""
+    if not knobs:
+        return point
+    words = [knob_level(n, v) for n, v in knobs if n in varied]
+    parts = point.key.split("/")
+    key = "/".join([parts[0], *(w.replace("=", "-") for w in words), *parts[1:]])
+    return dataclasses.replace(point, key=key, knobs=knobs,
+                               series=" ".join([point.series, *words]))
