@@ -65,7 +65,7 @@ def test_prefixed_ranks_a_cut_run_and_a_benchmark_summary():
     assert len(cut.epochs) == 1 and cut.cut and cut.cut_epoch == 2
     # only the summary's throughput (a benchmark): a run without epochs
     [bench] = parse_runs("\n".join([stdout[0], stdout[-1]]) + "\n")
-    assert not bench.epochs and bench.images_per_s == pytest.approx(1658.71, abs=0.01)
+    assert not bench.epochs and bench.rate == pytest.approx(1658.71, abs=0.01)
 
 
 def test_a_line_that_only_starts_with_dll_is_not_dlloggers():

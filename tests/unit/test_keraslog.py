@@ -380,7 +380,7 @@ BENCH = DATA / "benchmark-outputs"
 ])
 def test_benchmark_outputs_are_runs_with_their_total_throughput(name, images_per_s, settings):
     runs = parse_file_runs(str(BENCH / name))
-    assert [(r.images_per_s, r.settings, len(r.epochs)) for r in runs] == [
+    assert [(r.rate, r.settings, len(r.epochs)) for r in runs] == [
         (images_per_s, settings, 0)]
 
 
@@ -391,7 +391,7 @@ def test_a_tf_cnn_benchmarks_header_states_the_devices_and_the_global_batch():
             "----------------------------------------------------------------\n"
             "total images/sec: 23.51\n")
     runs = parse_runs(text)
-    assert [(r.images_per_s, r.settings) for r in runs] == [
+    assert [(r.rate, r.settings) for r in runs] == [
         (23.51, {"global_batch": 128, "gpus": 2})]
 
 
@@ -423,7 +423,7 @@ def test_a_custom_loops_epoch_lines_are_read_with_user_patterns():
                                          "epoch_time matches"):
         compile_patterns({"loss": r"Loss: ([0-9.]+)"})
     bench = compile_patterns({"images_per_s": r"throughput ([0-9.]+) img/s"})
-    assert [r.images_per_s for r in parse_runs("throughput 812.5 img/s\n", patterns=bench)] == [
+    assert [r.rate for r in parse_runs("throughput 812.5 img/s\n", patterns=bench)] == [
         812.5]
 
 

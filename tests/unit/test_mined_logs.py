@@ -165,7 +165,7 @@ SUMMARY = ("{'train_runtime': '%s', 'train_samples_per_second': '120.5', "
 
 def test_the_trainers_summary_printed_by_every_node_is_one_run_with_its_hosts_noted():
     runs = parse_runs("".join(f"worker-{i}: " + SUMMARY % "100.0" for i in range(4)), "n.out")
-    assert len(runs) == 1 and runs[0].images_per_s == 120.5
+    assert len(runs) == 1 and runs[0].rate == 120.5
     assert runs[0].facts["summary_copies"] == 4
     assert runs[0].facts["summary_hosts"] == "worker-0 worker-1 worker-2 worker-3"
     assert runs[0].warnings == []
@@ -179,7 +179,7 @@ def test_a_raw_nan_in_the_summary_is_kept_as_nan_and_dicts_without_epoch_are_sai
     [run] = parse_runs("{'train_runtime': 10.0, 'train_samples_per_second': 5.0, "
                        "'train_steps_per_second': 1.0, 'train_loss': nan, 'epoch': 1.0}\n",
                        "nan.out")
-    assert run.images_per_s == 5.0 and math.isnan(run.facts["train_loss"])
+    assert run.rate == 5.0 and math.isnan(run.facts["train_loss"])
     [run] = parse_runs("{'loss': 2.3, 'learning_rate': 1e-05}\n" + SUMMARY % "100.0", "w.out")
     assert "carry no 'epoch'" in run.warnings[0] and "patterns" in run.warnings[0]
 

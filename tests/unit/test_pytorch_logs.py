@@ -78,7 +78,7 @@ def test_a_trainers_logged_dicts_are_its_epochs_timed_by_its_train_runtime():
     assert [r["epoch"] for r in rows] == [1, 2]
     assert [r["loss"] for r in rows] == losses and [r["val_loss"] for r in rows] == evals
     assert [r["seconds"] for r in rows] == pytest.approx([seconds / 2] * 2)
-    assert run.images_per_s == 1182.0 and run.settings == {"epochs": 2}
+    assert run.rate == 1182.0 and run.settings == {"epochs": 2}
     assert {k: run.facts[k] for k in ("train_seconds", "train_loss", "log_format")} == {
         "train_seconds": seconds, "train_loss": 2.302, "log_format": "hf-trainer"}
     assert run.facts["epoch_time_from"] == (
@@ -102,7 +102,7 @@ def test_a_trainer_that_prints_only_its_total_is_one_run_of_that_throughput():
     is one run of its throughput, as a benchmark's total is."""
     [run] = parse_runs("{'train_runtime': 12.5, 'train_samples_per_second': 80.0, "
                        "'epoch': 3.0}\n", "old.out")
-    assert (run.images_per_s, run.facts["train_seconds"], run.settings) == (
+    assert (run.rate, run.facts["train_seconds"], run.settings) == (
         80.0, 12.5, {"epochs": 3})
     assert not run.epochs and "train_seconds_resolution" not in run.facts
 

@@ -208,6 +208,12 @@ LOG_COLUMNS = (
     Column("val_loss", "1", "the validation loss after the epoch", True),
     Column("val_accuracy", "1", "the validation accuracy after the epoch", True),
     Column("test_loss", "1", "the test loss the log printed after training", True),
+    Column("unit", "", "what a log's run counts where not images: tokens (an LLM's "
+           "tokens/s, the 2026 edition's chapter 15)", True),
+    Column("tokens_per_s", "tokens/s", "a token run's throughput over all its GPUs (one "
+           "GPU's times the GPUs where the log gives one GPU's)", True),
+    Column("tokens_per_s_per_gpu", "tokens/s", "a token run's throughput per GPU (the run's "
+           "over its GPUs where the log gives the run's)", True),
 )
 # a log's facts (ParsedLog.facts: what a format says of a run beyond its settings), a
 # column each in a log's table; gpus_from, epoch_time_from and log_check, which runs.csv
@@ -220,6 +226,22 @@ LOG_FACTS = tuple(Column(name, unit, meaning, True, source=source)
      "found on", ""),
     ("copies", "", "copies of each mined epoch line (one per worker or node): the slowest "
      "copy's time counts", ""),
+    ("rate_scope", "", "whether a log's tokens/s is one GPU's or the run's, and why: its "
+     "words (Tokens/s/GPU), its producer (torchtitan's tps is per device)", ""),
+    ("rate_from", "", "the line (or the steps) a token run's throughput was read from", ""),
+    ("samples_per_s", "samples/s", "the Trainer summary's train_samples_per_second, where "
+     "the run's rate is its tokens/s", "Trainer train_samples_per_second"),
+    ("memory_gib", "GiB", "peak GPU memory a log states (max reserved; a step line's "
+     "memory)", ""),
+    ("memory_from", "", "the line memory_gib was read from", ""),
+    ("memory_note", "", "why a log's memory is unknown (0.00 printed: no GPU counted it)",
+     ""),
+    ("steps_done", "steps", "the last step counter of a run counted in steps", ""),
+    ("steps_skipped", "steps", "its first steps, left out of its rate as a warm-up", ""),
+    ("mfu_percent", "%", "the model FLOPs utilisation the step lines print, their mean over "
+     "the steps counted", ""),
+    ("tflops", "TFLOP/s", "the TFLOP/s the step lines print, their mean over the steps "
+     "counted", ""),
     ("lines_skipped", "lines", "lines of a mined log's shapes whose numbers could not be "
      "read (`1e999 s`): skipped and counted", ""),
     ("clock_back", "", "a mined run's timestamps went back (daylight saving, a clock set) "

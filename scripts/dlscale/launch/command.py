@@ -162,7 +162,7 @@ def read_output(reader, args) -> tuple[list[dict], dict, str | None, dict[int, i
     run = runs[-1]  # a command that trains several times: its last run is the point's
     epochs = [epoch_record(row, args) for row in run.rows()]
     facts = {"images_per_epoch": epochs[0]["images"] if epochs else None,
-             "logged_images_per_s": run.images_per_s, "streams": run.streams,
+             "logged_images_per_s": run.rate, "streams": run.streams,
              "test_accuracy": run.test.get("test_accuracy"),
              "test_loss": run.test.get("test_loss"), "epochs_stated": run.epochs_total,
              "notes": run.warnings + ([f"the output holds {len(runs)} runs: the last is kept"]

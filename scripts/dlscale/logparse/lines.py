@@ -240,6 +240,16 @@ def split_torchrun(line: str) -> tuple[str, str]:
     return ("", line) if m is None else (f"rank {m.group(1)}", line[m.end():])
 
 
+def torchrun_pieces(line: str) -> list[tuple[str, str, str]]:
+    """(stream, channel "", text) of each rank's piece of a line `torchrun --tee` joined
+    from several ranks' output (`[default1]: 87%|...| 52/60 [...][default0]:{'train_
+    runtime': ...}`: a progress bar's state without its newline, then another rank's
+    line); the line's own rank alone for most lines."""
+    tags = list(TORCHRUN.finditer(line))
+    ends = [m.start() for m in tags[1:]] + [len(line)]
+    return [(f"rank {m.group(1)}", "", line[m.end():end]) for m, end in zip(tags, ends)]
+
+
 def tagged_pieces(line: str) -> list[tuple[str, str, str]] | None:
     """(stream, channel, text) of each tagged piece of a line that begins with an
     mpirun or horovodrun tag (most such lines are one piece); None for any other line."""

@@ -30,6 +30,7 @@ from dlscale.logparse.lines import (  # noqa: F401 (what readers of logs import 
     split_torchrun,
     stream_order,
     tagged_pieces,
+    torchrun_pieces,
 )
 from dlscale.logparse.runs import (  # noqa: F401 (what readers of logs import from here)
     RESULT_PATTERNS,
@@ -129,7 +130,10 @@ class LogReader:
             # (torchrun's first: `[rank0]:  2.351` holds a colon and a space too)
             stream, text = (split_torchrun(line) if line.startswith("[") else
                             split_stream(line) if line.find(": ", 0, 12) > 0 else ("", line))
-            if not self.pieces:  # the common case, without a call more
+            if stream.startswith("rank") and "]:" in text and len(
+                    found := torchrun_pieces(line)) > 1:
+                pieces = found  # ranks' output joined on one line by torchrun's tee
+            elif not self.pieces:  # the common case, without a call more
                 parser = self.parsers.get(stream)
                 if parser is not None and ended and not self.watching and not text.startswith(
                         MARKS):
@@ -137,7 +141,8 @@ class LogReader:
                 else:
                     self.dispatch(stream, text, ended)
                 return
-            pieces = [(stream, "", text)]
+            else:
+                pieces = [(stream, "", text)]
         if len(pieces) == 1 and not self.pieces:
             stream, _channel, text = pieces[0]
             self.dispatch(stream, text, ended)
@@ -220,7 +225,7 @@ class LogReader:
             if "gpus" not in merged and "devices" in merged:  # one worker's: the launch
                 run.facts["gpus_from"] = LAUNCH.DEVICE_LIST  # may multiply it by the workers
             run.settings = job_gpus(merged)
-        if not any(r.epochs or r.images_per_s is not None for r in runs):
+        if not any(r.epochs or r.rate is not None for r in runs):
             if self.binary:
                 raise LogError(f"{self.path} is binary (it holds NUL bytes): expected a "
                                "text log")
@@ -356,7 +361,7 @@ def combine(streams: dict[str, list[ParsedLog]]) -> list[ParsedLog]:
     # a stream whose only run was cut before any result (SLURM's cancel line on the job's
     # own lines, beside the tasks'): the job's last run is unfinished, no worker of it
     ended = [runs[0] for runs in with_epochs if len(runs) == 1 and not runs[0].epochs
-             and runs[0].images_per_s is None]
+             and runs[0].rate is None]
     if ended and len(ended) < len(with_epochs):
         with_epochs = [runs for runs in with_epochs if runs[0] not in ended]
         last = with_epochs[0][-1]

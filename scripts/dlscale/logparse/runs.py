@@ -41,7 +41,10 @@ class ParsedLog:
     warnings: list[str] = field(default_factory=list)
     streams: int = 1             # workers whose lines the run holds (see parse_runs)
     test: dict[str, float] = field(default_factory=dict)  # evaluate()'s loss and accuracy
-    images_per_s: float | None = None  # a benchmark's total throughput (no epochs)
+    rate: float | None = None    # the run's logged throughput (a benchmark's total, a
+                                 # Trainer's samples/s, an LLM's tokens/s): `unit`s a second
+    unit: str = "images"         # what the run counts: images, samples or tokens
+    per_gpu: bool = False        # `rate` is one GPU's (Tokens/s/GPU), not the run's
     facts: dict = field(default_factory=dict)  # a run's values beyond settings (mllog)
     last: int = 0                # the highest finished epoch
     lanes: list = field(default_factory=list)  # one Lane per worker whose lines the
@@ -92,8 +95,15 @@ def absorb(run: ParsedLog, other: ParsedLog) -> None:
             mine.add(epoch, theirs.row(row), theirs.lines[row])
     run.settings = {**other.settings, **run.settings}
     run.test = run.test or other.test
-    if run.images_per_s is None:
-        run.images_per_s = other.images_per_s
+    if run.rate is None:
+        run.rate, run.unit, run.per_gpu = other.rate, other.unit, other.per_gpu
+    elif other.rate is not None:  # each worker's own (a Trainer's summary on every rank)
+        mine = run.rate if other.unit == run.unit else run.facts.get("samples_per_s")
+        if mine is not None and other.rate != mine:
+            unit = other.unit if other.unit == run.unit else "samples"
+            run.warnings.append(f"{run.path}: another worker's throughput ({other.rate:g} "
+                                f"{unit}/s) differs from the first's ({mine:g}): the "
+                                "first worker's is the run's")
     run.warnings += other.warnings
     run.last = max(run.last, other.last)
     if other.cut:
@@ -241,7 +251,7 @@ class Stream:
         throughput after results begin the next run."""
         self.flush()  # an epoch still pending is this run's (a command echoed after it)
         run = self.runs[-1]
-        return self.new_run(number) if run.epochs or run.images_per_s is not None else run
+        return self.new_run(number) if run.epochs or run.rate is not None else run
 
     def feed(self, number: int, text: str) -> None:
         if "\r" in text or "\x08" in text:  # a redrawn line: its last state, and each
@@ -274,7 +284,7 @@ class Stream:
         self.flush()
         for reader in self.readers:
             reader.ended(self.runs[-1], True)
-        runs = [r for r in self.runs if r.epochs or r.cut or r.images_per_s is not None]
+        runs = [r for r in self.runs if r.epochs or r.cut or r.rate is not None]
         for reader in self.readers:
             runs = reader.settle(runs)
         return runs

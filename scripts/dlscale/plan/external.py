@@ -53,7 +53,7 @@ def resolve(item: dict, where: str, cache: str | None = None) -> tuple[list[dict
         raise ValueError(f"{where}: {exc}") from exc
     warnings = [w for r in runs for w in r.warnings]
     # (a run that logs its own throughput beside its epochs, a Trainer's, needs none)
-    if "train_images" not in item and any(r.epochs and r.images_per_s is None for r in runs):
+    if "train_images" not in item and any(r.epochs and r.rate is None for r in runs):
         raise ValueError(f"{where}: {log} holds epochs: give train_images (training images "
                          "per epoch), from which their images/s is computed")
     for name in PER_RUN + GIVEN_PER_RUN:

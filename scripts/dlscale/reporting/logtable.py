@@ -34,7 +34,7 @@ from dlscale.logparse.reader import LogError, ParsedLog, compile_patterns, parse
 def table(parsed: ParsedLog, meta: dict):
     """One row per finished epoch, made as they are asked for; a benchmark's run
     (throughput, no epochs) is one row with logged_images_per_s and empty epoch columns."""
-    extra = {} if parsed.images_per_s is None else {"logged_images_per_s": parsed.images_per_s}
+    extra = rate_columns(parsed, meta.get("gpus"))
     if parsed.epochs:
         logged_rows = parsed.iter_rows()
     else:
@@ -48,12 +48,25 @@ def table(parsed: ParsedLog, meta: dict):
         yield row
 
 
+def rate_columns(parsed: ParsedLog, gpus) -> dict:
+    """A run's logged throughput by its unit: a benchmark's images/s as before; tokens/s
+    of the run and of one GPU (one from the other with its GPU count, where known)."""
+    if parsed.rate is None:
+        return {}
+    if parsed.unit != "tokens":
+        return {"logged_images_per_s": parsed.rate}
+    gpus = int(gpus) if gpus else None
+    each = parsed.rate if parsed.per_gpu else (parsed.rate / gpus if gpus else None)
+    total = parsed.rate if not parsed.per_gpu else (parsed.rate * gpus if gpus else None)
+    return {"unit": "tokens", "tokens_per_s": total, "tokens_per_s_per_gpu": each}
+
+
 def table_names(parsed: ParsedLog, meta: dict) -> set[str]:
     """Every column `table` may give the run's rows."""
     names = {*meta, "file", *EPOCH_METRICS, "epoch", *parsed.epochs.columns, "cut",
              "streams", *parsed.test, *parsed.facts}
-    if parsed.images_per_s is not None:
-        names |= {"logged_images_per_s", "seconds"}
+    if parsed.rate is not None:
+        names |= {*rate_columns(parsed, 1), "seconds"}
     return names - {"seconds_resolution"}
 
 
@@ -78,8 +91,10 @@ def log_runs(path, meta: dict, per_run: list[dict] | None, patterns: dict,
                          "the file changed since; run the workflow again")
     print(f"{path}: {len(runs)} run(s)" + "".join(
         f"\n  run {i}: line {r.line}, "
-        + (f"{len(r.epochs)} epoch(s)" if r.epochs or r.images_per_s is None
-           else f"a benchmark's total of {r.images_per_s} images/s")
+        + (f"{len(r.epochs)} epoch(s)" if r.epochs or r.rate is None
+           else f"a benchmark's total of {r.rate} images/s" if r.unit == "images"
+           else f"{r.rate:g} tokens/s" + (" per GPU" if r.per_gpu else " in all")
+           + (f" over {r.facts['steps_done']} steps" if "steps_done" in r.facts else ""))
         + (f" from {r.streams} workers' lines" if r.streams > 1 else "")
         + (f", states {r.settings}" if r.settings else "") for i, r in enumerate(runs, 1)))
     names, rows = set(), []

@@ -23,7 +23,7 @@ class Reader(StreamFormat):
             return False
         stream = self.stream
         if isinstance(record, float):
-            stream.fresh_run(number).images_per_s = record
+            stream.fresh_run(number).rate = record
         else:
             stream.runs[-1].result(record, number)
         return True

@@ -154,7 +154,7 @@ class Reader(LogFormat):
                 parsed.epochs[index] = self.record(run, done, index)
             parsed.last = len(done)
             self.settle(run, parsed)
-            if parsed.epochs or parsed.images_per_s is not None:
+            if parsed.epochs or parsed.rate is not None:
                 found.append(parsed)
         return found
 
@@ -214,7 +214,7 @@ class Reader(LogFormat):
             parsed.cut, parsed.cut_epoch = True, parsed.last + 1
         ips = summary.get("train.total_ips")
         if not parsed.epochs and isinstance(ips, (int, float)):
-            parsed.images_per_s = ips  # a benchmark's throughput alone
+            parsed.rate = ips  # a benchmark's throughput alone
         amp = next((params[k] for k in ("amp", "fp16") if isinstance(params.get(k), bool)),
                    None)
         facts = {"log_format": "dllogger", "amp": amp,

@@ -134,7 +134,7 @@ class Reader(StreamFormat):
                     f"benchmark's total ({rate:g} samples/s): {self.unread} logged dict(s) "
                     "with a loss carry no 'epoch', so no epoch was read; give "
                     "external_runs[].patterns (epoch_time, loss) to read them")
-        run.images_per_s = rate
+        run.rate = rate
         run.facts.update(facts)
         if epochs is not None:
             run.settings["epochs"] = epochs

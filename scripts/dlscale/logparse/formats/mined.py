@@ -130,7 +130,7 @@ class Reader(StreamFormat):
         if any(run.epochs for run in runs) or not (ranked := self.ranked()):
             return runs  # another format read this stream, or no epoch line is in it
         _score, template, index = ranked[0]
-        kept = [run for run in runs if run.images_per_s is not None]
+        kept = [run for run in runs if run.rate is not None]
         # runs told apart by their lines' prefix (`[runA] Epoch 1 ...`, `[runB] Epoch 1
         # ...`): the same shape after the first words, each its own run
         alike = [(t, i) for _s, t, i in ranked if t is template or (

@@ -74,7 +74,7 @@ class Reader(StreamFormat):
         if "/sec" not in text or (total := throughput(text)) is None:
             return False
         run = self.stream.fresh_run(number)
-        run.images_per_s, gpus = total
+        run.rate, gpus = total
         if gpus is not None:
             run.settings["gpus"] = gpus
         return True

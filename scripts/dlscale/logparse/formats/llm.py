@@ -1,0 +1,121 @@
+"""A language model's training output: runs counted in steps and tokens, not epochs.
+
+  [default0]:[12/07/2026 03:57:36 PM] INFO - > Training throughput:  15077.30 Tokens/s/GPU
+  [default0]:[12/07/2026 03:57:36 PM] INFO - > Max reserved GPU Memory: 61.59
+  [titan] ... step:  2  loss: 10.6  memory: 169.10GiB(94.81%)  tps: 9,891  mfu: 37.04%
+  step 00002 (0.00%) | loss: 7.252057 | lrm: 1.00 | dt: 5.71ms | tok/sec: 22,429 | mfu: 0.00
+
+The first two are the 2026 edition's chapter 15 (`benchmark.py`: the Hugging Face
+Trainer's run, its throughput per GPU computed from train_runtime, warm-up included, and
+torch.cuda's peak reserved memory in GiB, which it prints as GB): the run's rate in
+tokens per GPU, replacing the Trainer summary's samples/s (kept as `samples_per_s`). A
+reserved memory of 0 (a CPU run: torch.cuda counted nothing) is unknown, never 0 GiB.
+
+A step line (the word step and its counter, and a rate in tokens a second: `tps`,
+`tok/sec`, `tokens/s`, `tokens per second`) makes its run a run of steps: its rate is the
+mean of its steps' rates after a warm-up (the first tenth of them, at least one: the first
+step compiles and allocates, as epoch 1 does), and its `steps_done` the last counter.
+Whether a rate is one GPU's or the run's is read from its words (`/gpu`, `per gpu`,
+`per device`) or its producer: torchtitan's `tps` is per device (its metrics.py divides
+the rank's own tokens by the time); else it is the run's, and says so
+(`rate_scope`). MFU and TFLOP/s where printed are facts of the run (their mean over the
+same steps), not its throughput; the step line's memory (`memory: 169.10GiB`) its peak.
+"""
+
+from __future__ import annotations
+
+import re
+
+from dlscale.logparse.runs import StreamFormat
+
+NAME = "llm"
+PER_GPU_LINE = re.compile(r"Training throughput:\s*([\d.]+)\s*Tokens/s/GPU", re.IGNORECASE)
+RESERVED = re.compile(r"Max reserved GPU Memory:\s*([\d.]+)", re.IGNORECASE)
+STEP = re.compile(r"(?<![\w/])step[:\s]\s*0*(\d+)\b", re.IGNORECASE)
+TOKENS = re.compile(r"\b(tps|tok/s(?:ec)?|tokens?/s(?:ec)?(?:/gpu|/device)?|tokens per second"
+                    r"(?: per (?:gpu|device))?|tokens_per_sec(?:ond)?(?:_per_(?:gpu|device))?)"
+                    r"\s*[:=]?\s*(\d[\d,]*(?:\.\d+)?)", re.IGNORECASE)
+PER_GPU_WORDS = re.compile(r"gpu|device", re.IGNORECASE)
+MFU = re.compile(r"\bmfu\s*[:=]?\s*([\d.]+)\s*%?", re.IGNORECASE)
+TFLOPS = re.compile(r"\btflops\s*[:=]?\s*([\d.]+)", re.IGNORECASE)
+STEP_MEMORY = re.compile(r"\bmemory\s*[:=]\s*([\d.]+)\s*GiB", re.IGNORECASE)
+# producers whose tokens/s is one GPU's though their words do not say so
+PER_DEVICE_PRODUCERS = (("[titan]", "torchtitan's tps is per device"),)
+
+
+def number(text: str) -> float:
+    return float(text.replace(",", ""))
+
+
+class Reader(StreamFormat):
+    """Chapter 15's lines on the run they follow; step lines gathered into a run of
+    steps, its rate settled at the stream's end (`ended`)."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.run = None  # the run of step lines, and its steps: (counter, rate, mfu, ...)
+        self.steps: list[tuple[int, float, float | None, float | None, float | None]] = []
+        self.scope: tuple[bool, str] | None = None  # (per GPU, why) of the step lines
+
+    def read(self, number_: int, text: str) -> bool:
+        if "oken" not in text and "tps" not in text and "tok/" not in text and (
+                "Memory" not in text):
+            return False
+        if found := PER_GPU_LINE.search(text):
+            run = self.runs[-1] if self.runs[-1].rate is not None else (
+                self.stream.fresh_run(number_))
+            if run.rate is not None and run.unit != "tokens":
+                run.facts["samples_per_s"] = run.rate  # the Trainer's summary
+            run.rate, run.unit, run.per_gpu = number(found[1]), "tokens", True
+            run.facts["rate_scope"] = "per GPU: its line says Tokens/s/GPU"
+            run.facts["rate_from"] = f"{text.strip()[-120:]!r} (line {number_})"
+            return True
+        if found := RESERVED.search(text):
+            gb = number(found[1])
+            run = self.runs[-1]
+            if gb > 0:
+                run.facts["memory_gib"] = gb
+                run.facts["memory_from"] = f"max reserved (line {number_})"
+            else:
+                run.facts["memory_note"] = (f"the log's max reserved memory is {found[1]} "
+                                            f"(line {number_}): no GPU counted it, unknown")
+            return True
+        if (step := STEP.search(text)) and (rate := TOKENS.search(text)):
+            if self.run is None:
+                self.run = self.stream.fresh_run(number_)
+                words = rate[1]
+                producer = next((why for mark, why in PER_DEVICE_PRODUCERS if mark in text),
+                                None)
+                self.scope = ((True, f"per GPU: its line says {words}")
+                              if PER_GPU_WORDS.search(words) else (True, producer) if producer
+                              else (False, f"the run's: {words} says no GPU"))
+            mfu, tflops, memory = (MFU.search(text), TFLOPS.search(text),
+                                   STEP_MEMORY.search(text))
+            self.steps.append((int(step[1]), number(rate[2]),
+                               float(mfu[1]) if mfu else None,
+                               float(tflops[1]) if tflops else None,
+                               float(memory[1]) if memory else None))
+            return True
+        return False
+
+    def ended(self, run, last: bool) -> None:
+        if run is not self.run or not self.steps:
+            return
+        steps, self.run = self.steps, None
+        skip = max(1, len(steps) // 10) if len(steps) > 1 else 0
+        steady = steps[skip:]
+        run.rate = round(sum(s[1] for s in steady) / len(steady), 6)
+        run.unit, run.per_gpu = "tokens", self.scope[0]
+        run.facts.update({"steps_done": steps[-1][0], "steps_skipped": skip,
+                          "rate_scope": self.scope[1], "log_format": NAME,
+                          "rate_from": f"the mean tokens/s of steps {steady[0][0]} to "
+                                       f"{steady[-1][0]} (the first {skip} a warm-up)"})
+        for index, name in ((2, "mfu_percent"), (3, "tflops")):
+            values = [s[index] for s in steady if s[index] is not None]
+            if values:
+                run.facts[name] = round(sum(values) / len(values), 4)
+        memory = [s[4] for s in steps if s[4] is not None]
+        if memory:
+            run.facts["memory_gib"] = round(max(memory), 3)
+            run.facts["memory_from"] = "the step lines' memory (GiB), its peak"
+        self.steps = []
