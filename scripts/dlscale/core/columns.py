@@ -104,6 +104,25 @@ SCALING = (
                runs=CARRIED),
         Column("nccl_fallback", "", "sockets where the nodes have InfiniBand: what shows "
                "the InfiniBand", True, source="nccl.*.log", runs=CARRIED),
+        Column("unit", "", "what the runs count: images, or tokens (a language model's: "
+               "its throughput is tokens_per_s, images_per_s stays empty)", True,
+               source=_record("unit"), runs=CARRIED),
+        Column("tokens_per_s", "tokens/s", "a token run's throughput over all its GPUs (one "
+               "GPU's printed rate times the GPUs where the output gives one GPU's)", True,
+               source=_record("tokens_per_s"), runs=CARRIED),
+        Column("tokens_per_s_per_gpu", "tokens/s", "a token run's throughput per GPU (the "
+               "run's over its GPUs where the output gives the run's)", True,
+               source=_record("tokens_per_s_per_gpu"), runs=CARRIED),
+        Column("memory_gib", "GiB", "peak GPU memory per GPU the output states (max "
+               "reserved, a step line's memory); empty where unknown (a CPU's 0.00)", True,
+               source=_record("memory_gib"), runs=CARRIED),
+        Column("time_to_solution_s", "s", "the run's whole training, warm-up and compile "
+               "included: a Trainer's train_runtime, else its epochs' sum", True,
+               runs=COMPUTED),
+        Column("cost_efficiency", "1", "throughput per GPU-hour relative to the series' "
+               "base point (the chapter 15 cost-efficiency proxy)"),
+        Column("price_per_million_tokens", "price", "gpus x gpu_hour_price / (tokens_per_s "
+               "x 3600) x 10^6: a token run's price of a million tokens"),
         Column("flags", "", "what the report flags about the point"),
         Column("base_gpus", "", "GPUs of the series' base point: 1 GPU on one node, else "
                "its fewest GPUs (an MLPerf series from 8)"),
@@ -208,12 +227,6 @@ LOG_COLUMNS = (
     Column("val_loss", "1", "the validation loss after the epoch", True),
     Column("val_accuracy", "1", "the validation accuracy after the epoch", True),
     Column("test_loss", "1", "the test loss the log printed after training", True),
-    Column("unit", "", "what a log's run counts where not images: tokens (an LLM's "
-           "tokens/s, the 2026 edition's chapter 15)", True),
-    Column("tokens_per_s", "tokens/s", "a token run's throughput over all its GPUs (one "
-           "GPU's times the GPUs where the log gives one GPU's)", True),
-    Column("tokens_per_s_per_gpu", "tokens/s", "a token run's throughput per GPU (the run's "
-           "over its GPUs where the log gives the run's)", True),
 )
 # a log's facts (ParsedLog.facts: what a format says of a run beyond its settings), a
 # column each in a log's table; gpus_from, epoch_time_from and log_check, which runs.csv
@@ -231,8 +244,6 @@ LOG_FACTS = tuple(Column(name, unit, meaning, True, source=source)
     ("rate_from", "", "the line (or the steps) a token run's throughput was read from", ""),
     ("samples_per_s", "samples/s", "the Trainer summary's train_samples_per_second, where "
      "the run's rate is its tokens/s", "Trainer train_samples_per_second"),
-    ("memory_gib", "GiB", "peak GPU memory a log states (max reserved; a step line's "
-     "memory)", ""),
     ("memory_from", "", "the line memory_gib was read from", ""),
     ("memory_note", "", "why a log's memory is unknown (0.00 printed: no GPU counted it)",
      ""),

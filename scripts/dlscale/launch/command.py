@@ -63,6 +63,9 @@ from dlscale.jobs.processes import KILL_GRACE_S, adopt_orphans, end_tree, killed
 PLACEHOLDERS = ("gpus", "nodes", "tasks", "batch_per_gpu", "global_batch", "epochs", "lr",
                 "seed", "out_dir")
 STRATEGY = "command"
+# what a command's output states of its run beyond epochs, kept in its record
+RUN_FACTS = ("memory_gib", "memory_note", "mfu_percent", "tflops", "steps_done",
+             "rate_scope", "train_seconds", "samples_per_s")
 
 
 def check_template(label: str, template: str, knobs=()) -> None:
@@ -162,7 +165,9 @@ def read_output(reader, args) -> tuple[list[dict], dict, str | None, dict[int, i
     run = runs[-1]  # a command that trains several times: its last run is the point's
     epochs = [epoch_record(row, args) for row in run.rows()]
     facts = {"images_per_epoch": epochs[0]["images"] if epochs else None,
-             "logged_images_per_s": run.rate, "streams": run.streams,
+             "logged_images_per_s": None, **run.rate_columns(args.gpus),
+             **{k: run.facts[k] for k in RUN_FACTS if k in run.facts},
+             "streams": run.streams,
              "test_accuracy": run.test.get("test_accuracy"),
              "test_loss": run.test.get("test_loss"), "epochs_stated": run.epochs_total,
              "notes": run.warnings + ([f"the output holds {len(runs)} runs: the last is kept"]

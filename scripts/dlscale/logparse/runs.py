@@ -62,6 +62,19 @@ class ParsedLog:
         for epoch in sorted(table.index):
             yield table.row(table.index[epoch], epoch)
 
+    def rate_columns(self, gpus) -> dict:
+        """The logged throughput as the tables' columns, by its unit: a benchmark's
+        images/s as before; a token run's tokens/s of the run and of one GPU (one from
+        the other with `gpus`, where known)."""
+        if self.rate is None:
+            return {}
+        if self.unit != "tokens":
+            return {"logged_images_per_s": self.rate}
+        gpus = int(gpus) if gpus else None
+        each = self.rate if self.per_gpu else (self.rate / gpus if gpus else None)
+        total = self.rate if not self.per_gpu else (self.rate * gpus if gpus else None)
+        return {"unit": "tokens", "tokens_per_s": total, "tokens_per_s_per_gpu": each}
+
     def result(self, record: dict, number: int, epoch: int | None = None) -> None:
         """An epoch's record (`epoch`, else the one after the last) replacing any before."""
         if epoch is None:

@@ -90,7 +90,9 @@ def resolve(item: dict, where: str, cache: str | None = None) -> tuple[list[dict
                 values[name] = stated[name]
         if "global_batch" not in values and "batch_per_gpu" in stated and "gpus" in values:
             values["global_batch"] = stated["batch_per_gpu"] * values["gpus"]
-        missing = [n for n in PER_RUN if n not in values]
+        # a token run's throughput is its own tokens/s: its batch is not needed
+        missing = [n for n in PER_RUN if n not in values
+                   and not (n == "global_batch" and run.unit == "tokens")]
         if missing:
             raise ValueError(
                 f"{where}: run {index + 1} of {log} (line {run.line}) states no "

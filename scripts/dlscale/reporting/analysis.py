@@ -183,7 +183,8 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
                     "means (zero, negative, NaN or infinite)")
             notes = f"{notes}; {said}" if isinstance(notes, str) and notes else said
             used = used[~bad]
-        benchmark = group.empty and not pd.isna(first["logged_images_per_s"])
+        benchmark = group.empty and not all(pd.isna(first.get(k)) for k in (
+            "logged_images_per_s", "tokens_per_s", "tokens_per_s_per_gpu"))
         if used.empty and bad.any() and (seconds[bad] == 0).all():
             problems.append("every epoch's time is 0 s: the output gives whole seconds and "
                             "each epoch took less than one (Keras 3 prints '0s'); train "
@@ -199,6 +200,7 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
             "final_loss": group["loss"].iloc[-1] if len(group) else np.nan,
             "final_accuracy": group["accuracy"].iloc[-1] if len(group) else np.nan,
             "time_to_target_s": time_to_target(group, target_accuracy),
+            "time_to_solution_s": whole_time(first, group),
             **telemetry_of(used),
             "notes": notes, "epochs_expected": expected,
             "counted": not problems, "problem": "; ".join(problems),
@@ -208,7 +210,24 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
     runs["images_per_s"] = (pd.to_numeric(runs["images_per_epoch"], errors="coerce")
                             / runs["epoch_time_s"]).fillna(
         pd.to_numeric(runs["logged_images_per_s"], errors="coerce"))  # a benchmark's own
+    gpus = pd.to_numeric(runs["gpus"], errors="coerce").astype(float)
+    total = pd.to_numeric(runs["tokens_per_s"], errors="coerce")
+    each = pd.to_numeric(runs["tokens_per_s_per_gpu"], errors="coerce")
+    runs["tokens_per_s"] = runs["tokens_per_s"].where(total.notna() | each.isna(), each * gpus)
+    runs["tokens_per_s_per_gpu"] = runs["tokens_per_s_per_gpu"].where(
+        each.notna() | total.isna(), total / gpus)
+    runs["unit"] = runs["unit"].fillna("images")
     return runs
+
+
+def whole_time(first: pd.Series, epochs: pd.DataFrame) -> float:
+    """A run's time to solution: a Trainer's train_runtime where it printed one, else the
+    sum of all its epochs (warm-up included)."""
+    stated = pd.to_numeric(pd.Series([first.get("train_seconds")]), errors="coerce")[0]
+    if not pd.isna(stated):
+        return float(stated)
+    seconds = pd.to_numeric(epochs["seconds"], errors="coerce")
+    return float(seconds.sum()) if len(seconds) and seconds.notna().all() else np.nan
 
 
 def knob_names(frame: pd.DataFrame) -> list[str]:
@@ -249,7 +268,7 @@ def flags_of(row, accuracy_tolerance: float) -> str:
                      f"counted as {row.gpus}")
     if isinstance(getattr(row, "nccl_fallback", None), str):  # why two nodes are slow
         flags.append(fallback_note({"infiniband": row.nccl_fallback}))
-    if pd.isna(row.final_accuracy):
+    if pd.isna(row.final_accuracy) and row.unit != "tokens":  # (a token benchmark's none)
         flags.append("no training accuracy logged: the accuracy check is skipped")
     return "; ".join(flags)
 
@@ -297,6 +316,10 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
             **{name: pd.to_numeric(point_runs[name], errors="coerce").mean()
                for name in ("job_s", "overhead_s")},
             **{name: joined(point_runs[name]) for name in ("nccl_network", "nccl_fallback")},
+            "unit": joined(point_runs["unit"]) or "images",
+            **{name: pd.to_numeric(point_runs[name], errors="coerce").mean()
+               for name in ("tokens_per_s", "tokens_per_s_per_gpu", "time_to_solution_s")},
+            "memory_gib": pd.to_numeric(point_runs["memory_gib"], errors="coerce").max(),
         })
     table = pd.DataFrame(rows, columns=["run", *MEASURED, "gpus_logged"])
     if table.empty:
@@ -314,7 +337,8 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
     ref = table["series"].map(base["epoch_time_s"])
     # from epoch times; for benchmarks (throughput, no epochs) from images/s
     table["speedup"] = (ref / table["epoch_time_s"]).fillna(
-        table["images_per_s"] / table["series"].map(base["images_per_s"]))
+        table["images_per_s"] / table["series"].map(base["images_per_s"])).fillna(
+        table["tokens_per_s"] / table["series"].map(base["tokens_per_s"]))
     table["efficiency"] = table["speedup"] / (table["gpus"] / table["base_gpus"])
     table["accuracy_delta"] = table["final_accuracy"] - table["series"].map(base["final_accuracy"])
     table["test_accuracy_delta"] = (table["test_accuracy"]
@@ -326,6 +350,12 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
     table["gpu_hours_per_100_epochs"] = 100 * table["gpu_hours_per_epoch"]
     table["cost_per_epoch"] = (table["gpu_hours_per_epoch"] * gpu_hour_price
                                if gpu_hour_price is not None else np.nan)
+    # per GPU-hour: a point's throughput over its GPUs, against its base point's
+    per_gpu = table["images_per_s"].fillna(table["tokens_per_s"]) / table["gpus"]
+    table["cost_efficiency"] = per_gpu / table["series"].map(
+        base["images_per_s"].fillna(base["tokens_per_s"]) / base["gpus"])
+    table["price_per_million_tokens"] = (table["gpus"] * gpu_hour_price / (
+        table["tokens_per_s"] * 3600) * 1e6 if gpu_hour_price is not None else np.nan)
     table["input_ratio"] = table["images_per_s"] / table["synthetic_images_per_s"]
     table["input_bound"] = table["input_ratio"] < INPUT_BOUND_RATIO
     # what a point's job cost beyond its training (dlscale.jobs.phases), of the job's wall time

@@ -155,6 +155,27 @@ def why_lines(breakdown: pd.DataFrame, prediction: pd.DataFrame,
             "", *out, ""]
 
 
+def token_lines(scaling: pd.DataFrame) -> list[str]:
+    """Language models' points (unit tokens): tokens/s per GPU and in all, memory, time
+    to solution and the cost-efficiency proxy, per series and GPU count, as the 2026
+    edition's chapter 15 tables them; [] where no point counts tokens."""
+    if "unit" not in scaling or not (tokens := scaling[scaling["unit"] == "tokens"]).size:
+        return []
+    rows = [[rst(row["series"]), f"{int(row['gpus'])} on {int(row['nodes'])}",
+             number(row["tokens_per_s_per_gpu"], 5), number(row["tokens_per_s"], 5),
+             number(row["efficiency"]), number(row["memory_gib"]) if pd.notna(
+                 row["memory_gib"]) else "unknown", number(row["time_to_solution_s"]),
+             number(row["cost_efficiency"])] for _, row in tokens.iterrows()]
+    return ["Language models' points count tokens, never images: their throughput per GPU "
+            "and in all, the efficiency against the series' base point, the peak memory "
+            "per GPU the output states (unknown where it printed 0: no GPU), the time to "
+            "solution (warm-up included) and the throughput per GPU-hour against the base "
+            "(cost efficiency):", "",
+            *list_table(["series", "GPUs on nodes", "tokens/s per GPU", "tokens/s",
+                         "efficiency", "memory (GiB)", "time to solution (s)",
+                         "cost efficiency"], rows, [24, 10, 12, 12, 10, 10, 12, 10])]
+
+
 def page(scaling: pd.DataFrame, amdahl: pd.DataFrame, failed: pd.DataFrame,
          overview: Path | None = None, verdicts: pd.DataFrame | None = None,
          why: tuple[pd.DataFrame, pd.DataFrame] | None = None,
@@ -170,6 +191,7 @@ def page(scaling: pd.DataFrame, amdahl: pd.DataFrame, failed: pd.DataFrame,
         lines += list_table(["series", "largest measured", "speedup", "efficiency",
                              "serial fraction", "accuracy change"],
                             series_lines(scaling, amdahl), [30, 18, 10, 10, 12, 12])
+    lines += token_lines(scaling)
     if overview is not None and overview.exists():
         # embedded, in lines of 76 characters (docutils refuses a line of over 10,000;
         # the image's address is read without its whitespace)

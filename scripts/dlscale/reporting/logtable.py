@@ -34,7 +34,7 @@ from dlscale.logparse.reader import LogError, ParsedLog, compile_patterns, parse
 def table(parsed: ParsedLog, meta: dict):
     """One row per finished epoch, made as they are asked for; a benchmark's run
     (throughput, no epochs) is one row with logged_images_per_s and empty epoch columns."""
-    extra = rate_columns(parsed, meta.get("gpus"))
+    extra = parsed.rate_columns(meta.get("gpus"))
     if parsed.epochs:
         logged_rows = parsed.iter_rows()
     else:
@@ -48,25 +48,12 @@ def table(parsed: ParsedLog, meta: dict):
         yield row
 
 
-def rate_columns(parsed: ParsedLog, gpus) -> dict:
-    """A run's logged throughput by its unit: a benchmark's images/s as before; tokens/s
-    of the run and of one GPU (one from the other with its GPU count, where known)."""
-    if parsed.rate is None:
-        return {}
-    if parsed.unit != "tokens":
-        return {"logged_images_per_s": parsed.rate}
-    gpus = int(gpus) if gpus else None
-    each = parsed.rate if parsed.per_gpu else (parsed.rate / gpus if gpus else None)
-    total = parsed.rate if not parsed.per_gpu else (parsed.rate * gpus if gpus else None)
-    return {"unit": "tokens", "tokens_per_s": total, "tokens_per_s_per_gpu": each}
-
-
 def table_names(parsed: ParsedLog, meta: dict) -> set[str]:
     """Every column `table` may give the run's rows."""
     names = {*meta, "file", *EPOCH_METRICS, "epoch", *parsed.epochs.columns, "cut",
              "streams", *parsed.test, *parsed.facts}
     if parsed.rate is not None:
-        names |= {*rate_columns(parsed, 1), "seconds"}
+        names |= {*parsed.rate_columns(1), "seconds"}
     return names - {"seconds_resolution"}
 
 

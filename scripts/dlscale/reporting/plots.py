@@ -67,6 +67,8 @@ def scaling_mode(table) -> str:
 
 def draw(ax, table, name: str, others=(), amdahl=None) -> None:
     column, _, ylabel, error = PLOTS[name]
+    if name == "throughput" and len(table) and (table.get("unit") == "tokens").all():
+        column, ylabel, error = "tokens_per_s", "throughput [tokens/s]", None  # an LLM's
     gpus = sorted(set(table["gpus"]).union(*[set(t["gpus"]) for _, t in others])) or [1]
     colours = {}
     for label, group in lines(table):
