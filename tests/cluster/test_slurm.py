@@ -501,3 +501,38 @@ def test_a_slowed_link_between_the_nodes_is_probed_and_predicts_the_two_node_poi
     finally:
         set_link("off")
         favour(False)
+
+
+def test_the_llm_chapters_benchmark_runs_unchanged_over_one_and_two_nodes(tmp_path):
+    """The 2026 edition's chapter 15 as the user runs it: examples/hpc4ai-chapter15/cpu.yaml
+    (benchmark.py unchanged, the template's torchrun under srun, one task a node, a tiny
+    Llama made from a config at each point) through profiles/slurm, its knobs attention x
+    micro-batch, 1 and 2 processes on 1 and 2 nodes: each point's tokens/s per GPU is the
+    one its own output printed, the 2-node points' ranks ran on both nodes, and the tables
+    and first page give the chapter's figures per knob combination."""
+    if not TORCH_READY and not IN_CI:
+        pytest.skip("the PyTorch environment is not built (make setup-torch)")
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    (tmp_path / ".venv-torch").symlink_to(ROOT / ".venv-torch")
+    config = ROOT / "examples" / "hpc4ai-chapter15" / "cpu.yaml"
+    run_snakemake(tmp_path, *PROFILE, f"--configfile={config}", "all")
+    runs = pd.read_csv(tmp_path / "results/tables/runs.csv")
+    assert (runs["status"] == "completed").all(), runs[["run", "problem"]].to_string()
+    assert len(runs) == 12  # 2 x 2 knobs x (1 GPU on 1 node, 2 on 1, 2 on 2)
+    for run in runs.itertuples():
+        log = (tmp_path / "results/runs" / run.run / "train.log").read_text()
+        [printed] = re.findall(r"([\d.]+) Tokens/s/GPU", log)
+        assert run.tokens_per_s_per_gpu == pytest.approx(float(printed), rel=1e-5)
+        assert run.unit == "tokens" and pd.isna(run.images_per_s)
+        if run.nodes == 2:  # torchrun --nnodes 2 finished: an agent on each node met
+            record = json.loads((tmp_path / "results/runs" / run.run / "run.json").read_text())
+            assert record["env"]["SLURM_JOB_NODELIST"] == "n[1-2]"
+            assert "--nnodes 2" in record["command"] or "2 2" in record["command"]
+    scaling = pd.read_csv(tmp_path / "results/tables/scaling.csv")
+    assert sorted(set(zip(scaling["attention"], scaling["batch_per_gpu"]))) == [
+        ("eager", 2), ("eager", 4), ("sdpa", 2), ("sdpa", 4)]
+    two_nodes = scaling[scaling["nodes"] == 2]
+    assert len(two_nodes) == 4 and two_nodes["efficiency"].notna().all()
+    assert two_nodes["cost_efficiency"].notna().all() and two_nodes["memory_gib"].isna().all()
+    first = (tmp_path / "results/report/first-page.rst").read_text()
+    assert "tokens/s per GPU" in first and "llama attention=sdpa batch\\_per\\_gpu=4" in first

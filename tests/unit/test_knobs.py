@@ -95,3 +95,19 @@ def test_dlscales_own_points_take_the_batch_knob_as_their_batch_per_gpu(tmp_path
     flags = shlex.split(s.train_flags(p))
     assert flags[flags.index("--batch-per-gpu") + 1] == "32"
     assert json.loads(shlex.split(s.launch_plan(p))[1])["planned"]["batch_per_gpu"] == 32
+
+
+@pytest.mark.parametrize("knobs, words", [
+    ({"attention": ["sdpa", "flash_attention_2"]},
+     "sweep.knobs.attention: 'flash_attention_2' needs a GPU (FlashAttention 2"),
+    ({"use_liger_kernel": [False, True]},
+     "sweep.knobs.use_liger_kernel: True needs a GPU (Liger kernels"),
+])
+def test_a_knob_value_that_needs_a_gpu_is_refused_on_a_cpu_study(tmp_path, knobs, words):
+    command = "python b.py " + " ".join(f"{{{k}}}" for k in knobs)
+    with pytest.raises(PlanError) as refused:
+        study(tmp_path, sweep={"models": [], "commands": {"llm": command}, "knobs": knobs},
+              training={"device": "cpu"})
+    assert words in str(refused.value) and "\n" not in str(refused.value)
+    assert study(tmp_path, sweep={"models": [], "commands": {"llm": command}, "knobs": knobs},
+                 training={"device": "gpu"}).points  # on GPUs it plans

@@ -140,7 +140,8 @@ def test_a_study_with_nothing_to_run_is_refused(tmp_path):
 @pytest.mark.parametrize("sections, words", [
     ({"references": "no/such.yaml"}, "references: file 'no/such.yaml' does not exist"),
     ({"references": [{"model": "ResNet50V2", "gpus": 4}]},
-     "references[0]: give exactly one of images_per_s or epoch_time_s, got neither"),
+     "references[0]: give exactly one of images_per_s or epoch_time_s or tokens_per_s or "
+     "tokens_per_s_per_gpu, got neither"),
     ({"references": [{"model": "ResNet50V2", "gpus": 4, "images_per_s": 9, "lower": 0.2}]},
      "references[0]: 0.2 is greater than the maximum of 0"),
     ({"compare": [{"scaling": "/no/such.csv", "label": "x"}]},

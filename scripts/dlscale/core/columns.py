@@ -118,7 +118,7 @@ SCALING = (
                source=_record("memory_gib"), runs=CARRIED),
         Column("time_to_solution_s", "s", "the run's whole training, warm-up and compile "
                "included: a Trainer's train_runtime, else its epochs' sum", True,
-               runs=COMPUTED),
+               source=_record("time_to_solution_s"), runs=COMPUTED),
         Column("cost_efficiency", "1", "throughput per GPU-hour relative to the series' "
                "base point (the chapter 15 cost-efficiency proxy)"),
         Column("price_per_million_tokens", "price", "gpus x gpu_hour_price / (tokens_per_s "

@@ -167,6 +167,7 @@ def read_output(reader, args) -> tuple[list[dict], dict, str | None, dict[int, i
     facts = {"images_per_epoch": epochs[0]["images"] if epochs else None,
              "logged_images_per_s": None, **run.rate_columns(args.gpus),
              **{k: run.facts[k] for k in RUN_FACTS if k in run.facts},
+             "time_to_solution_s": run.facts.get("train_seconds"),
              "streams": run.streams,
              "test_accuracy": run.test.get("test_accuracy"),
              "test_loss": run.test.get("test_loss"), "epochs_stated": run.epochs_total,

@@ -52,9 +52,30 @@ def check_knobs(config: dict) -> None:
         raise KnobError(f"sweep.knobs.{others[0]}: a knob of your script's is a placeholder "
                          "of sweep.commands, and the study has none (dlscale's own points "
                          "take batch_per_gpu)")
+    check_device(config)
     if BATCH_KNOB in knobs and config["sweep"]["scaling"] == "strong":
         raise KnobError("sweep.knobs.batch_per_gpu: sweep.scaling strong keeps the global "
                          "batch (training.global_batch): sweep the batch with weak scaling")
+
+
+# knob values that need a GPU: refused at planning on a CPU study (training.device cpu)
+GPU_ONLY_VALUES = {"flash_attention_2": "FlashAttention 2 (flash-attn) runs on CUDA GPUs only"}
+GPU_ONLY_SWITCHES = {"liger": "Liger kernels (Triton) run on GPUs only",
+                     "use_liger_kernel": "Liger kernels (Triton) run on GPUs only"}
+
+
+def check_device(config: dict) -> None:
+    """KnobError for a knob value that needs a GPU in a study on CPUs."""
+    if config["training"]["device"] != "cpu":
+        return
+    for name, values in (config["sweep"].get("knobs") or {}).items():
+        for value in values:
+            why = GPU_ONLY_VALUES.get(str(value)) or (
+                GPU_ONLY_SWITCHES.get(name) if value is True or str(value).lower() == "true"
+                else None)
+            if why:
+                raise KnobError(f"sweep.knobs.{name}: {value!r} needs a GPU ({why}), but "
+                                "training.device is cpu: leave it out of a CPU study")
 
 
 def knob_level(name: str, value) -> str:

@@ -164,8 +164,10 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
             problems.append(f"{first['status']}: {one_line(why)}")
         if group["cut"].any():
             problems.append("log cut inside an epoch")
-        if not pd.isna(expected) and len(group) < int(expected):
-            problems.append(f"{len(group)} of {int(expected)} epochs")
+        benchmark = group.empty and not all(pd.isna(first.get(k)) for k in (
+            "logged_images_per_s", "tokens_per_s", "tokens_per_s_per_gpu"))
+        if not pd.isna(expected) and len(group) < int(expected) and not benchmark:
+            problems.append(f"{len(group)} of {int(expected)} epochs")  # (a total: none)
         unknown = group["loss_unknown"].astype(str).str.lower().isin(["true", "1"])
         if not (np.isfinite(group["loss"].astype(float)) | unknown).all():
             problems.append("NaN or infinite loss")
@@ -183,8 +185,6 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
                     "means (zero, negative, NaN or infinite)")
             notes = f"{notes}; {said}" if isinstance(notes, str) and notes else said
             used = used[~bad]
-        benchmark = group.empty and not all(pd.isna(first.get(k)) for k in (
-            "logged_images_per_s", "tokens_per_s", "tokens_per_s_per_gpu"))
         if used.empty and bad.any() and (seconds[bad] == 0).all():
             problems.append("every epoch's time is 0 s: the output gives whole seconds and "
                             "each epoch took less than one (Keras 3 prints '0s'); train "
@@ -223,9 +223,10 @@ def summarize_runs(epochs: pd.DataFrame, skip_epochs: int,
 def whole_time(first: pd.Series, epochs: pd.DataFrame) -> float:
     """A run's time to solution: a Trainer's train_runtime where it printed one, else the
     sum of all its epochs (warm-up included)."""
-    stated = pd.to_numeric(pd.Series([first.get("train_seconds")]), errors="coerce")[0]
-    if not pd.isna(stated):
-        return float(stated)
+    for key in ("train_seconds", "time_to_solution_s"):  # a log's; a command's record's
+        stated = pd.to_numeric(pd.Series([first.get(key)]), errors="coerce")[0]
+        if not pd.isna(stated):
+            return float(stated)
     seconds = pd.to_numeric(epochs["seconds"], errors="coerce")
     return float(seconds.sum()) if len(seconds) and seconds.notna().all() else np.nan
 

@@ -1,7 +1,8 @@
 """Reference values with tolerances and a verdict per point, in the way of ReFrame.
 
-A reference names a point (model, GPU count, and strategy, precision or nodes where
-given) and an expected value of one metric (images_per_s or epoch_time_s) with lower
+A reference names a point (model, GPU count, and strategy, precision, nodes or knobs
+where given) and an expected value of one metric (images_per_s, epoch_time_s, or a token
+run's tokens_per_s or tokens_per_s_per_gpu) with lower
 and upper relative tolerances: the point passes when
   reference x (1 + lower) <= measured <= reference x (1 + upper),
 a missing bound being no bound (ReFrame's `(value, lower, upper)` thresholds). A point
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-METRICS = ("images_per_s", "epoch_time_s")
+METRICS = ("images_per_s", "epoch_time_s", "tokens_per_s", "tokens_per_s_per_gpu")
 MATCH_KEYS = ("model", "strategy", "precision", "nodes", "gpus")
 REFERENCE_COLUMNS = ["series", "model", "strategy", "precision", "nodes", "gpus",
                      "reference_metric", "measured", "reference", "reference_low",
@@ -72,7 +73,11 @@ def load(spec, basedir: Path, schema: dict, models: set[str] | None = None) -> l
 
 
 def matches(entry: dict, row) -> bool:
-    return all(key not in entry or str(entry[key]) == str(row[key]) for key in MATCH_KEYS)
+    """Whether a reference names the point: its keys, and each knob it gives (a column
+    of scaling.csv: sweep.knobs)."""
+    return all(key not in entry or str(entry[key]) == str(row[key]) for key in MATCH_KEYS
+               ) and all(str(value).lower() == str(row.get(name)).lower()
+                         for name, value in entry.get("knobs", {}).items())
 
 
 def judge(scaling: pd.DataFrame, references: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:

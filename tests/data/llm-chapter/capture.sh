@@ -10,6 +10,7 @@
 # OUT:  where the .out files are written (default: this folder)
 set -u
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+CHAPTER="$HERE/../../../examples/hpc4ai-chapter15"  # the chapter's scripts, byte for byte
 VENV="${VENV:-/tmp/llm-helper/venv}"
 WORK="${WORK:-/tmp/llm-helper}"
 OUT="${OUT:-$HERE}"
@@ -18,11 +19,11 @@ OUT="${OUT:-$HERE}"
 # (liger-kernel 0.8.5 used); put on PYTHONPATH for the last run only.
 LIGER_PKGS="${LIGER_PKGS:-$WORK/liger-pkgs}"
 MODEL="$WORK/tiny-llama"
-BENCH="$HERE/benchmark.py"
+BENCH="$CHAPTER/benchmark.py"
 TORCHRUN="$VENV/bin/torchrun"
 
 mkdir -p "$WORK" "$OUT"
-[ -f "$MODEL/config.json" ] || "$VENV/bin/python" "$HERE/make_tiny_llama.py" "$MODEL"
+[ -f "$MODEL/config.json" ] || "$VENV/bin/python" "$CHAPTER/make_tiny_llama.py" "$MODEL"
 cd "$WORK"
 export OMP_NUM_THREADS=1
 
