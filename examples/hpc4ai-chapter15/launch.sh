@@ -7,8 +7,10 @@
 #
 #   launch.sh NODES GPUS ATTN MICRO_BATCH MODEL_PRECISION MODEL_DIR OUT_DIR [benchmark flags]
 #
-# TORCHRUN: the torchrun to use (default: torchrun on PATH). MAX_STEPS, SEQUENCE_LEN:
-# the template's 450 and 1024 by default. MIXED_PRECISION: no, bf16 or fp8 (template's).
+# TORCHRUN: the torchrun to use, with what runs it (default: torchrun on PATH; on
+# MareNostrum 5 "bsc_singularity exec --nv IMAGE torchrun"). MAX_STEPS, SEQUENCE_LEN:
+# the template's 450 and 1024 by default. MIXED_PRECISION: no, bf16 or fp8, LIGER_KERNEL:
+# false or true (the template's).
 # On a CPU (DEVICE=cpu) the Trainer is told --use_cpu true --ddp_backend gloo: without it
 # each rank trains alone (tests/data/llm-chapter/README.md).
 set -euo pipefail
@@ -16,7 +18,7 @@ nodes=$1 gpus=$2 attn=$3 micro_batch=$4 model_precision=$5 model=$6 out=$7
 shift 7
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 per_node=$(( gpus / nodes ))
-torchrun=${TORCHRUN:-torchrun}
+read -ra launcher <<< "${TORCHRUN:-torchrun}"  # words: a container's exec and torchrun
 extra=()
 if [ "${DEVICE:-gpu}" = cpu ]; then
     extra=(--use_cpu true --ddp_backend gloo)
@@ -31,8 +33,9 @@ port=${MASTER_PORT:-$(( 20000 + ${SLURM_JOB_ID:-$$} % 20000 ))}
 export ACCELERATE_MIXED_PRECISION=${MIXED_PRECISION:-no}
 agent() {  # one torchrun agent a node; node_rank from each task's SLURM_PROCID, read
            # where the task runs (the template's \$SLURM_PROCID), else given
-    "${srun[@]}" bash -c 'exec "$0" --node_rank "${SLURM_PROCID:-$NODE_RANK}" "$@"' \
-        "$torchrun" --nproc_per_node "$per_node" --nnodes "$nodes" \
+    "${srun[@]}" bash -c 'n=$1; shift; exec "${@:1:n}" --node_rank \
+        "${SLURM_PROCID:-$NODE_RANK}" "${@:n+1}"' launch "${#launcher[@]}" "${launcher[@]}" \
+    --nproc_per_node "$per_node" --nnodes "$nodes" \
     --rdzv_endpoint "$master:$port" --rdzv_backend c10d --max_restarts 0 --tee 3 \
     "$here/benchmark.py" --path_to_model "$model" \
     --run_name "nodes$nodes-gpus$gpus-$attn-mbs$micro_batch-$model_precision" \

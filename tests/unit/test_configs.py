@@ -10,7 +10,8 @@ import pytest
 import yaml
 from conftest import IN_CI, ROOT, TORCH_PYTHON, TORCH_READY, run_snakemake
 
-CONFIGS = sorted([*(ROOT / "config").glob("*.yaml"), *(ROOT / "tests" / "configs").glob("*.yaml")])
+CONFIGS = sorted([*(ROOT / "config").glob("*.yaml"), *(ROOT / "tests" / "configs").glob("*.yaml"),
+                  *(ROOT / "examples").rglob("*.yaml")])
 CONFIGS = [c for c in CONFIGS if c.name != "schema.yaml"]
 
 

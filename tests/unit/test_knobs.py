@@ -111,3 +111,12 @@ def test_a_knob_value_that_needs_a_gpu_is_refused_on_a_cpu_study(tmp_path, knobs
     assert words in str(refused.value) and "\n" not in str(refused.value)
     assert study(tmp_path, sweep={"models": [], "commands": {"llm": command}, "knobs": knobs},
                  training={"device": "gpu"}).points  # on GPUs it plans
+
+
+def test_a_true_or_false_knob_reaches_the_command_as_yaml_writes_it(tmp_path):
+    s = command_study(tmp_path, command="python b.py --use_liger_kernel {liger}",
+                      knobs={"liger": [False, True]})
+    p = s.points["llm/liger-true/gpus1/rep1"]
+    flags = shlex.split(s.command_flags(p))
+    assert flags[flags.index("--knob") + 1] == "liger=true"  # (True before: no flag takes it)
+    assert "liger=true" in shlex.split(s.point_meta(p))

@@ -78,9 +78,15 @@ def check_device(config: dict) -> None:
                                 "training.device is cpu: leave it out of a CPU study")
 
 
+def knob_text(value) -> str:
+    """A knob's value as a command and a table are given it: true and false in lower case
+    (YAML's, and what a script's flags take), any other as written."""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def knob_level(name: str, value) -> str:
     """A knob's folder level and series word: `attention=sdpa` (a folder's `attention-sdpa`)."""
-    return f"{name}={str(value).lower() if isinstance(value, bool) else value}"
+    return f"{name}={knob_text(value)}"
 
 
 def with_knobs(point, knobs: tuple, varied: set):

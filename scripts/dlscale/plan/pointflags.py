@@ -16,6 +16,7 @@ from dlscale.core.contract import BATCH, COMPILE_CACHE, run_dir
 from dlscale.core.vocabulary import scaled_lr
 from dlscale.launch import command as user_command
 from dlscale.plan.analysisplan import meta_flags
+from dlscale.plan.knobs import knob_text
 from dlscale.plan.sweep import Point, command_spec
 
 # steps timed on synthetic input by analysis.synthetic_check (after as many untimed ones)
@@ -25,7 +26,7 @@ SYNTHETIC_CHECK_STEPS = 10
 def knob_meta(knobs: tuple) -> dict:
     """A point's knobs as the per-run table's columns: each by its name, and `knobs`
     their names (the tables after it carry each named one)."""
-    return {**dict(knobs),
+    return {**{name: knob_text(value) for name, value in knobs},
             **({"knobs": ",".join(name for name, _ in knobs)} if knobs else {})}
 
 
@@ -83,7 +84,7 @@ class PointCommands:
         if spec["patterns"]:
             flags["patterns"] = json.dumps(spec["patterns"])
         return " ".join([f"--{k} {shlex.quote(str(v))}" for k, v in flags.items()] + [
-            f"--knob {shlex.quote(f'{name}={value}')}" for name, value in p.knobs
+            f"--knob {shlex.quote(f'{name}={knob_text(value)}')}" for name, value in p.knobs
             if name not in user_command.PLACEHOLDERS])
 
     def launch_plan(self, p: Point) -> str:
@@ -94,7 +95,7 @@ class PointCommands:
         if p.command:  # the command starts its own tasks (dlscale.launch.command)
             plan = {"command": True,
                     "planned": {**planned, "replicas": p.gpus, "strategy": user_command.STRATEGY,
-                                "knobs": {name: str(value) for name, value in p.knobs
+                                "knobs": {name: knob_text(value) for name, value in p.knobs
                                           if name not in user_command.PLACEHOLDERS}}}
         else:
             plan = {"tasks": p.tasks, "tasks_per_node": p.tasks_per_node, "nodes": p.nodes,
