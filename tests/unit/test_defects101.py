@@ -128,3 +128,60 @@ def test_torchrun_under_srun_gives_its_nodes_as_without_srun(line):
     [run] = parse_runs(line + "\nEpoch 1 took: 1.0s loss=1\nEpoch 2 took: 1.0s loss=1\n",
                        "torchrun.out")
     assert (run.settings["gpus"], run.settings["nodes"]) == (4, 2)  # (4 and 1 before)
+
+
+def test_strong_scaling_is_not_extrapolated_to_less_than_an_image_a_gpu():
+    """A strong-scaling series whose global batch is its largest GPU count (4 images on 4
+    GPUs): 8 and 16 GPUs would train half and a quarter of an image a GPU: not predicted,
+    and a note says why (issue 101, item 7: 0.5 and 0.25 images a GPU were extrapolated)."""
+    import pandas as pd
+
+    from dlscale.reporting.prediction import series as predict
+
+    steps = {1: 0.8, 2: 0.45, 4: 0.3}
+    points = pd.DataFrame({"gpus": [1, 2, 4], "global_batch": [4, 4, 4], "nodes": 1,
+                           "scaling": "strong"})
+    points["images_per_s"] = points["global_batch"] / points["gpus"].map(steps)
+    points["efficiency"] = points["images_per_s"] / points["gpus"] / (4 / 0.8)
+    empty = pd.DataFrame(columns=["series", "gpus", "communication_share"])
+    rows = predict.series_prediction("Net", points, empty, {}, known_size=1_000_000)
+    assert sorted(r["gpus"] for r in rows) == [1, 2, 4]  # (8 and 16 before)
+    assert all("less than an image a step" in r["note"] for r in rows)
+
+
+@pytest.mark.parametrize("entry, analysis, words", [
+    ("{gpus: 8, nodes: 16}", "{}", "8 GPU(s) on 16 nodes: a node holds at least one GPU"),
+    ("{gpus: 8, nodes: 1}", "{gpus_per_node: 3}",
+     "8 GPU(s) on 1 node(s) need 8 a node, but analysis.gpus_per_node is 3"),
+    ("{gpus: 1000000000000}", "{}", "external_runs[0].gpus"),
+])
+def test_a_runs_gpus_and_nodes_that_contradict_are_refused_at_planning(tmp_path, entry,
+                                                                        analysis, words):
+    import yaml
+    from conftest import ROOT
+
+    from dlscale.core.schema import validate
+    from dlscale.plan.study import PlanError, Study
+
+    log = ROOT / "tests" / "data" / "own-scripts" / "took.out"
+    config = yaml.safe_load(f"sweep: {{models: []}}\nanalysis: {analysis}\n"
+                            f"external_runs: [{{log: {log}, model: Net, train_images: 64, "
+                            f"global_batch: 64, {entry[1:-1]}}}]\n")
+    with pytest.raises(PlanError) as refused:
+        validate(config)
+        Study(config, tmp_path)
+    assert words in str(refused.value) and "\n" not in str(refused.value)
+
+
+def test_a_history_path_that_is_a_symlink_loop_is_refused_at_planning(tmp_path):
+    from dlscale.core.schema import validate
+    from dlscale.plan.study import PlanError, Study
+
+    loop = tmp_path / "history.sqlite"
+    loop.symlink_to(loop)
+    config = {"sweep": {"models": ["SimpleCNN"]}, "history": {"path": str(loop)}}
+    validate(config)
+    with pytest.raises(PlanError) as refused:  # (planned before; ended 0 unrecorded)
+        Study(config, tmp_path)
+    assert f"history.path '{loop}' is a symbolic link that cannot be followed" in str(
+        refused.value)

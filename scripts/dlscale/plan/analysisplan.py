@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shlex
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from dlscale.core.contract import (
     run_dir,
 )
 from dlscale.core.errors import PlanError
-from dlscale.plan.external import entry_key
+from dlscale.plan.external import configured, entry_key
 from dlscale.plan.external import resolve as resolve_external
 
 
@@ -110,8 +111,32 @@ class AnalysisPlan:
             except ValueError as exc:
                 raise PlanError(str(exc)) from exc
             self.warnings += warnings
+            self._check_layout(where, item, per_run)
             runs[key] = (item, per_run)
+        for p in self.points.values():
+            self._check_layout(f"point {p.key}", {}, [{"gpus": p.gpus, "nodes": p.nodes}])
         return runs
+
+    def _check_layout(self, where: str, item: dict, per_run: list[dict]) -> None:
+        """PlanError for a run's GPUs and nodes that contradict each other or
+        analysis.gpus_per_node, naming both values (the prediction raised the node size
+        silently; an 8-GPU run on 16 nodes was predicted as such)."""
+        per_node = self.config["analysis"]["gpus_per_node"]
+        for index, values in enumerate(per_run):
+            gpus = values.get("gpus")
+            nodes = values.get("nodes") if values.get("nodes") is not None else (
+                configured(item, "nodes", index) or 1)
+            run = f"{where}, run {index + 1}" if len(per_run) > 1 else where
+            if gpus is None:
+                continue
+            if nodes > gpus:
+                raise PlanError(f"{run}: {gpus} GPU(s) on {nodes} nodes: a node holds at "
+                                "least one GPU of the run; give nodes (or gpus) as the run "
+                                "used them")
+            if per_node and -(-gpus // nodes) > per_node:
+                raise PlanError(f"{run}: {gpus} GPU(s) on {nodes} node(s) need "
+                                f"{-(-gpus // nodes)} a node, but analysis.gpus_per_node is "
+                                f"{per_node}: one of the two is wrong")
 
     def _network(self) -> list[str]:
         """analysis.network's nccl-tests outputs, each read now (what it lacks fails here,
@@ -234,6 +259,18 @@ class AnalysisPlan:
         if not path:
             return
         target = Path(path).expanduser()
+        if target.is_symlink():
+            try:
+                target.resolve(strict=False)
+                broken = not target.exists() and not target.parent.joinpath(
+                    os.readlink(target)).parent.is_dir()
+            except (RuntimeError, OSError) as exc:  # a loop: ELOOP, or Python's RuntimeError
+                raise PlanError(f"history.path '{path}' is a symbolic link that cannot be "
+                                f"followed ({getattr(exc, 'strerror', None) or exc}): expected "
+                                "the history's file") from None
+            if broken:
+                raise PlanError(f"history.path '{path}' is a symbolic link to "
+                                f"'{os.readlink(target)}', whose folder does not exist")
         if target.is_dir():
             raise PlanError(f"history.path '{path}' is a folder: expected the history's file "
                             "(e.g. history.sqlite in it)")

@@ -197,7 +197,13 @@ def data_parallel(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
     # batch under strong scaling
     per_gpu = batch[keys[-1]] / keys[-1][0]
     largest = keys[-1][0]
-    doublings = [(m, max(1, math.ceil(m / per_node))) for m in (2 * largest, 4 * largest)]
+    doublings = [(m, max(1, math.ceil(m / per_node))) for m in (2 * largest, 4 * largest)
+                 # under strong scaling, never where a GPU would get less than an image
+                 # a step: such a point is not data-parallel (NOT_DATA_PARALLEL)
+                 if weak or batch[keys[-1]] >= m]
+    if len(doublings) < 2:
+        notes = [*notes, f"no doubling beyond {largest} GPUs is predicted: the global batch "
+                 f"of {batch[keys[-1]]:g} would give a GPU less than an image a step"]
     cause = model.growth_cause(usable, shares, steps)
     base = keys[0]
     rows = []
