@@ -19,3 +19,6 @@ torchrun --nproc-per-node 2 own_train.py --style logging --epochs 50 --slow 0.05
 sleep 40
 kill -KILL $! $(ps -o pid= --ppid $!)
 wait
+# one epoch timed by the run total each rank prints (capture_total.sh under srun -l too)
+torchrun --nproc-per-node 2 own_train.py --style total --epochs 1 --slow 0.2 \
+    > total_torchrun.out 2>&1

@@ -43,6 +43,9 @@ from dlscale.logparse.templates import (
 NAME = "mined"
 CAP, MAX_TEMPLATES, LONGEST = 20000, 5000, 2000  # rows kept of a template that names no
 # epoch (beyond twice an epoch one's), templates in a stream, the longest line read
+TOTAL_WORDS = re.compile(r"\b(?:total|took|time|elapsed|in|duration)\W{0,3}$", re.IGNORECASE)
+PER_SECOND = re.compile(r"\s*(?:samples|images|img|imgs|sequences|examples)\s*/\s*s", re.I)
+TOTAL_COPIES = 64  # a run total is printed once, or once by each worker
 STARTS = re.compile(r"\b(?:begin|beginning|start|starting|started)\b", re.IGNORECASE)
 EVALUATION = re.compile(r"test|valid|eval", re.IGNORECASE)
 
@@ -127,8 +130,11 @@ class Reader(StreamFormat):
         return sorted(found, key=lambda f: f[0], reverse=True)
 
     def settle(self, runs: list[ParsedLog]) -> list[ParsedLog]:
-        if any(run.epochs for run in runs) or not (ranked := self.ranked()):
-            return runs  # another format read this stream, or no epoch line is in it
+        if any(run.epochs for run in runs):
+            return runs  # another format read this stream
+        if not (ranked := self.ranked()):  # no epoch line: a run total may be one epoch
+            total = self.run_total() if not any(r.rate is not None for r in runs) else None
+            return runs if total is None else [total]
         _score, template, index = ranked[0]
         kept = [run for run in runs if run.rate is not None]
         # runs told apart by their lines' prefix (`[runA] Epoch 1 ...`, `[runB] Epoch 1
@@ -231,6 +237,50 @@ class Reader(StreamFormat):
         self.settings_for(result)
         self.totals(result)
         return result
+
+    def run_total(self) -> ParsedLog | None:
+        """A run timed by its total alone, one epoch (`Train samples 16384 time 779.241s
+        rate 21.0256 samples/s`, `Total time: 179.72s`, `took 12.3 s`, `4096 samples in
+        13.1 s`), printed once or by each worker: a line with a time after words that say
+        a whole (total, took, time, elapsed, in), where no epoch line is timed. Its
+        epoch's number is an epoch line's that began it (`Epoch 0`), else 1; the slowest
+        copy's time counts; a rate after it (`samples/s`) is kept as a fact."""
+        found = [t for t in self.templates.values() if t.columns is not None and t.lines
+                 and "d" in t.kinds and t.count <= TOTAL_COPIES and TOTAL_WORDS.search(
+                     t.literals[t.kinds.index("d")])]
+        if not found:
+            return None
+        total = max(found, key=lambda t: t.lines[-1])  # the last one printed
+        at = total.kinds.index("d")
+        seconds = max(total.columns[at])
+        if not seconds > 0:
+            return None
+        begun = [t for t in self.templates.values() if t.epoch and t is not total
+                 and t.columns is not None and t.lines and t.lines[0] < total.lines[0]
+                 and (index := t.counter()) is not None and len(set(t.columns[index])) == 1]
+        epoch, first = 1, total.lines[0]
+        if begun:
+            marker = min(begun, key=lambda t: t.lines[0])
+            value = int(marker.columns[marker.counter()][0])
+            epoch, first = value + (1 if value == 0 else 0), marker.lines[0]
+        run = ParsedLog(self.stream.path, line=min(first, self.stream.runs[0].line))
+        run.result({"seconds": seconds, "seconds_resolution": total.steps[at], "steps": None,
+                    "samples": None, "loss_unknown": True}, total.lines[-1], epoch)
+        where = f"`{total.shape()}` (line {total.line}: {total.text[:120]!r})"
+        run.facts.update({"log_format": NAME, "epoch_line": where,
+                          "epoch_time_from": f"the run's total {where}: one epoch"})
+        if total.count > 1:
+            run.facts["copies"] = total.count
+        rate = next((i for i in range(at + 1, len(total.kinds)) if total.kinds[i] == "n"
+                     and PER_SECOND.match(total.literals[i + 1])), None)
+        if rate is not None:
+            run.facts["samples_per_s"] = min(total.columns[rate])  # the slowest copy's
+        run.warnings.append(f"{self.stream.path}: no known format: one epoch, timed by the "
+                            f"run's total {where}; check it, or give a pattern "
+                            "(external_runs[].patterns)")
+        self.settings_for([run])
+        self.unfinished([run])
+        return run
 
     def gap(self, template: Template, groups: list, at: int, start: bool) -> float | None:
         """An epoch's time from timestamps: its line's to the next epoch's (a start

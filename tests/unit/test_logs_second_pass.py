@@ -1,0 +1,43 @@
+"""Logs without a pattern, second pass (issue 99): a one-epoch run timed by the run total
+every rank prints (`Train samples N time Ts rate R samples/s`), under srun -l on two nodes
+and under torchrun without prefixes; timed from its total, not from the job's start
+(issue 101, item 5). Captures of own_train.py --style total (tests/data/own-scripts)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import ROOT
+
+from dlscale.logparse.reader import parse_file_runs
+
+DATA = ROOT / "tests" / "data" / "own-scripts"
+TOTAL = r"Train samples \d+ time ([\d.]+)s rate ([\d.]+) samples/s"
+
+
+@pytest.mark.parametrize("name, gpus", [("total_srun.out", 2), ("total_torchrun.out", None)])
+def test_a_one_epoch_run_is_timed_by_the_total_every_rank_prints(name, gpus):
+    path = DATA / name
+    totals = re.findall(TOTAL, path.read_text())
+    [run] = parse_file_runs(str(path))  # ("no finished epoch found" before)
+    [row] = run.rows()
+    assert row["epoch"] == 1  # its `Epoch 0` began it
+    assert row["seconds"] == max(float(t) for t, _rate in totals)  # the slowest rank's
+    assert run.settings.get("gpus") == gpus  # srun -l's two tasks
+    assert "the run's total" in run.facts["epoch_time_from"]
+    if gpus is None:  # both ranks' lines unprefixed: one run, the copies counted
+        assert run.facts["copies"] == 2
+
+
+def test_the_set_up_before_the_epoch_is_not_the_epochs_time():
+    """`Starting run` comes seconds before `Epoch 0`: the epoch is the total's time, not
+    the time from the first line (101, item 5: start-up counted)."""
+    path = DATA / "total_srun.out"
+    stamps = re.findall(r"(\d\d):(\d\d):(\d\d),(\d+) INFO (Starting run|Train samples)",
+                        path.read_text())
+    seconds = {w: int(h) * 3600 + int(m) * 60 + int(s) + int(ms) / 1000
+               for h, m, s, ms, w in stamps}
+    [run] = parse_file_runs(str(path))
+    since_start = seconds["Train samples"] - seconds["Starting run"]
+    assert run.rows()[0]["seconds"] < since_start - 3  # its 4 s of set-up left out
