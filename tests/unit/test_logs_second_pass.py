@@ -41,3 +41,23 @@ def test_the_set_up_before_the_epoch_is_not_the_epochs_time():
     [run] = parse_file_runs(str(path))
     since_start = seconds["Train samples"] - seconds["Starting run"]
     assert run.rows()[0]["seconds"] < since_start - 3  # its 4 s of set-up left out
+
+
+def test_a_restarted_epoch_is_timed_from_its_last_start_and_the_restarts_said():
+    """restarted.out: three attempts killed inside epoch 0, then one that trains 2 epochs,
+    appended to one file: epoch 1 is the last attempt's (20 s from the first attempt's
+    start before: the restarts' gaps counted as training)."""
+    path = DATA / "restarted.out"
+    text = path.read_text()
+    stamp = r"(\d\d):(\d\d):(\d\d),(\d+) INFO "
+
+    def at(h, m, s, ms):
+        return int(h) * 3600 + int(m) * 60 + int(s) + int(ms) / 1000
+
+    starts = [at(*g) for g in re.findall(stamp + "Epoch 0", text)]
+    second = [at(*g) for g in re.findall(stamp + "Epoch 1", text)]
+    [run] = parse_file_runs(str(path))
+    rows = run.rows()
+    assert rows[0]["seconds"] == pytest.approx(second[0] - starts[-1])
+    assert run.facts["restarts"] == len(starts) - 1
+    assert any("restart(s)" in w for w in run.warnings)

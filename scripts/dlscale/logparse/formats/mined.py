@@ -45,6 +45,7 @@ CAP, MAX_TEMPLATES, LONGEST = 20000, 5000, 2000  # rows kept of a template that 
 # epoch (beyond twice an epoch one's), templates in a stream, the longest line read
 TOTAL_WORDS = re.compile(r"\b(?:total|took|time|elapsed|in|duration)\W{0,3}$", re.IGNORECASE)
 PER_SECOND = re.compile(r"\s*(?:samples|images|img|imgs|sequences|examples)\s*/\s*s", re.I)
+RESTART_GAP = 1.0  # seconds between two copies of a start line beyond which it restarted
 TOTAL_COPIES = 64  # a run total is printed once, or once by each worker
 STARTS = re.compile(r"\b(?:begin|beginning|start|starting|started)\b", re.IGNORECASE)
 EVALUATION = re.compile(r"test|valid|eval", re.IGNORECASE)
@@ -63,6 +64,7 @@ class Reader(StreamFormat):
         self.cut_reason = None  # why the last epoch read is not finished
         self.skipped = 0  # lines of a template whose values could not be read
         self.wrapped: set[int] = set()  # the epochs (their groups) timed past midnight
+        self.restarts = 0  # start lines repeated by a restart (last_start)
 
     def read(self, number: int, text: str) -> bool:
         template = self.templates.get(text.encode("utf-8", "surrogatepass").translate(
@@ -219,6 +221,11 @@ class Reader(StreamFormat):
                 run.result(record, lines[last], int(value) + base)
             self.merge(run, others, starts)
             run.facts["log_format"] = NAME
+            if self.restarts:
+                run.facts["restarts"] = self.restarts
+                run.warnings.append(f"{stream.path}: {self.restarts} restart(s): an epoch's "
+                                    "start line came again before it ended; each epoch is "
+                                    "timed from its last start")
             if self.skipped:
                 run.facts["lines_skipped"] = self.skipped
             run.facts["epoch_line"] = where
@@ -288,7 +295,7 @@ class Reader(StreamFormat):
         A negative gap is a time of day past midnight (86,400 s added), marked by
         `wrapped` for `clock_checked`."""
         if start:
-            begin = template.clock(groups[at][1])
+            begin = template.clock(self.last_start(template, groups[at]))
             end = template.clock(groups[at + 1][1]) if at + 1 < len(groups) else self.clock()
         else:
             end = template.clock(groups[at][2])
@@ -298,6 +305,18 @@ class Reader(StreamFormat):
             seconds += 86400  # a time of day past midnight (checked in clock_checked)
             self.wrapped.add(id(groups[at]))
         return round(seconds, 6) if seconds == seconds and seconds > 0 else None
+
+    def last_start(self, template: Template, group: list) -> int:
+        """The row an epoch began at: its start line's last restart (the same `Epoch k`
+        again seconds later, before the epoch ended: a job restarted, its attempts'
+        lines in one file), not the first attempt's; copies from several workers within
+        a second of each other are one start. Restarts are counted (`restarts`)."""
+        row = group[1]
+        for later in range(group[1] + 1, group[2] + 1):
+            if template.clock(later) - template.clock(later - 1) > RESTART_GAP:
+                row = later
+                self.restarts += 1
+        return row
 
     def clock_checked(self, run: ParsedLog, groups: list, times: list, where: str) -> list:
         """The gaps of a run's epochs, less those the clock cannot have given: a gap past
