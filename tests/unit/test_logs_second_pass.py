@@ -61,3 +61,23 @@ def test_a_restarted_epoch_is_timed_from_its_last_start_and_the_restarts_said():
     assert rows[0]["seconds"] == pytest.approx(second[0] - starts[-1])
     assert run.facts["restarts"] == len(starts) - 1
     assert any("restart(s)" in w for w in run.warnings)
+
+
+def test_a_job_scripts_echo_of_its_cluster_and_node_list_is_read():
+    """banner_2nodes.out: the job script echoes SLURM_CLUSTER_NAME, SLURM_JOB_NODELIST and
+    a banner's `Nodes : 2`, then srun -l runs one process a node: 2 GPUs on 2 nodes (1 node
+    before), the cluster and node list kept as facts."""
+    path = DATA / "banner_2nodes.out"
+    text = path.read_text()
+    [run] = parse_file_runs(str(path))
+    assert (run.settings["gpus"], run.settings["nodes"]) == (2, 2)
+    assert run.facts["cluster"] == re.search(r"SLURM_CLUSTER_NAME = (\S+)", text)[1]
+    assert run.facts["nodelist"] == re.search(r"SLURM_JOB_NODELIST = (\S+)", text)[1]
+
+
+@pytest.mark.parametrize("hosts, count", [("gpu[003,009]", 2), ("n[1-4],m1", 5), ("n1", 1),
+                                          ("a[1-3,7],b[01-02]", 6)])
+def test_a_host_list_is_counted_as_slurm_expands_it(hosts, count):
+    from dlscale.logparse.formats.launch import hostlist_count
+
+    assert hostlist_count(hosts) == count

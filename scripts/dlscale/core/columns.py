@@ -255,6 +255,8 @@ LOG_FACTS = tuple(Column(name, unit, meaning, True, source=source)
      "counted", ""),
     ("lines_skipped", "lines", "lines of a mined log's shapes whose numbers could not be "
      "read (`1e999 s`): skipped and counted", ""),
+    ("cluster", "", "the SLURM cluster a log's job script echoed (SLURM_CLUSTER_NAME)", ""),
+    ("nodelist", "", "the node list a log's job script echoed (SLURM_JOB_NODELIST)", ""),
     ("restarts", "", "start lines of a mined run repeated by a restart (its attempts in "
      "one file): each epoch is timed from its last start", ""),
     ("clock_back", "", "a mined run's timestamps went back (daylight saving, a clock set) "

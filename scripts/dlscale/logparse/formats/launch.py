@@ -37,7 +37,8 @@ def might_say(line: str) -> bool:
     lines pays it on each)."""
     return ("run" in line or "_SIZE" in line or "SLURM_N" in line or "NUM_NODES" in line
             or "MEMBER: " in line or "Node[" in line or "mpiexec" in line
-            or "launch" in line or "deepspeed" in line or "world_size" in line)
+            or "launch" in line or "deepspeed" in line or "world_size" in line
+            or "NODELIST" in line or "CLUSTER_NAME" in line or "odes" in line)
 
 
 _AFTER = r"(?:^|[\s'\"=;(+/])"  # a launcher is a word of its own, or a path's last
@@ -70,7 +71,12 @@ DIST_WORLD = re.compile(r"\bdist_world_size=(\d+)\b")
 WORLD_SIZE = re.compile(r"(?<![\w.])world_size(?: \.+ | ?= ?|: )(\d+)\b")
 EXITS = re.compile(r"\bProcess (\d+) exits (?:successfully|with return code)")
 ENV_TASKS = re.compile(r"\b(SLURM_NTASKS|WORLD_SIZE|OMPI_COMM_WORLD_SIZE|PMI_SIZE)[=:] ?(\d+)\b")
-ENV_NODES = re.compile(r"\b(SLURM_NNODES|SLURM_JOB_NUM_NODES)[=:] ?(\d+)\b")
+ENV_NODES = re.compile(r"\b(SLURM_NNODES|SLURM_JOB_NUM_NODES) ?[=:] ?(\d+)\b")
+# a job script's echo of its allocation: the node list, a banner's nodes, the cluster
+NODELIST = re.compile(r"\bSLURM_(?:JOB_)?NODELIST\s*[=:]\s*([\w.\-\[\],]+)")
+BANNER_NODES = re.compile(r"^\W*(?:nodes|number of nodes|num nodes)\s*[:=]\s*(\d+)\s*$",
+                          re.IGNORECASE)
+CLUSTER = re.compile(r"\bSLURM_CLUSTER_NAME\s*[=:]\s*([\w.\-]+)")
 MEMBER = re.compile(r"initializing distributed: GLOBAL_RANK: \d+, MEMBER: \d+/(\d+)")
 RANK_START = re.compile(r"\bNode\[(\d+)\] start\b")
 # the first kept on a conflict
@@ -92,6 +98,8 @@ class LaunchReader:
         self.nodes: list[tuple[int, int, str]] = []
         self.ranks: dict[int, int] = {}  # rank -> the line of its start
         self.exits: dict[int, int] = {}  # a process DeepSpeed's launcher saw end -> its line
+        self.clusters: list[tuple[int, str]] = []  # (line, SLURM_CLUSTER_NAME)
+        self.nodelists: list[tuple[int, str]] = []  # (line, the job's node list)
 
     def feed(self, number: int, text: str) -> None:
         """A line that might_say something."""
@@ -115,6 +123,14 @@ class LaunchReader:
             self.tasks.append((number, "environment", int(value), f"{name}={value}"))
         for name, value in ENV_NODES.findall(text):
             self.nodes.append((number, int(value), f"{name}={value}"))
+        if "NODELIST" in text and (found := NODELIST.search(text)):
+            self.nodes.append((number, hostlist_count(found[1]),
+                               f"SLURM_JOB_NODELIST {found[1]}"))
+            self.nodelists.append((number, found[1]))
+        if "odes" in text and (found := BANNER_NODES.match(text)):
+            self.nodes.append((number, int(found[1]), f"the banner's '{text.strip()}'"))
+        if "CLUSTER_NAME" in text and (found := CLUSTER.search(text)):
+            self.clusters.append((number, found[1]))
         if "world_size" in text or "WORLD INFO" in text or "num_local_procs" in text:
             self.deepspeed(number, text)
         if found := MEMBER.search(text):
@@ -239,4 +255,22 @@ class LaunchReader:
             if nodes and "nodes" not in run.settings:
                 run.settings["nodes"] = nodes[0]
                 run.facts["nodes_from"] = f"{nodes[1]} (line {nodes[2]})"
+            # the cluster and nodes the job script echoed before the run (the last before it)
+            for key, said in (("cluster", self.clusters), ("nodelist", self.nodelists)):
+                if before := [value for line, value in said if line < last]:
+                    run.facts[key] = before[-1]
         return runs
+
+
+def hostlist_count(hostlist: str) -> int:
+    """The hosts a SLURM host list names: `gpu[003,009]` 2, `n[1-4],m1` 5 (counted as
+    SLURM's hostlist expands it, without asking scontrol: the log is read anywhere)."""
+    count = 0
+    for _name, ranges in HOSTS.findall(hostlist):
+        for part in ranges.split(",") if ranges else [""]:
+            low, _dash, high = part.partition("-")
+            count += int(high) - int(low) + 1 if high.isdigit() and low.isdigit() else 1
+    return count
+
+
+HOSTS = re.compile(r"([^,\[\]]+)(?:\[([^\]]*)\])?")  # a host list's entries: name[ranges]
