@@ -81,3 +81,19 @@ def test_a_host_list_is_counted_as_slurm_expands_it(hosts, count):
     from dlscale.logparse.formats.launch import hostlist_count
 
     assert hostlist_count(hosts) == count
+
+
+def test_two_independent_runs_interleaved_in_one_file_are_two_runs():
+    """interleaved.out: two 2-process runs (batch 32 and 64) started side by side into one
+    file; their `Epoch k took:` lines interleave (1, 1, 2, 3, 2, 3). Read before as one run
+    of 3 epochs (epoch 1 the slower of both) and a second of 2."""
+    path = DATA / "interleaved.out"
+    lines = re.findall(r"Epoch (\d) took: ([\d.]+)s loss=([\d.]+)", path.read_text())
+    runs = parse_file_runs(str(path))
+    assert [len(run.rows()) for run in runs] == [3, 3]
+    read = sorted((r["epoch"], r["seconds"], r["loss"]) for run in runs for r in run.rows())
+    assert read == sorted((int(e), float(s), float(loss)) for e, s, loss in lines)
+    for run in runs:  # each run's losses fall epoch by epoch: one run's sequence
+        losses = [r["loss"] for r in run.rows()]
+        assert losses == sorted(losses, reverse=True)
+    assert any("interleave" in w for w in runs[0].warnings)

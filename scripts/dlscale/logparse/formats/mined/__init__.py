@@ -31,6 +31,7 @@ import re
 from bisect import bisect_right
 from math import nan as NAN
 
+from dlscale.logparse.formats.mined.interleave import interleaved
 from dlscale.logparse.runs import ParsedLog, StreamFormat, share_total
 from dlscale.logparse.templates import (
     DIGITS,
@@ -65,6 +66,7 @@ class Reader(StreamFormat):
         self.skipped = 0  # lines of a template whose values could not be read
         self.wrapped: set[int] = set()  # the epochs (their groups) timed past midnight
         self.restarts = 0  # start lines repeated by a restart (last_start)
+        self.apart = 0  # independent runs whose epoch lines interleave (interleaved)
 
     def read(self, number: int, text: str) -> bool:
         template = self.templates.get(text.encode("utf-8", "surrogatepass").translate(
@@ -174,6 +176,9 @@ class Reader(StreamFormat):
                      for kind, column in zip(template.kinds, template.columns) if kind in "np"
                      for run in runs for g in run)
         duration = next((i for i, k in enumerate(template.kinds) if k == "d"), None)
+        if not copied and duration is not None and (apart := interleaved(template, values)):
+            runs, copied = apart, True  # independent runs' lines in one file, told apart
+            self.apart = len(apart)
         if len(values) / sum(len(r) for r in runs) > 1.5 and not copied:
             duration = None  # a per-step line's time is no epoch's
         stamped = template.stamp is not None or any(c == c for c in template.clocks)
@@ -221,6 +226,11 @@ class Reader(StreamFormat):
                 run.result(record, lines[last], int(value) + base)
             self.merge(run, others, starts)
             run.facts["log_format"] = NAME
+            if self.apart:
+                run.warnings.append(f"{stream.path}: {self.apart} runs' epoch lines "
+                                    f"interleave ({where}): each a run, told apart by the "
+                                    "order of their counters; a banner's larger GPU count "
+                                    "did not join them")
             if self.restarts:
                 run.facts["restarts"] = self.restarts
                 run.warnings.append(f"{stream.path}: {self.restarts} restart(s): an epoch's "
@@ -413,3 +423,4 @@ class Reader(StreamFormat):
 def template_line(reader: Reader, group: list) -> int:
     """The line of a counter group's first row in the winning template."""
     return reader.winner.lines[group[1]]
+
