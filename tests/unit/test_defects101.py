@@ -185,3 +185,52 @@ def test_a_history_path_that_is_a_symlink_loop_is_refused_at_planning(tmp_path):
         Study(config, tmp_path)
     assert f"history.path '{loop}' is a symbolic link that cannot be followed" in str(
         refused.value)
+
+
+def test_a_threshold_is_printed_as_given_not_rounded_to_one():
+    import pandas as pd
+
+    from dlscale.reporting.firstpage import holds_until
+
+    rows = pd.DataFrame({"series": "Net", "gpus": [1, 2, 4], "nodes": 1,
+                         "predicted_efficiency": [1.0, 0.99995, 0.9],
+                         "predicted_efficiency_low": [1.0, 0.99, 0.8],
+                         "predicted_efficiency_high": [1.0, 1.0, 0.95],
+                         "measured_efficiency": [1.0, float("nan"), float("nan")]})
+    assert "at or above 0.9999 up to" in holds_until(rows, "Net", 0.9999)  # ("1" before)
+
+
+def test_no_predicted_efficiency_is_above_one_at_either_end_of_its_band():
+    import pandas as pd
+
+    from dlscale.reporting.prediction import series as predict
+
+    steps = {1: 0.20, 2: 0.25, 4: 0.30}
+    points = pd.DataFrame({"gpus": [1, 2, 4], "global_batch": [32, 64, 128],
+                           "scaling": "weak", "efficiency": [1.0, 0.8, 2 / 3]})
+    points["images_per_s"] = points["global_batch"] / points["gpus"].map(steps)
+    empty = pd.DataFrame(columns=["series", "gpus", "communication_share"])
+    rows = predict.series_prediction("Net", points, empty, {}, known_size=1_000_000)
+    highs = [r["predicted_efficiency_high"] for r in rows]
+    assert max(h for h in highs if h == h) <= 1.0  # (1.18 on base rows before)
+
+
+def test_a_warning_every_run_of_a_log_gives_is_printed_once(tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    log = ROOT / "tests" / "data" / "own-scripts" / "interleaved.out"
+    proc = subprocess.run([sys.executable, "-m", "dlscale.console", "parse-log", str(log),
+                           "-o", str(tmp_path / "t.csv")], capture_output=True, text=True,
+                          check=True)
+    assert proc.stderr.count("epoch lines interleave") == 1
+
+
+def test_an_external_runs_label_is_capped_as_a_models_is():
+    from dlscale.core.schema import validate
+    from dlscale.plan.study import PlanError
+
+    with pytest.raises(PlanError, match="external_runs.0..label"):
+        validate({"external_runs": [{"log": "x.out", "model": "M", "label": "L" * 5000}]})

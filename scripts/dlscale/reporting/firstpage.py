@@ -108,10 +108,10 @@ def holds_until(prediction: pd.DataFrame, series: str, threshold: float) -> str:
         return ""
     central, _ = last_above(rows, "predicted_efficiency", threshold)
     if not central:
-        return f"; efficiency below {number(threshold)} from its smallest count"
+        return f"; efficiency below {number(threshold, 6)} from its smallest count"
     low, _ = last_above(rows, "predicted_efficiency_low", threshold)
     high, beyond = last_above(rows, "predicted_efficiency_high", threshold)
-    return (f"; efficiency at or above {number(threshold)} up to {central} (band: "
+    return (f"; efficiency at or above {number(threshold, 6)} up to {central} (band: "
             f"{low or 'not even the smallest'} to {high}{' or beyond' if beyond else ''})")
 
 
@@ -149,7 +149,7 @@ def why_lines(breakdown: pd.DataFrame, prediction: pd.DataFrame,
             "Where the step time goes at the largest GPU count (a few traced steps of the "
             "first epoch; results/tables/breakdown.csv) and what the next doubling would "
             "give, and up to how many GPUs the efficiency stays above "
-            f"{number(min_efficiency)} (the model fitted on every measured point: "
+            f"{number(min_efficiency, 6)} (the model fitted on every measured point: "
             "compute, the all-reduce over the links, what else grows with the GPUs; "
             "prediction.csv):",
             "", *out, ""]

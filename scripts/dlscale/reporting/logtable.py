@@ -84,10 +84,12 @@ def log_runs(path, meta: dict, per_run: list[dict] | None, patterns: dict,
            + (f" over {r.facts['steps_done']} steps" if "steps_done" in r.facts else ""))
         + (f" from {r.streams} workers' lines" if r.streams > 1 else "")
         + (f", states {r.settings}" if r.settings else "") for i, r in enumerate(runs, 1)))
-    names, rows = set(), []
+    names, rows, said = set(), [], set()
     for index, run in enumerate(runs):
-        for warning in run.warnings:
-            print(f"warning: {warning}", file=sys.stderr)
+        for warning in dict.fromkeys(run.warnings):  # each once, however many runs say it
+            if warning not in said:
+                said.add(warning)
+                print(f"warning: {warning}", file=sys.stderr)
         warn_cut(run)
         stated = {k: v for k, v in run.settings.items() if k in ("gpus", "global_batch")}
         if "global_batch" not in stated and {"gpus", "batch_per_gpu"} <= set(run.settings):

@@ -236,8 +236,9 @@ def data_parallel(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
             "measured_efficiency": eff.get((g, n), math.nan),
             "predicted_efficiency": efficiency,
             "predicted_efficiency_low": efficiency * step / max(high, step),
-            "predicted_efficiency_high": efficiency * step / min(low, step) if low > 0
-            else math.nan,
+            # (never above 1, as the efficiency itself: docs/prediction.md)
+            "predicted_efficiency_high": min(efficiency * step / min(low, step), 1.0)
+            if low > 0 else math.nan,
             "comm_s": comm, "exposure": comm / total if total > 0 else math.nan,
             "hideable": h, "growth_s": growth,
             "growth_cause": (cause or "fitted from step times") if growth > 0 else "",
