@@ -234,3 +234,20 @@ def test_an_external_runs_label_is_capped_as_a_models_is():
 
     with pytest.raises(PlanError, match="external_runs.0..label"):
         validate({"external_runs": [{"log": "x.out", "model": "M", "label": "L" * 5000}]})
+
+
+def test_where_nothing_is_predicted_past_the_data_the_first_page_says_the_data_ends():
+    import pandas as pd
+
+    from dlscale.reporting.firstpage import holds_until
+
+    rows = pd.DataFrame({"series": "Net", "gpus": [1, 4, 8], "nodes": 1,
+                         "role": ["fit", "fit", "held out"],
+                         "predicted_efficiency": [1.0, 0.95, 0.9],
+                         "predicted_efficiency_low": [1.0, 0.9, 0.85],
+                         "predicted_efficiency_high": [1.0, 0.97, 0.93],
+                         "measured_efficiency": [1.0, 0.95, 0.9],
+                         "note": ["", "", "no link between nodes was given"]})
+    said = holds_until(rows, "Net", 0.8)
+    assert "up to 8 GPUs on 1 node(s), where the data ends" in said  # ("band: 8 to 8")
+    assert "no link between nodes was given" in said and "band" not in said

@@ -111,6 +111,13 @@ def holds_until(prediction: pd.DataFrame, series: str, threshold: float) -> str:
         return f"; efficiency below {number(threshold, 6)} from its smallest count"
     low, _ = last_above(rows, "predicted_efficiency_low", threshold)
     high, beyond = last_above(rows, "predicted_efficiency_high", threshold)
+    if "role" in rows and not (rows["role"] == "extrapolated").any() and beyond:
+        # nothing predicted past the measured points: the end of the data, not a limit
+        why = next((n for n in rows.sort_values("gpus")["note"][::-1] if isinstance(n, str)
+                    and n), "") if "note" in rows else ""
+        return (f"; efficiency at or above {number(threshold, 6)} at every count measured, up "
+                f"to {central}, where the data ends: nothing beyond it is predicted"
+                + (f" ({why.rstrip('.')})" if why else ""))
     return (f"; efficiency at or above {number(threshold, 6)} up to {central} (band: "
             f"{low or 'not even the smallest'} to {high}{' or beyond' if beyond else ''})")
 
