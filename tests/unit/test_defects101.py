@@ -251,3 +251,27 @@ def test_where_nothing_is_predicted_past_the_data_the_first_page_says_the_data_e
     said = holds_until(rows, "Net", 0.8)
     assert "up to 8 GPUs on 1 node(s), where the data ends" in said  # ("band: 8 to 8")
     assert "no link between nodes was given" in said and "band" not in said
+
+
+def test_a_super_linear_series_blames_swapped_links_only_where_they_are_swapped():
+    import pandas as pd
+
+    from dlscale.reporting.prediction import links, series as predict
+
+    steps = {1: 0.20, 2: 0.19, 4: 0.18}  # faster with more GPUs (weak scaling)
+    points = pd.DataFrame({"gpus": [1, 2, 4], "global_batch": [32, 64, 128],
+                           "scaling": "weak", "nodes": 1})
+    points["images_per_s"] = points["global_batch"] / points["gpus"].map(steps)
+    points["efficiency"] = points["images_per_s"] / points["gpus"] / (32 / 0.2)
+    empty = pd.DataFrame(columns=["series", "gpus", "communication_share"])
+
+    def notes(network):
+        rows = predict.series_prediction("Net", points, empty, {}, known_size=100 * 2**20,
+                                         network=network)
+        return " ".join(r["note"] for r in rows)
+
+    fast, slow = links.Link(5e-6, 100e9), links.Link(5e-6, 1e9)
+    plain = notes({"within_node": (fast, "given"), "between_nodes": (slow, "given")})
+    assert "super-linearly" in plain and "swapped" not in plain  # ("swapped?" before)
+    assert "swapped?" in notes({"within_node": (slow, "given"),
+                                "between_nodes": (fast, "given")})

@@ -23,8 +23,9 @@ from dlscale.reporting.prediction.links import (
 )
 
 EXPLAINED_ERROR = 0.10  # |predicted - measured| / measured step time on the held-out point
-ABOVE_ONE = ("the model's step is faster than perfect scaling from the base point (links "
-             "given within a node slower than between nodes?): its efficiency is shown as 1")
+ABOVE_ONE = ("the model's step is faster than perfect scaling from the base point (the "
+             "measured points scale super-linearly{swapped}): its efficiency is shown as 1")
+SWAPPED = "; the links given within a node are slower than between nodes: swapped?"
 NOT_DATA_PARALLEL = ("not predicted: {batch:g} images a step on {gpus:g} GPUs, fewer than one a "
                      "GPU, is not data-parallel alone (the model's replicas each train their "
                      "share of the batch)")
@@ -224,7 +225,7 @@ def data_parallel(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
             row_notes.append(CAPPED)
         if efficiency > 1:  # the step is kept for its error; no efficiency above 1 is shown
             efficiency = 1.0
-            row_notes.append(ABOVE_ONE)
+            row_notes.append(ABOVE_ONE.format(swapped=SWAPPED if swapped(network) else ""))
         total = t(g, n) if g > 1 else 0.0
         rows.append({
             "series": series, "nodes": n, "gpus": g,
@@ -277,6 +278,14 @@ def judge(held: dict | None, starved: list, source: str, steps: dict, timed) -> 
     if abs(held["error"]) <= EXPLAINED_ERROR:
         return "explained"
     return f"not explained: the held-out error is over {EXPLAINED_ERROR:.0%}"
+
+
+def swapped(network) -> bool:
+    """Whether the links given say a node's own is slower than the one between nodes."""
+    given = network or {}
+    if "within_node" not in given or "between_nodes" not in given:
+        return False
+    return given["within_node"][0].bandwidth < given["between_nodes"][0].bandwidth
 
 
 def link_set(pts, found, network, keys, steps, size, weak):
