@@ -256,7 +256,8 @@ def test_where_nothing_is_predicted_past_the_data_the_first_page_says_the_data_e
 def test_a_super_linear_series_blames_swapped_links_only_where_they_are_swapped():
     import pandas as pd
 
-    from dlscale.reporting.prediction import links, series as predict
+    from dlscale.reporting.prediction import links
+    from dlscale.reporting.prediction import series as predict
 
     steps = {1: 0.20, 2: 0.19, 4: 0.18}  # faster with more GPUs (weak scaling)
     points = pd.DataFrame({"gpus": [1, 2, 4], "global_batch": [32, 64, 128],
