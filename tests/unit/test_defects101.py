@@ -276,3 +276,25 @@ def test_a_super_linear_series_blames_swapped_links_only_where_they_are_swapped(
     assert "super-linearly" in plain and "swapped" not in plain  # ("swapped?" before)
     assert "swapped?" in notes({"within_node": (slow, "given"),
                                 "between_nodes": (fast, "given")})
+
+
+def test_a_point_on_one_node_without_a_link_within_a_node_names_that_level():
+    """The network given is between nodes only (an nccl-tests output of two hosts): the
+    one-node points' note names the missing level within a node (it blamed the link
+    between nodes)."""
+    import pandas as pd
+
+    from dlscale.reporting.prediction import links
+    from dlscale.reporting.prediction import series as predict
+
+    steps = {1: 0.20, 2: 0.22, 4: 0.24, 8: 0.26}
+    points = pd.DataFrame({"gpus": [1, 2, 4, 8], "global_batch": [32, 64, 128, 256],
+                           "scaling": "weak", "nodes": 1})
+    points["images_per_s"] = points["global_batch"] / points["gpus"].map(steps)
+    points["efficiency"] = points["images_per_s"] / points["gpus"] / (32 / 0.2)
+    empty = pd.DataFrame(columns=["series", "gpus", "communication_share"])
+    rows = predict.series_prediction(
+        "Net", points, empty, {}, known_size=100 * 2**20,
+        network={"between_nodes": (links.Link(5e-6, 10e9), "given")})
+    notes = " ".join(r["note"] for r in rows if r["gpus"] == 8 and r["nodes"] == 1)
+    assert "no link within a node" in notes and "no link between nodes" not in notes

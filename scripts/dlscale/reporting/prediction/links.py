@@ -58,6 +58,16 @@ FROM_STEP_TIMES = ("no timed all-reduce (an external log): the communication is 
                    "bandwidth is claimed")
 NO_NETWORK = ("across nodes: no link between nodes was measured on a smaller point or by "
               "a probe, or given, so nothing is predicted past a node boundary")
+NO_LINK_WITHIN = ("within a node: no link within a node was measured on a smaller point or "
+                  "given (analysis.network has no within-node level), so nothing on one "
+                  "node is predicted past the points measured")
+
+
+def missing_link(nodes: int) -> str:
+    """The note of a point whose level has no link: within a node, or between nodes."""
+    return NO_LINK_WITHIN if nodes == 1 else NO_NETWORK
+
+
 MEASURED, FITTED, GIVEN = "measured", "fitted from step times", "given"
 LEVELS = ("within a node", "between nodes")
 

@@ -20,6 +20,7 @@ from dlscale.reporting.prediction.links import (
     fitted_link,
     links,
     median,
+    missing_link,
 )
 
 EXPLAINED_ERROR = 0.10  # |predicted - measured| / measured step time on the held-out point
@@ -244,8 +245,8 @@ def data_parallel(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
             "hideable": h, "growth_s": growth,
             "growth_cause": (cause or "fitted from step times") if growth > 0 else "",
             **link_columns(*row_links[measured]), "gradient_bytes": size, "verdict": "",
-            "note": "; ".join(row_notes + [NO_NETWORK] if math.isnan(step) and NO_NETWORK
-                              not in row_notes else row_notes)})
+            "note": "; ".join(row_notes + [missing_link(n)] if math.isnan(step)
+                              and missing_link(n) not in row_notes else row_notes)})
     verdict = judge(rows[keys.index(held)] if held else None, starved, source, steps, timed)
     for row in rows:
         row["verdict"] = verdict
@@ -274,7 +275,7 @@ def judge(held: dict | None, starved: list, source: str, steps: dict, timed) -> 
     if held is None:
         return "no held-out point (one GPU count below the largest is needed)"
     if math.isnan(held["error"]):
-        return "not predicted: " + NO_NETWORK
+        return "not predicted: " + missing_link(int(held["nodes"]))
     if abs(held["error"]) <= EXPLAINED_ERROR:
         return "explained"
     return f"not explained: the held-out error is over {EXPLAINED_ERROR:.0%}"
