@@ -35,10 +35,10 @@ def might_say(line: str) -> bool:
     match holds one of these words (DeepSpeed's launcher lines are its launch.py's;
     plain substring tests: 0.2 us a line against a regex's 0.55; a log of millions of
     lines pays it on each)."""
-    return ("run" in line or "_SIZE" in line or "SLURM_N" in line or "NUM_NODES" in line
+    return ("run" in line or "_SIZE" in line or "SLURM_" in line or "NUM_NODES" in line
             or "MEMBER: " in line or "Node[" in line or "mpiexec" in line
             or "launch" in line or "deepspeed" in line or "world_size" in line
-            or "NODELIST" in line or "CLUSTER_NAME" in line or "odes" in line)
+            or "odes" in line)
 
 
 _AFTER = r"(?:^|[\s'\"=;(+/])"  # a launcher is a word of its own, or a path's last

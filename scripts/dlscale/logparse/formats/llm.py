@@ -58,9 +58,8 @@ class Reader(StreamFormat):
         self.scope: tuple[bool, str] | None = None  # (per GPU, why) of the step lines
 
     def read(self, number_: int, text: str) -> bool:
-        if "oken" not in text and "tps" not in text and "tok/" not in text and (
-                "Memory" not in text):
-            return False
+        if "ok" not in text and "tps" not in text and "Memory" not in text:
+            return False  # (Tokens, tok/sec)
         if found := PER_GPU_LINE.search(text):
             run = self.runs[-1] if self.runs[-1].rate is not None else (
                 self.stream.fresh_run(number_))
