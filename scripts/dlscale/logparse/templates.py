@@ -276,7 +276,7 @@ def fields(text: str):
     DURATIONs first, FIELD's where none is."""
     special = list(DURATION.finditer(text))
     taken = [(m.start("clock") if m["clock"] else m.start(), m.end()) for m in special]
-    found = [(m, True, ) for m in special]
+    found = [(m, True) for m in special]
     for m in FIELD.finditer(text):
         if not any(a < m.end() and m.start() < b for a, b in taken):
             found.append((m, False))
