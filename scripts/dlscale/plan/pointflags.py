@@ -30,6 +30,13 @@ def knob_meta(knobs: tuple) -> dict:
             **({"knobs": ",".join(name for name, _ in knobs)} if knobs else {})}
 
 
+def script_knobs(p: Point) -> dict:
+    """The knobs a command's point hands run_command.py (--knob) and its record: those
+    that are not a placeholder of dlscale's own (batch_per_gpu is the batch)."""
+    return {name: knob_text(value) for name, value in p.knobs
+            if name not in user_command.PLACEHOLDERS}
+
+
 def batch_file(p: Point) -> str:
     return f"{BATCH}/{p.model}/{p.precision}.json"
 
@@ -84,8 +91,7 @@ class PointCommands:
         if spec["patterns"]:
             flags["patterns"] = json.dumps(spec["patterns"])
         return " ".join([f"--{k} {shlex.quote(str(v))}" for k, v in flags.items()] + [
-            f"--knob {shlex.quote(f'{name}={knob_text(value)}')}" for name, value in p.knobs
-            if name not in user_command.PLACEHOLDERS])
+            f"--knob {shlex.quote(f'{name}={value}')}" for name, value in script_knobs(p).items()])
 
     def launch_plan(self, p: Point) -> str:
         """launch.py's --plan: how the workers start, and run.json's planned keys."""
@@ -95,8 +101,7 @@ class PointCommands:
         if p.command:  # the command starts its own tasks (dlscale.launch.command)
             plan = {"command": True,
                     "planned": {**planned, "replicas": p.gpus, "strategy": user_command.STRATEGY,
-                                "knobs": {name: knob_text(value) for name, value in p.knobs
-                                          if name not in user_command.PLACEHOLDERS}}}
+                                "knobs": script_knobs(p)}}
         else:
             plan = {"tasks": p.tasks, "tasks_per_node": p.tasks_per_node, "nodes": p.nodes,
                     "planned": {**planned, "model_from": p.model_from, "strategy": p.strategy,

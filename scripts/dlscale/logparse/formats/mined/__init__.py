@@ -148,7 +148,6 @@ class Reader(StreamFormat):
             and i == index)]
         found = []
         for other, at in alike:
-            self.winner = other
             found += self.epochs(other, at)
         if len(alike) > 1:
             for run in found:
@@ -206,7 +205,7 @@ class Reader(StreamFormat):
                 run.epochs_total = int(template.columns[total][groups[-1][2]])
             times = [self.gap(template, groups, at, start) if duration is None and stamped
                      else None for at in range(len(groups))]
-            times = self.clock_checked(run, groups, times, where)
+            times = self.clock_checked(run, template, groups, times)
             for at, (value, first, last) in enumerate(groups):
                 if begun and number == len(runs) - 1 and at == len(groups) - 1:
                     self.cut_reason = (f"epoch {int(value) + base} began (line {lines[first]}) "
@@ -328,7 +327,8 @@ class Reader(StreamFormat):
                 self.restarts += 1
         return row
 
-    def clock_checked(self, run: ParsedLog, groups: list, times: list, where: str) -> list:
+    def clock_checked(self, run: ParsedLog, template: Template, groups: list,
+                      times: list) -> list:
         """The gaps of a run's epochs, less those the clock cannot have given: a gap past
         midnight (or a day long) beside epochs of minutes is a clock turned back
         (daylight saving, a node's clock set) or a pause, flagged, never an epoch."""
@@ -344,7 +344,7 @@ class Reader(StreamFormat):
                     f"{self.stream.path}: epoch {int(group[0])}'s timestamps are "
                     f"{seconds:,.0f} s apart beside epochs of about {usual:,.0f} s: the "
                     "clock was turned back or the run paused (line "
-                    f"{template_line(self, group)}); the epoch has no time")
+                    f"{template.lines[group[1]]}); the epoch has no time")
                 run.facts["clock_back"] = True
         return times
 
@@ -417,10 +417,3 @@ class Reader(StreamFormat):
                         f"the run's average time per epoch ({seconds:g} s) times its epochs"
                         if average else "the run's total time"), number)
                     break
-
-
-
-def template_line(reader: Reader, group: list) -> int:
-    """The line of a counter group's first row in the winning template."""
-    return reader.winner.lines[group[1]]
-
