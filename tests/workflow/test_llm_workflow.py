@@ -4,7 +4,8 @@ implementations: tests/data/llm-chapter) as external runs, one series per knob v
 What a reader then sees: tokens/s per GPU and in all, never images/s; speedup and
 efficiency from tokens/s; memory unknown on a CPU, never 0; time to solution; the cost
 proxy and the price of a million tokens; the first page's token table; a throughput plot
-in tokens/s; no prediction pretending to know a language model's step."""
+in tokens/s; a prediction from the parameters where given, and where not a note that
+says they are missing."""
 
 from __future__ import annotations
 
@@ -23,12 +24,16 @@ def per_gpu(name: str) -> float:
 
 
 def test_the_chapters_outputs_are_a_token_study(tmp_path):
+    # eager's entries give the tiny Llama's parameters (make_tiny_llama.py prints them),
+    # sdpa's do not; the link within a node is given, as a user would
     entries = "".join(
         f"  - {{log: {CHAPTER}/tokens_{ranks}rank_{attn}_b2_fp32.out, model: TinyLlama, "
-        f"label: llama {attn}{', gpus: 1' if ranks == 1 else ''}}}\n"
+        f"label: llama {attn}{', gpus: 1' if ranks == 1 else ''}"
+        f"{', parameters: 210200' if attn == 'eager' else ''}}}\n"
         for attn in ("eager", "sdpa") for ranks in (1, 2))
     config = write_config(tmp_path / "c.yaml", "sweep: {models: []}\nanalysis: "
-                          f"{{gpu_hour_price: 2.5}}\nexternal_runs:\n{entries}")
+                          "{gpu_hour_price: 2.5, network: {within_node: {latency_us: 10, "
+                          f"bus_bandwidth_gbs: 20}}}}}}\nexternal_runs:\n{entries}")
     run_snakemake(tmp_path, "--profile", str(ROOT / "profiles" / "local"),
                   f"--configfile={config}", "all")
     table = pd.read_csv(tmp_path / "results/tables/scaling.csv").set_index(["series", "gpus"])
@@ -52,4 +57,12 @@ def test_the_chapters_outputs_are_a_token_study(tmp_path):
     assert "tokens/s per GPU" in first and "memory (GiB)" in first and "unknown" in first
     assert "tokens/s" in (tmp_path / "results/plots/throughput.svg").read_text()
     prediction = pd.read_csv(tmp_path / "results/tables/prediction.csv")
-    assert prediction["note"].str.contains("count tokens").all()
+    eager, sdpa = (prediction[prediction["series"] == f"llama {a}"] for a in ("eager", "sdpa"))
+    # float32 gradients of 210,200 parameters; the step is the Trainer's
+    assert (eager["gradient_bytes"] == 210200 * 4).all()
+    steps = re.findall(r"\[default0\]:.*'train_steps_per_second': '([\d.]+)'",
+                       (CHAPTER / "tokens_2rank_eager_b2_fp32.out").read_text())
+    held = eager[eager["role"] == "held out"].iloc[0]
+    assert held["measured_step_s"] == pytest.approx(1 / float(steps[-1]), rel=1e-6)
+    assert pd.notna(held["predicted_step_s"]) and len(eager[eager["role"] == "extrapolated"])
+    assert sdpa["note"].str.contains("no line of its output states them").all()

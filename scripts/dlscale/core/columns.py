@@ -116,6 +116,13 @@ SCALING = (
         Column("memory_gib", "GiB", "peak GPU memory per GPU the output states (max "
                "reserved, a step line's memory); empty where unknown (a CPU's 0.00)", True,
                source=_record("memory_gib"), runs=CARRIED),
+        Column("parameters", "", "a language model's parameters: its output's line "
+               "(torchtitan's total parameters, the Trainer's trainable ones), else the "
+               "command's or outside log's `parameters` setting", True,
+               source=_record("parameters"), runs=CARRIED),
+        Column("step_time_s", "s", "a token run's time per step: the Trainer's 1 / "
+               "train_steps_per_second, or the tokens of a step its output states over "
+               "its tokens/s", True, source=_record("step_time_s"), runs=CARRIED),
         Column("time_to_solution_s", "s", "the run's whole training, warm-up and compile "
                "included: a Trainer's train_runtime, else its epochs' sum", True,
                source=_record("time_to_solution_s"), runs=COMPUTED),

@@ -65,7 +65,7 @@ PLACEHOLDERS = ("gpus", "nodes", "tasks", "batch_per_gpu", "global_batch", "epoc
 STRATEGY = "command"
 # what a command's output states of its run beyond epochs, kept in its record
 RUN_FACTS = ("memory_gib", "memory_note", "mfu_percent", "tflops", "steps_done",
-             "rate_scope", "train_seconds", "samples_per_s")
+             "rate_scope", "train_seconds", "samples_per_s", "parameters", "step_time_s")
 
 
 def check_template(label: str, template: str, knobs=()) -> None:
@@ -117,6 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="sample into telemetry.csv every SECONDS; 0: off")
     add("--train-images", type=int, help="images per epoch when the output has no steps")
     add("--patterns", type=json.loads, default=None, help="patterns as JSON")
+    add("--parameters", type=int, help="the model's parameters, where its output does not "
+        "state them (the prediction's gradient)")
     add("--knob", action="append", default=[], metavar="NAME=VALUE",
         help="a sweep.knobs value: the command's {NAME}")
     return parser
@@ -166,6 +168,7 @@ def read_output(reader, args) -> tuple[list[dict], dict, str | None, dict[int, i
     epochs = [epoch_record(row, args) for row in run.rows()]
     facts = {"images_per_epoch": epochs[0]["images"] if epochs else None,
              "logged_images_per_s": None, **run.rate_columns(args.gpus),
+             "parameters": args.parameters,
              **{k: run.facts[k] for k in RUN_FACTS if k in run.facts},
              "time_to_solution_s": run.facts.get("train_seconds"),
              "streams": run.streams,

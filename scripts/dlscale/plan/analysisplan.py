@@ -326,6 +326,8 @@ class AnalysisPlan:
             meta["nodes"] = item["nodes"]
         if item.get("skip_epochs") is not None:
             meta["skip_epochs"] = item["skip_epochs"]
+        if item.get("parameters"):
+            meta["parameters"] = item["parameters"]
         patterns = "".join(f" --pattern {shlex.quote(f'{k}={v}')}"
                            for k, v in item.get("patterns", {}).items())
         return (f"{meta_flags(meta)} --per-run {shlex.quote(json.dumps(per_run))}{patterns}"

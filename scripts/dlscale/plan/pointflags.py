@@ -90,6 +90,8 @@ class PointCommands:
             flags["train-images"] = spec["train_images"]
         if spec["patterns"]:
             flags["patterns"] = json.dumps(spec["patterns"])
+        if spec["parameters"]:
+            flags["parameters"] = spec["parameters"]
         return " ".join([f"--{k} {shlex.quote(str(v))}" for k, v in flags.items()] + [
             f"--knob {shlex.quote(f'{name}={value}')}" for name, value in script_knobs(p).items()])
 

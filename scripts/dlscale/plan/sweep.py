@@ -298,9 +298,10 @@ TASKS = {"one": lambda gpus, nodes: 1, "per_gpu": lambda gpus, nodes: gpus,
 
 
 def command_spec(spec) -> dict:
-    """A sweep.commands value as {run, tasks, train_images, patterns}."""
+    """A sweep.commands value as {run, tasks, train_images, patterns, parameters}."""
     spec = {"run": spec} if isinstance(spec, str) else spec
-    return {"tasks": "one", "train_images": None, "patterns": None, **spec}
+    return {"tasks": "one", "train_images": None, "patterns": None, "parameters": None,
+            **spec}
 
 
 def command_points(config: dict, skipped: dict, varied: set = frozenset()) -> list[Point]:

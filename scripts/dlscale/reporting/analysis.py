@@ -321,6 +321,8 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
             **{name: pd.to_numeric(point_runs[name], errors="coerce").mean()
                for name in ("tokens_per_s", "tokens_per_s_per_gpu", "time_to_solution_s")},
             "memory_gib": pd.to_numeric(point_runs["memory_gib"], errors="coerce").max(),
+            "parameters": pd.to_numeric(point_runs["parameters"], errors="coerce").max(),
+            "step_time_s": pd.to_numeric(point_runs["step_time_s"], errors="coerce").mean(),
         })
     table = pd.DataFrame(rows, columns=["run", *MEASURED, "gpus_logged"])
     if table.empty:

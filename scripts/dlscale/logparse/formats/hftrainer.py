@@ -47,6 +47,8 @@ def trainer_total(text: str) -> tuple[float, dict, int | None, float] | None:
     except (ValueError, TypeError, KeyError, AttributeError):
         return None
     facts = {"train_seconds": seconds, "log_format": "hf-trainer"}
+    if values.get("train_steps_per_second", 0) > 0:  # its step, warm-up included as its rate
+        facts["step_time_s"] = round(1 / values["train_steps_per_second"], 9)
     if "train_loss" in values:
         facts["train_loss"] = values["train_loss"]
     epoch = values.get("epoch")

@@ -20,6 +20,14 @@ Whether a rate is one GPU's or the run's is read from its words (`/gpu`, `per gp
 the rank's own tokens by the time); else it is the run's, and says so
 (`rate_scope`). MFU and TFLOP/s where printed are facts of the run (their mean over the
 same steps), not its throughput; the step line's memory (`memory: 169.10GiB`) its peak.
+
+The model's size where a line states it (torchtitan's `size: 14,768,307,200 total
+parameters`, the Trainer's `Number of trainable parameters = 1,235,814,400`) is the run's
+`parameters`, the gradient the prediction all-reduces; a run's `step_time_s` is its tokens
+a step over its rate (torchtitan's `local batch size 160, ... sequence length 128`) or the
+Trainer's 1 / train_steps_per_second (hftrainer), warm-up counted as in its rate. A run
+whose last step is short of the steps it was to take (torchtitan's `total steps 10`, a
+counter's `step 5/100`) is unfinished, and says so (`unfinished`, a warning).
 """
 
 from __future__ import annotations
@@ -39,6 +47,16 @@ PER_GPU_WORDS = re.compile(r"gpu|device", re.IGNORECASE)
 MFU = re.compile(r"\bmfu\s*[:=]?\s*([\d.]+)\s*%?", re.IGNORECASE)
 TFLOPS = re.compile(r"\btflops\s*[:=]?\s*([\d.]+)", re.IGNORECASE)
 STEP_MEMORY = re.compile(r"\bmemory\s*[:=]\s*([\d.]+)\s*GiB", re.IGNORECASE)
+# (a model has thousands of parameters at least: "3 parameters groups" is no model's size)
+PARAMETERS = re.compile(r"(\d{1,3}(?:,\d{3})+|\d{4,})\s+(?:total |trainable )?parameters\b"
+                        r"|(?:number of "
+                        r"(?:trainable )?parameters|num_params)\s*[:=]\s*(\d[\d,]*)",
+                        re.IGNORECASE)
+BATCHES = re.compile(r"local batch size (\d+), global batch size (\d+)\b.*?"
+                     r"sequence length (\d+)", re.IGNORECASE)
+# the steps a run was to take: torchtitan's `total steps 10`, a counter's `step 5/100`
+TOTAL_STEPS = re.compile(r"total steps (\d+)", re.IGNORECASE)
+STEP_OF = re.compile(r"step[:\s]\s*\d+\s*/\s*(\d+)", re.IGNORECASE)
 # producers whose tokens/s is one GPU's though their words do not say so
 PER_DEVICE_PRODUCERS = (("[titan]", "torchtitan's tps is per device"),)
 
@@ -56,16 +74,20 @@ class Reader(StreamFormat):
         self.run = None  # the run of step lines, and its steps: (counter, rate, mfu, ...)
         self.steps: list[tuple[int, float, float | None, float | None, float | None]] = []
         self.scope: tuple[bool, str] | None = None  # (per GPU, why) of the step lines
+        self.pending: dict = {}  # what lines before a run said of it (PARAMETERS, BATCHES)
+        self.batches: tuple[int, int] | None = None  # tokens a step: (one GPU's, the run's)
+        self.total: int | None = None  # the steps the run was to take, where said
 
     def read(self, number_: int, text: str) -> bool:
         if "ok" not in text and "tps" not in text and "Memory" not in text:
-            return False  # (Tokens, tok/sec)
+            return ("aram" in text or "sequence length" in text) and self.model(text)
         if found := PER_GPU_LINE.search(text):
             run = self.runs[-1] if self.runs[-1].rate is not None else (
                 self.stream.fresh_run(number_))
             if run.rate is not None and run.unit != "tokens":
                 run.facts["samples_per_s"] = run.rate  # the Trainer's summary
             run.rate, run.unit, run.per_gpu = number(found[1]), "tokens", True
+            run.facts.update(self.pending)
             run.facts["rate_scope"] = "per GPU: its line says Tokens/s/GPU"
             run.facts["rate_from"] = f"{text.strip()[-120:]!r} (line {number_})"
             return True
@@ -88,6 +110,8 @@ class Reader(StreamFormat):
                 self.scope = ((True, f"per GPU: its line says {words}")
                               if PER_GPU_WORDS.search(words) else (True, producer) if producer
                               else (False, f"the run's: {words} says no GPU"))
+            if of := STEP_OF.search(text):
+                self.total = int(of[1])
             mfu, tflops, memory = (MFU.search(text), TFLOPS.search(text),
                                    STEP_MEMORY.search(text))
             self.steps.append((int(step[1]), number(rate[2]),
@@ -105,10 +129,19 @@ class Reader(StreamFormat):
         steady = steps[skip:]
         run.rate = round(sum(s[1] for s in steady) / len(steady), 6)
         run.unit, run.per_gpu = "tokens", self.scope[0]
+        run.facts.update(self.pending)
+        if self.batches and run.rate > 0:  # one GPU's tokens over one GPU's rate
+            run.facts["step_time_s"] = round(self.batches[not run.per_gpu] / run.rate, 9)
         run.facts.update({"steps_done": steps[-1][0], "steps_skipped": skip,
                           "rate_scope": self.scope[1], "log_format": NAME,
                           "rate_from": f"the mean tokens/s of steps {steady[0][0]} to "
                                        f"{steady[-1][0]} (the first {skip} a warm-up)"})
+        if self.total and steps[-1][0] < self.total:  # cancelled, or it crashed
+            run.facts["unfinished"] = (f"its steps stopped at {steps[-1][0]} of the "
+                                       f"{self.total} it was to take")
+            run.warnings.append(f"{self.stream.path}: the run of steps is unfinished: "
+                                f"{run.facts['unfinished']}")
+        self.total = None
         for index, name in ((2, "mfu_percent"), (3, "tflops")):
             values = [s[index] for s in steady if s[index] is not None]
             if values:
@@ -118,3 +151,17 @@ class Reader(StreamFormat):
             run.facts["memory_gib"] = round(max(memory), 3)
             run.facts["memory_from"] = "the step lines' memory (GiB), its peak"
         self.steps = []
+
+    def model(self, text: str) -> bool:
+        """A line that states the model's size or the tokens of a step, kept for the run
+        the lines after it make (PARAMETERS, BATCHES)."""
+        if found := PARAMETERS.search(text):
+            self.pending["parameters"] = int(number(found[1] or found[2]))
+            return True
+        if found := BATCHES.search(text):
+            local, total, length = (int(g) for g in found.groups())
+            self.batches = (local * length, total * length)
+            if steps := TOTAL_STEPS.search(text):
+                self.total = int(steps[1])
+            return True
+        return False

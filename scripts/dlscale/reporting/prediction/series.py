@@ -8,7 +8,7 @@ import math
 
 import pandas as pd
 
-from dlscale.reporting.prediction import model
+from dlscale.reporting.prediction import model, tokens
 from dlscale.reporting.prediction.links import (
     FITTED,
     FROM_STEP_TIMES,
@@ -30,9 +30,6 @@ SWAPPED = "; the links given within a node are slower than between nodes: swappe
 NOT_DATA_PARALLEL = ("not predicted: {batch:g} images a step on {gpus:g} GPUs, fewer than one a "
                      "GPU, is not data-parallel alone (the model's replicas each train their "
                      "share of the batch)")
-TOKENS_NOT_PREDICTED = ("not predicted: a language model's points count tokens, and the "
-                        "prediction models image workloads' steps only so far (their tokens/s "
-                        "and efficiency are in scaling.csv)")
 CAPPED = ("capped at the largest measured efficiency: nothing the model holds (a faster "
           "link, a larger batch per GPU) makes it rise")
 
@@ -93,10 +90,14 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
     replicas each on its share of the batch holds it, so it is a measured row, not predicted,
     and the note says why."""
     points = points.assign(nodes=points["nodes"] if "nodes" in points else 1)
-    if "unit" in points and (points["unit"] == "tokens").any():
-        return [measured_row(series, int(p.gpus), int(p.nodes), math.nan, p.efficiency,
-                             TOKENS_NOT_PREDICTED)
-                for p in points.sort_values(["gpus", "nodes"]).itertuples()]
+    if tokens.is_token_series(points):  # its tokens a step as the batch (prediction.tokens)
+        frame, known_size, note = tokens.token_points(points)
+        if frame is None:
+            return [measured_row(series, int(p.gpus), int(p.nodes), p.step_time_s
+                                 if "step_time_s" in points else math.nan, p.efficiency, note)
+                    for p in points.sort_values(["gpus", "nodes"]).itertuples()]
+        return tokens.with_note(data_parallel(series, frame, breakdown, found, known_size,
+                                              shared_cores, gpus_per_node, network), note)
     split = ~is_data_parallel(points)
     rows = data_parallel(series, points[~split], breakdown, found, known_size, shared_cores,
                          gpus_per_node, network) if (~split).any() else []
