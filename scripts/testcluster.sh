@@ -25,6 +25,8 @@
 # their addresses and routes, leaving `ip addr`, `ip route` and `ip netns` as they were.
 #
 # State, logs and fake GPUs live in $DLSCALE_CLUSTER_DIR (default /tmp/dlscale-slurm).
+# The cluster's name (SLURM_CLUSTER_NAME in its jobs) is $DLSCALE_CLUSTER_NAME (default
+# dlscaletest): a capture of another cluster's output starts it under another name.
 # The configuration goes to SLURM's default place, /etc/slurm/slurm.conf (and gres.conf),
 # because the Snakemake SLURM plugin's job steps drop every SLURM_* variable, SLURM_CONF
 # included, before their inner srun; an existing configuration that this script did not
@@ -36,6 +38,7 @@
 set -euo pipefail
 
 DIR="${DLSCALE_CLUSTER_DIR:-/tmp/dlscale-slurm}"
+CLUSTER_NAME="${DLSCALE_CLUSTER_NAME:-dlscaletest}"
 # the two overrides are for the test of `config` and `stop` (tests/unit/test_testcluster.py)
 ETC="${DLSCALE_SLURM_ETC:-/etc/slurm}"
 HOSTS="${DLSCALE_HOSTS_FILE:-/etc/hosts}"
@@ -268,8 +271,8 @@ start_accounting() {
     done
     sacctmgr -n list cluster >/dev/null 2>&1 || {
         tail -20 "$DIR/log/slurmdbd.log" >&2; die "slurmdbd did not start"; }
-    sacctmgr -n list cluster format=cluster | grep -qw dlscaletest ||
-        sacctmgr -i add cluster dlscaletest >/dev/null
+    sacctmgr -n list cluster format=cluster | grep -qw "$CLUSTER_NAME" ||
+        sacctmgr -i add cluster "$CLUSTER_NAME" >/dev/null
 }
 
 # slurm.conf's partition lines, the first partition the default
@@ -305,7 +308,7 @@ write_config() {
     done
     cat > "$CONF" <<EOF
 $MARKER (scripts/testcluster.sh): four nodes in two partitions, fake GPUs, state in $DIR
-ClusterName=dlscaletest
+ClusterName=$CLUSTER_NAME
 SlurmctldHost=$host
 SlurmctldPort=16817
 SlurmUser=root

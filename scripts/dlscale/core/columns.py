@@ -104,6 +104,9 @@ SCALING = (
                runs=CARRIED),
         Column("nccl_fallback", "", "sockets where the nodes have InfiniBand: what shows "
                "the InfiniBand", True, source="nccl.*.log", runs=CARRIED),
+        Column("cluster", "", "the SLURM cluster a log's job script echoed "
+               "(SLURM_CLUSTER_NAME); a label over two clusters' logs is a series per "
+               "cluster", True, source=_record("cluster"), runs=CARRIED),
         Column("unit", "", "what the runs count: images, or tokens (a language model's: "
                "its throughput is tokens_per_s, images_per_s stays empty)", True,
                source=_record("unit"), runs=CARRIED),
@@ -262,7 +265,6 @@ LOG_FACTS = tuple(Column(name, unit, meaning, True, source=source)
      "counted", ""),
     ("lines_skipped", "lines", "lines of a mined log's shapes whose numbers could not be "
      "read (`1e999 s`): skipped and counted", ""),
-    ("cluster", "", "the SLURM cluster a log's job script echoed (SLURM_CLUSTER_NAME)", ""),
     ("nodelist", "", "the node list a log's job script echoed (SLURM_JOB_NODELIST)", ""),
     ("restarts", "", "start lines of a mined run repeated by a restart (its attempts in "
      "one file): each epoch is timed from its last start", ""),

@@ -1,7 +1,7 @@
 """sweep.knobs: a script's own settings as axes of the sweep (`NAME: [values]`), every
 combination a point: a `{NAME}` placeholder of every command, a folder level and series
 word where it varies (`llm/attention-sdpa/gpus2/rep1`, series `llm attention=sdpa`), a
-column of runs.csv and scaling.csv (dlscale.reporting.analysis.with_knobs). dlscale's own
+column of runs.csv and scaling.csv (dlscale.reporting.seriesparts.with_knobs). dlscale's own
 points take the knobs they understand: batch_per_gpu, their batch per GPU.
 """
 

@@ -52,6 +52,7 @@ from dlscale.core.vocabulary import (
 )
 from dlscale.logparse.nccldebug import fallback_note
 from dlscale.reporting.amdahl import karp_flatt
+from dlscale.reporting.seriesparts import by_cluster, knob_names, with_knobs
 
 # two-sided 95% Student t quantiles for 1..30 degrees of freedom; 1.96 beyond
 T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179,
@@ -106,7 +107,7 @@ def _defaults(epochs: pd.DataFrame) -> pd.DataFrame:
         if column not in epochs:
             epochs[column] = np.nan
     epochs["cut"] = epochs["cut"].astype(str).str.lower().isin(["true", "1"])
-    return epochs
+    return by_cluster(epochs)
 
 
 def joined(values) -> str | float:
@@ -231,27 +232,6 @@ def whole_time(first: pd.Series, epochs: pd.DataFrame) -> float:
     return float(seconds.sum()) if len(seconds) and seconds.notna().all() else np.nan
 
 
-def knob_names(frame: pd.DataFrame) -> list[str]:
-    """The sweep.knobs a table's runs were made with (its `knobs` column names them)."""
-    if "knobs" not in frame:
-        return []
-    return list(dict.fromkeys(name for names in frame["knobs"].dropna().astype(str)
-                              for name in names.split(",") if name))
-
-
-def with_knobs(table: pd.DataFrame, source: pd.DataFrame, key: str = "run") -> pd.DataFrame:
-    """`table` with a column per knob of `source`'s runs (each run's value), after the
-    series: a knob is part of a point, as the GPUs are."""
-    names = [n for n in knob_names(source) if n in source and n not in table]
-    if not names or table.empty:
-        return table
-    values = source.drop_duplicates(key).set_index(key)
-    at = list(table.columns).index("series") + 1 if "series" in table else 0
-    for offset, name in enumerate(names):
-        table.insert(at + offset, name, table[key].map(values[name]))
-    return table
-
-
 def flags_of(row, accuracy_tolerance: float) -> str:
     """What looks wrong about a point of the scaling table ('; '-joined, '' for nothing)."""
     flags = []
@@ -316,7 +296,8 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
                 point_runs["gpus_logged"], errors="coerce").dropna() if int(g) != gpus}),
             **{name: pd.to_numeric(point_runs[name], errors="coerce").mean()
                for name in ("job_s", "overhead_s")},
-            **{name: joined(point_runs[name]) for name in ("nccl_network", "nccl_fallback")},
+            **{name: joined(point_runs[name])
+               for name in ("nccl_network", "nccl_fallback", "cluster")},
             "unit": joined(point_runs["unit"]) or "images",
             **{name: pd.to_numeric(point_runs[name], errors="coerce").mean()
                for name in ("tokens_per_s", "tokens_per_s_per_gpu", "time_to_solution_s")},
