@@ -9,8 +9,13 @@ by four baselines side by side:
   usl       Gunther's universal scalability law (contention, coherency) fitted likewise
 
 Per method: the share of series within 10 % of the measured step, the median |error|; for
-the model, whether the measured point lay inside its band. Each error is (predicted -
-measured) / measured step time, as prediction.csv's.
+the model, whether the measured point lay inside its band, and how wide the band is (its
+high / low step: median, 90th percentile, widest) and its interval score (Gneiting and
+Raftery's for a 90 % band, relative to the measured step: the width plus 20 times any
+miss; lower is better). Each error is (predicted - measured) / measured step time, as
+prediction.csv's. `--doublings` gives the mean and median |error| of every method by the
+ratio of the held-out count to the largest fit count (x2, x4, x8, more), as predictors of
+scale (Lumos, Echo, SimAI) report error per scale step.
 
   .venv/bin/python bench/prediction_corpus.py [--markdown] [--series ID ...]
 """
@@ -135,11 +140,49 @@ def evaluate(series: corpus_series.Series) -> dict:
            "low": row.get("predicted_step_low_s", math.nan),
            "high": row.get("predicted_step_high_s", math.nan), "measured": measured,
            "note": row.get("note") or ""}
+    out["ratio_of_counts"] = points["gpus"].iloc[-1] / points["gpus"].iloc[-2] \
+        if len(points) > 1 else math.nan
     out |= baselines(points)
     for method in METHODS:
         out[f"{method}_error"] = (out[method] - measured) / measured
     out["inside"] = out["low"] <= measured <= out["high"]
     return out
+
+
+ALPHA = 0.10  # the band as a 90 % interval (the coverage asked of it)
+
+
+def interval_score(low: float, high: float, measured: float) -> float:
+    """Gneiting and Raftery's interval score of [low, high] at `measured`, relative to
+    it: the width, plus 2 / ALPHA times how far outside the point lies."""
+    miss = max(low - measured, 0.0) + max(measured - high, 0.0)
+    return (high - low + 2 / ALPHA * miss) / measured
+
+
+def band_figures(table: pd.DataFrame) -> dict[str, float]:
+    """The band's sharpness and coverage over the series it was given for."""
+    banded = table.dropna(subset=["model", "low", "high"])
+    width = banded["high"] / banded["low"]
+    scores = [interval_score(r.low, r.high, r.measured) for r in banded.itertuples()]
+    return {"series": len(banded), "coverage": banded["inside"].mean(),
+            "median_width": width.median(), "p90_width": width.quantile(0.9),
+            "widest": width.max(), "interval_score": sum(scores) / len(scores)}
+
+
+def by_doubling(table: pd.DataFrame) -> pd.DataFrame:
+    """Mean and median |error| of each method by held-out count / largest fit count."""
+    steps = pd.cut(table["ratio_of_counts"], [1, 2, 4, 8, math.inf],
+                   labels=["x2", "x4", "x8", "more"])
+    rows = []
+    for label in ("x2", "x4", "x8", "more"):
+        part = table[steps == label]
+        row = {"held out / largest fit": label, "series": len(part)}
+        for method in METHODS:
+            errors = part[f"{method}_error"].dropna().abs()
+            row[f"{method} mean"] = errors.mean() if len(errors) else math.nan
+            row[f"{method} median"] = errors.median() if len(errors) else math.nan
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def summary(table: pd.DataFrame) -> pd.DataFrame:
@@ -157,6 +200,8 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--markdown", action="store_true", help="print markdown tables")
     parser.add_argument("--series", nargs="*", help="only these series ids")
+    parser.add_argument("--doublings", action="store_true",
+                        help="also the |error| by held-out count / largest fit count")
     args = parser.parse_args(argv)
     corpus = [s for s in corpus_series.load() if not args.series or s.id in args.series]
     table = pd.DataFrame([evaluate(s) for s in corpus])
@@ -177,9 +222,20 @@ def main(argv=None) -> int:
             print(table[["series", "counts", *(f"{m}_error" for m in METHODS),
                          "inside"]].to_string(float_format=lambda v: f"{v:+.3f}"))
             print(total.to_string(float_format=lambda v: f"{v:.3f}"))
+    unpredicted = {n.split(": the fits")[0] for n in table.loc[table["model"].isna(), "note"]}
+    band = band_figures(table)
+    print(f"band (high / low): median {band['median_width']:.2f}, 90th percentile "
+          f"{band['p90_width']:.2f}, widest {band['widest']:.2f}; interval score (90 %, "
+          f"relative) {band['interval_score']:.3f}; holds the point on "
+          f"{band['coverage']:.0%} of {band['series']}")
+    if args.doublings:
+        print()
+        doubling = by_doubling(table)
+        print(doubling.to_markdown(index=False, floatfmt=".3f") if args.markdown
+              else doubling.to_string(float_format=lambda v: f"{v:.3f}"))
     print(f"band holds the measured held-out point on {coverage:.0%} of the {len(predicted)} "
           f"series predicted ({len(table) - len(predicted)} not predicted: "
-          f"{'; '.join(sorted(set(table.loc[table['model'].isna(), 'note'])))})")
+          f"{'; '.join(sorted(unpredicted))})")
     return 0
 
 

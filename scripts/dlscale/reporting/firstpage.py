@@ -77,11 +77,22 @@ def list_table(header: list[str], rows: list[list[str]], widths: list[int]) -> l
 
 
 def ahead_of(prediction: pd.DataFrame, series: str, gpus: int) -> str:
-    """'; predicted efficiency at 2n GPUs ... (model ...)', or '' where none is."""
-    ahead = prediction[(prediction["series"] == series) & (prediction["gpus"] == 2 * gpus)]
+    """'; predicted efficiency at 2n GPUs ... (model ...)', or why it is not predictable
+    from the points, or '' where nothing is; a link set aside as contradicting the steps
+    is named first."""
+    mine = prediction[prediction["series"] == series]
+    notes = mine["note"].dropna().astype(str) if "note" in mine else pd.Series(dtype=str)
+    aside = next((n.split(": set aside")[0] for n in notes if "cannot carry the steps" in n),
+                 "")
+    said = f"; {rst(aside)}: set aside, predicted from the steps" if aside else ""
+    ahead = mine[mine["gpus"] == 2 * gpus]
+    if len(ahead) and str(ahead.get("note", pd.Series([""])).iloc[0]).startswith(
+            "not predictable"):
+        return (f"{said}; {2 * gpus} GPUs are "
+                f"{rst(str(ahead['note'].iloc[0]).split(': the fits')[0])}")
     if not len(ahead) or pd.isna(ahead["predicted_efficiency"].iloc[0]):
-        return ""
-    return (f"; predicted efficiency at {2 * gpus} GPUs "
+        return said
+    return (f"{said}; predicted efficiency at {2 * gpus} GPUs "
             f"{number(ahead['predicted_efficiency'].iloc[0])} "
             f"(model {rst(ahead['verdict'].iloc[0])})")
 

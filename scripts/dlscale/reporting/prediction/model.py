@@ -41,7 +41,7 @@ FLOOR_SAMPLES = 1.0
 GROWTH_PRIOR = 0.03
 # the band's margin beyond its ends, either way (the corpus holds the measured held-out
 # point inside on at least 90 % of series: docs/benchmarks.md)
-BAND_MARGIN = 0.18
+BAND_MARGIN = 0.14
 # the compute's line is fitted on the points only where their batch per GPU spans this
 # factor: over a narrower range the fixed part is noise (the prior split is taken)
 LINE_SPAN = 2.0
@@ -147,13 +147,14 @@ def alternatives(points: list[Key], steps: dict, batch: dict, exposed: dict, bey
                  hideable: float, shared_cores: bool) -> list[Fit]:
     """The fits the band spans: the other shape, the compute's other splits (none fixed,
     and the larger of FIXED_SHARES' top and the prior's), and with one count the prior
-    growth."""
+    growth, none or twice it, in the prior's own shape: one count shows no shape, and the
+    prior per doubling taken per replica would grow 8 GPUs' step fourfold by 64."""
     one = len({p[0] for p in points}) < 2
     low, high = FIXED_SHARES
     high = max(high, prior_share(batch[points[0]] / points[0][0]))
     return [fit(points, steps, batch, exposed, beyond, hideable, shared_cores, shape, share,
                 growth)
-            for shape in SHAPES for share in (low, high)
+            for shape in ((GROWTH_SHAPE,) if one else SHAPES) for share in (low, high)
             for growth in ((0.0, 2 * GROWTH_PRIOR) if one else (None,))]
 
 

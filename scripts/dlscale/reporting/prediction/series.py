@@ -30,6 +30,13 @@ SWAPPED = "; the links given within a node are slower than between nodes: swappe
 NOT_DATA_PARALLEL = ("not predicted: {batch:g} images a step on {gpus:g} GPUs, fewer than one a "
                      "GPU, is not data-parallel alone (the model's replicas each train their "
                      "share of the batch)")
+# the widest band (high / low step) a prediction is given with; past it the row is not
+# predictable from its points: a band of a hundredfold holds every point and says nothing
+MAX_BAND = 3.0
+NOT_PREDICTABLE = ("not predictable from these points ({why}): the fits they allow span "
+                   "{low:.3g} to {high:.3g} s, {width:.1f} times, where a band of at most "
+                   "{most:g} times is given; measure a count nearer to it")
+NOT_CHECKED = "not checked: the held-out point is not predictable from the points below it"
 CAPPED = ("capped at the largest measured efficiency: nothing the model holds (a faster "
           "link, a larger batch per GPU) makes it rise")
 
@@ -125,6 +132,41 @@ def data_parallel(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
                   found: dict[tuple[int, int], list[dict]], known_size: int | None = None,
                   shared_cores: bool = False, gpus_per_node: int | None = None,
                   network: dict[str, tuple[Link, str]] | None = None) -> list[dict]:
+    """`fitted`, with a link given for a level (analysis.network, nccl-tests) that cannot
+    carry the steps set aside (SET_ASIDE): its all-reduce alone fills a fit point's step,
+    or leaves it less than its compute (a negative growth). The series is then predicted
+    from its steps: that level's communication fitted with the rest of each step."""
+    args = (series, points, breakdown, found, known_size, shared_cores, gpus_per_node)
+    rows = fitted(*args, network)
+    wrong = next(({**r} for r in rows if r.get("contradicts")), None)
+    for row in rows:
+        row.pop("contradicts", None)
+    if wrong is None:
+        return rows
+    level, key = ((LEVELS[0], "within_node") if wrong["nodes"] == 1
+                  else (LEVELS[1], "between_nodes"))
+    link, source = (network or {}).get(key, (None, ""))
+    if link is None or found:  # measured, or fitted from the steps: kept, and named
+        return rows
+    note = SET_ASIDE.format(level=level, source=source, g=wrong["gpus"],
+                            comm=wrong["contradicts"], step=wrong["measured_step_s"]) + (
+        SWAPPED if swapped(network) else "")
+    rows = fitted(*args, {**network, key: (NO_LINK, f"set aside ({source})")})
+    return tokens.with_note(rows, note)
+
+
+# a link set aside: its all-reduce takes no time, its level's cost is the steps' residual
+NO_LINK = Link(0.0, math.inf)
+SET_ASIDE = ("the link {level} ({source}) cannot carry the steps: its all-reduce alone at "
+             "the {g}-GPU point would take {comm:.3g} s of a {step:.3g} s step, leaving "
+             "less than its compute: set aside, the series is predicted from its steps "
+             "(that level's communication fitted with the rest of each step)")
+
+
+def fitted(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
+           found: dict[tuple[int, int], list[dict]], known_size: int | None = None,
+           shared_cores: bool = False, gpus_per_node: int | None = None,
+           network: dict[str, tuple[Link, str]] | None = None) -> list[dict]:
     """prediction.csv's rows for one series (its scaling.csv rows, over any node counts):
     the held-out point (the largest) predicted from the others, then the next two
     doublings from all of them, on as many nodes as hold them. `found`: the
@@ -219,9 +261,17 @@ def data_parallel(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
         else:
             step, comm, growth = fitted_on.step(g, n, b, t(g, n))
             low, high = banded(fits, g, n, b, t(g, n), widest)
+        if (g, n) not in fit and not math.isnan(step) and max(high, step) > MAX_BAND * min(
+                low, step):
+            row_notes_first = [NOT_PREDICTABLE.format(
+                why=unpredictable_why(fit, batch, g, b), low=min(low, step),
+                high=max(high, step), width=max(high, step) / min(low, step), most=MAX_BAND)]
+            step = comm = growth = low = high = math.nan
+        else:
+            row_notes_first = []
         speedup = (b / step) / (batch[base] / steps[base]) if step > 0 else math.nan
         efficiency = speedup / (g / base[0])
-        row_notes = list(notes)
+        row_notes = [*row_notes_first, *notes]
         if not measured and efficiency > eff[keys[-1]] and not math.isnan(step):
             efficiency, step = eff[keys[-1]], step * efficiency / eff[keys[-1]]
             row_notes.append(CAPPED)
@@ -247,11 +297,28 @@ def data_parallel(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
             "growth_cause": (cause or "fitted from step times") if growth > 0 else "",
             **link_columns(*row_links[measured]), "gradient_bytes": size, "verdict": "",
             "note": "; ".join(row_notes + [missing_link(n)] if math.isnan(step)
-                              and missing_link(n) not in row_notes else row_notes)})
+                              and not row_notes_first and missing_link(n) not in row_notes
+                              else row_notes)})
+        # the link leaves a fit point less than its compute: no compute's noise (a
+        # growth below 0 by more than the error the model is held to)
+        if (g, n) in fit and g > 1 and ((g, n) in starved
+                                        or growth < -EXPLAINED_ERROR * step):
+            rows[-1]["contradicts"] = t(g, n)
     verdict = judge(rows[keys.index(held)] if held else None, starved, source, steps, timed)
     for row in rows:
         row["verdict"] = verdict
     return rows
+
+
+def unpredictable_why(fit: list, batch: dict, g: int, b: float) -> str:
+    """Why the fit points leave a row's step open: one GPU count, or a batch per GPU far
+    below theirs."""
+    if len({k[0] for k in fit}) < 2:
+        return f"one GPU count, {fit[0][0]}, to fit on"
+    shrink = min(batch[k] / k[0] for k in fit) / (b / g)
+    if shrink >= 4:
+        return f"its batch per GPU {shrink:.0f} times smaller than the fit points'"
+    return "the fits the points allow disagree"
 
 
 def link_columns(intra, inter, source: str, fitted: bool) -> dict:
@@ -275,6 +342,8 @@ def judge(held: dict | None, starved: list, source: str, steps: dict, timed) -> 
                 f"step {steps[(g, n)]:.3g} s): that link's figure is likely wrong")
     if held is None:
         return "no held-out point (one GPU count below the largest is needed)"
+    if math.isnan(held["error"]) and "not predictable" in held["note"]:
+        return NOT_CHECKED
     if math.isnan(held["error"]):
         return "not predicted: " + missing_link(int(held["nodes"]))
     if abs(held["error"]) <= EXPLAINED_ERROR:
