@@ -229,14 +229,15 @@ def test_horovod_across_nodes_needs_an_mpi_launcher():
 
 
 def test_an_unknown_model_name_is_named_with_the_forms_expected():
+    from dlscale.core import models
     from dlscale.plan.study import PlanError, check_raw_config
 
     with pytest.raises(PlanError) as info:
         check_raw_config({"sweep": {"models": ["SimpleCNN", "ResNet51V2"]}})
-    assert str(info.value) == (
+    assert str(info.value) == (  # (dlscale's own models as the table has them)
         "sweep.models: unknown model 'ResNet51V2' (did you mean ResNet50V2?): expected a "
-        "keras.applications name such as ResNet50V2, SimpleCNN, MLP, or your own as "
-        "path/to/file.py:function")
+        f"keras.applications name such as ResNet50V2, {', '.join(models.own())}, or your "
+        "own as path/to/file.py:function")
 
 
 @pytest.mark.parametrize("entry, words", [

@@ -529,6 +529,31 @@ def test_writing_the_models_table_keeps_its_comments_once_and_torchvisions_sizes
         models.table.cache_clear()
 
 
+def test_writing_one_rows_size_builds_that_model_alone(tmp_path, monkeypatch):
+    """gradients --write --model NAME: a new row's size without building the table's
+    eighty others (docs/development.md, 'A built-in model'); a name that is no row is
+    refused in one line."""
+    pytest.importorskip("tf_keras")
+    from dlscale.core import models
+
+    table = tmp_path / "models.csv"
+    table.write_text(models.TABLE.read_text())
+    monkeypatch.setattr(models, "TABLE", table)
+    asked = []
+    monkeypatch.setattr(gradients, "built", lambda name: asked.append(name) or 7)
+    models.table.cache_clear()
+    try:
+        before = {r.name: r.gradient_bytes for r in models.table().values()}
+        gradients.main(["--write", "--model", "MLP"])
+        models.table.cache_clear()
+        after = {r.name: r.gradient_bytes for r in models.table().values()}
+        assert asked == ["MLP"] and after == {**before, "MLP": 7}
+        with pytest.raises(SystemExit, match="--model NoSuchModel: not a row of"):
+            gradients.main(["--write", "--model", "NoSuchModel"])
+    finally:
+        models.table.cache_clear()
+
+
 def test_a_given_link_that_leaves_the_fit_points_no_compute_is_set_aside_not_a_crash():
     """within_node 0.1 GB/s on a 1/2/4/8 series: every multi-GPU point's all-reduce alone
     is longer than its step. explain_scaling died with ZeroDivisionError (no prediction, no

@@ -8,6 +8,7 @@ analysis step that otherwise needs neither, and fail where TensorFlow is not ins
 The table's sizes are written from the installed Keras:
 
   python -m dlscale.reporting.gradients --write   # after a Keras upgrade
+  python -m dlscale.reporting.gradients --write --model TinyNet   # one new row
 
 tests/unit/test_explain.py builds some of them again and checks the table. A name the
 table lacks (a model of a newer Keras) is built as before.
@@ -59,21 +60,26 @@ def applications() -> list[str]:
     return sorted(n for n in dir(keras.applications) if n[:1].isupper())
 
 
-def write() -> int:
-    """Build every model of the table and of keras.applications, and write the table's
-    gradient_bytes (atomically): a new keras.applications model gets a row, with
-    keras.applications' usual smallest image size."""
+def write(only: list[str] | None = None) -> int:
+    """Build every model of the table and of keras.applications (or the rows named in
+    `only`, the others keeping their sizes), and write the table's gradient_bytes
+    (atomically): a new keras.applications model gets a row, with keras.applications'
+    usual smallest image size."""
     from dlscale.core.files import atomic
     from dlscale.train import keraschoice
 
     table = dict(models.table())
-    for name in applications():
+    unknown = sorted(set(only or ()) - set(table))
+    if unknown:
+        raise SystemExit(f"--model {', '.join(unknown)}: not a row of {models.TABLE}; "
+                         "add its row first (docs/development.md, 'A built-in model')")
+    for name in applications() if only is None else ():
         table.setdefault(name, models.Model(name, models.APPLICATIONS,
                                             models.DEFAULT_MIN_IMAGE_SIZE, None))
     rows = []
     for model in table.values():
-        size = (model.gradient_bytes if model.builder == models.TORCHVISION  # torch's, kept
-                else built(model.name))
+        kept = model.builder == models.TORCHVISION or (only and model.name not in only)
+        size = model.gradient_bytes if kept else built(model.name)  # (torch's: kept)
         print(f"{model.name}: {size}", file=sys.stderr)
         rows.append([model.name, model.builder, model.min_image_size, size or ""])
     comments = [line for line in models.TABLE.read_text().splitlines(keepends=True)
@@ -94,11 +100,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true",
                         help="build every model and write the models table's gradient sizes")
+    parser.add_argument("--model", action="append", metavar="NAME",
+                        help="with --write: build only this row's model (repeatable), the "
+                        "others keeping their sizes")
     args = parser.parse_args(argv)
     if not args.write:
         parser.print_help()
         return 2
-    print(f"wrote {write()} models to {models.TABLE}")
+    print(f"wrote {write(args.model)} models to {models.TABLE}")
     return 0
 
 
