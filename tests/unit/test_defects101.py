@@ -298,3 +298,25 @@ def test_a_point_on_one_node_without_a_link_within_a_node_names_that_level():
         network={"between_nodes": (links.Link(5e-6, 10e9), "given")})
     notes = " ".join(r["note"] for r in rows if r["gpus"] == 8 and r["nodes"] == 1)
     assert "no link within a node" in notes and "no link between nodes" not in notes
+
+
+def test_a_count_measured_with_less_than_an_image_a_gpu_is_not_also_extrapolated():
+    import pandas as pd
+
+    from dlscale.reporting.prediction import links
+    from dlscale.reporting.prediction import series as predict
+
+    # 1 image a GPU on 1, 2 and 4 GPUs, then a global batch of 4 on 8 GPUs
+    points = pd.DataFrame({"gpus": [1, 2, 4, 8], "nodes": 1, "global_batch": [1, 2, 4, 4]})
+    steps = {1: 0.10, 2: 0.11, 4: 0.12, 8: 0.12}
+    points["images_per_s"] = points["global_batch"] / points["gpus"].map(steps)
+    points["efficiency"] = points["images_per_s"] / points["gpus"] / 10.0
+    empty = pd.DataFrame(columns=["series", "gpus", "nodes", "communication_share"])
+    network = {"within_node": (links.Link(5e-6, 20e9), "given"),
+               "between_nodes": (links.Link(5e-6, 10e9), "given")}
+    rows = predict.series_prediction("S", points, empty, {}, known_size=10 * 2**20,
+                                     gpus_per_node=4, network=network)
+    eight = [r for r in rows if r["gpus"] == 8]
+    assert [r["role"] for r in eight] == ["measured"] and "not data-parallel" in eight[0][
+        "note"]
+    assert [r["gpus"] for r in rows if r["role"] == "extrapolated"] == [16]

@@ -108,6 +108,9 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
     split = ~is_data_parallel(points)
     rows = data_parallel(series, points[~split], breakdown, found, known_size, shared_cores,
                          gpus_per_node, network) if (~split).any() else []
+    # a count measured, though not data-parallel, is its measured row, never also extrapolated
+    taken = set(points.loc[split, "gpus"].astype(int))
+    rows = [r for r in rows if r["role"] != "extrapolated" or r["gpus"] not in taken]
     for point in points[split].sort_values(["gpus", "nodes"]).itertuples():
         rows.append(measured_row(
             series, int(point.gpus), int(point.nodes), point.global_batch / point.images_per_s,
