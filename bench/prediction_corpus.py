@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The prediction against real series of other centres (bench/corpus, bench/corpus_series.py):
+"""The prediction against real series of other centres (bench/corpus: MLPerf Training's
+through bench/corpus_series.py, NVIDIA DeepLearningExamples' READMEs through corpus_dle.py):
 each series' largest point held out and predicted from the others, by dlscale's model and
 by four baselines side by side:
 
@@ -32,6 +33,7 @@ import pandas as pd
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "scripts")]
 
+import corpus_dle  # noqa: E402
 import corpus_series  # noqa: E402
 
 from dlscale.reporting.prediction.links import Link  # noqa: E402
@@ -185,6 +187,12 @@ def by_doubling(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def every_series() -> list[corpus_series.Series]:
+    """The corpus: MLPerf Training's series (corpus_series), then DeepLearningExamples'
+    READMEs' (corpus_dle)."""
+    return [*corpus_series.load(), *corpus_dle.load()]
+
+
 def summary(table: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for method in METHODS:
@@ -203,7 +211,7 @@ def main(argv=None) -> int:
     parser.add_argument("--doublings", action="store_true",
                         help="also the |error| by held-out count / largest fit count")
     args = parser.parse_args(argv)
-    corpus = [s for s in corpus_series.load() if not args.series or s.id in args.series]
+    corpus = [s for s in every_series() if not args.series or s.id in args.series]
     table = pd.DataFrame([evaluate(s) for s in corpus])
     total = summary(table)
     predicted = table.dropna(subset=["model"])

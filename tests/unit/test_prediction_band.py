@@ -72,7 +72,8 @@ def test_a_stated_link_that_cannot_carry_the_steps_is_set_aside():
 
 
 def test_the_corpus_band_is_narrow_and_holds_the_point():
-    table = pd.DataFrame([prediction_corpus.evaluate(s) for s in corpus_series.load()])
+    table = pd.DataFrame([prediction_corpus.evaluate(s)
+                          for s in prediction_corpus.every_series()])
     banded = table.dropna(subset=["model"])
     width = banded["high"] / banded["low"]
     assert width.median() <= 1.5 and width.max() <= MAX_BAND

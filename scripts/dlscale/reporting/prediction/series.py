@@ -303,9 +303,10 @@ def fitted(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
                               and not row_notes_first and missing_link(n) not in row_notes
                               else row_notes)})
         # the link leaves a fit point less than its compute: no compute's noise (a
-        # growth below 0 by more than the error the model is held to)
-        if (g, n) in fit and g > 1 and ((g, n) in starved
-                                        or growth < -EXPLAINED_ERROR * step):
+        # growth below 0 by more than the error the model is held to) and its own doing
+        # (its all-reduce half the shortfall at least: a super-linear step is not)
+        if (g, n) in fit and g > 1 and ((g, n) in starved or growth < -EXPLAINED_ERROR * step
+                                        and t(g, n) >= -growth / 2):
             rows[-1]["contradicts"] = t(g, n)
     verdict = judge(rows[keys.index(held)] if held else None, starved, source, steps, timed)
     for row in rows:
