@@ -295,8 +295,9 @@ LOG_FACTS = tuple(Column(name, unit, meaning, True, source=source)
      "MXNet's Time cost or the Keras lines (log_check says how it went)", ""),
     ("amp", "", "DLLogger's amp (or fp16) parameter: mixed precision on or off",
      "DLLogger PARAMETER amp, fp16"),
-    ("summary_images_per_s", "images/s", "DLLogger's summary train.total_ips, beside a "
-     "run's epochs", "DLLogger train.total_ips"),
+    ("summary_images_per_s", "images/s", "a run's own summary rate beside its epochs: "
+     "DLLogger's train.total_ips, chapter 11's closing Training throughput (the epochs "
+     "after the first)", "DLLogger train.total_ips; Training throughput"),
     ("summary_compute_images_per_s", "images/s", "DLLogger's summary train.compute_ips: "
      "the throughput of the compute alone", "DLLogger train.compute_ips"),
 ))

@@ -10,6 +10,7 @@ Adding a format: its module here, its line below, its test (docs/development.md)
 from dlscale.logparse.formats import (
     custom,
     dllogger,
+    epochrate,
     examples,
     hftrainer,
     keras,
@@ -29,6 +30,7 @@ LOG = (mllog, dllogger)
 # One stream's formats (runs.StreamFormat): each line is offered to them in this order
 # until one reads it. The user's patterns first; Keras' lines, most of a long log, next;
 # last the lines no format took, mined for a script's own epoch line at the stream's end.
-STREAM = (custom, keras, tqdm, richbar, examples, hftrainer, totals, llm, stated, mined)
+STREAM = (custom, keras, tqdm, richbar, examples, hftrainer, epochrate, totals, llm, stated,
+          mined)
 # What the lines say of the launch (the GPU count and nodes where a run states none).
 LAUNCH = launch

@@ -1,0 +1,45 @@
+"""The 2026 edition's chapter 11 output read by its own lines (issue 98, item 5):
+`train.py` unchanged on CPU (tests/data/chapter11, captured by its capture.sh from
+examples/hpc4ai-chapter11: the book's files byte for byte). Each epoch is timed by its own
+`[EPOCH: N] Training throughput` line, never by the whole-second stamps across a
+validation; the figures expected are read from the captures' lines here."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from conftest import ROOT
+
+from dlscale.logparse.reader import parse_file_runs
+
+CAPTURES = ROOT / "tests" / "data" / "chapter11"
+
+
+@pytest.mark.parametrize("name", ["custom_b16_w0.out", "custom_b32_w2.out",
+                                  "custom_b16_w0_compile.out"])
+def test_each_epoch_is_timed_by_its_own_rate_line(name):
+    text = (CAPTURES / name).read_text()
+    [run] = parse_file_runs(str(CAPTURES / name))
+    [samples] = re.findall(r"Total training samples \(batches\): (\d+)", text)
+    rates = [float(r) for r in re.findall(r"\[EPOCH: \d+\] Training throughput: ([\d.]+)",
+                                          text)]
+    rows = run.rows()
+    assert [r["epoch"] for r in rows] == list(range(1, len(rates) + 1))
+    assert [r["seconds"] for r in rows] == pytest.approx([int(samples) / r for r in rates])
+    [total] = re.findall(r"Complete training Time: (\d+) s", text)
+    assert run.facts["train_seconds"] == float(total)
+    [steady] = re.findall(r"INFO - Training throughput:\s+(\d+) imgs/s", text)
+    assert run.facts["summary_images_per_s"] == float(steady)
+    assert "memory_gib" not in run.facts and "no GPU counted it" in run.facts["memory_note"]
+    losses = re.findall(r"\[EPOCH: (\d+)\] Loss at iteration \d+: ([\d.]+)", text)
+    last = {int(e): float(v) for e, v in losses}  # each epoch's last
+    assert [r["loss"] for r in rows] == [last[e] for e in range(1, len(rates) + 1)]
+
+
+def test_compiles_warm_up_is_its_first_epoch_not_its_validations():
+    # torch.compile's first epoch is its warm-up; the stamps put epoch 2's validation
+    # (compiled again for eval) into it: 8 s of whole-second stamps against 2 s for epoch 3
+    [run] = parse_file_runs(str(CAPTURES / "custom_b16_w0_compile.out"))
+    first, second, third, _ = (r["seconds"] for r in run.rows())
+    assert first > 5 * third and second < 1.5 * third
