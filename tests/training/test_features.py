@@ -10,7 +10,7 @@ import sys
 import psutil
 import pytest
 from conftest import HOROVOD_PYTHON, HOROVOD_READY, IN_CI, SCRIPTS, run_script
-from test_train import records
+from helpers.records import records
 
 
 def run_json(folder):

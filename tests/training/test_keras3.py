@@ -12,7 +12,7 @@ import sys
 
 import pytest
 from conftest import SCRIPTS, run_script
-from test_train import at_first_write, killed_at_write, records
+from helpers.records import at_first_write, killed_at_write, records
 
 BACKENDS = ["tensorflow", "jax"]
 DISTRIBUTION = {"tensorflow": "tf.distribute.MirroredStrategy",

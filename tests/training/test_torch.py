@@ -11,7 +11,7 @@ import sys
 
 import pytest
 from conftest import SCRIPTS, TORCH_PYTHON, needs_torch
-from test_train import records
+from helpers.records import records
 
 pytestmark = needs_torch
 

@@ -9,10 +9,10 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-from conftest import IN_CI, SCRIPTS, run_script
+from conftest import SCRIPTS, run_script
+from helpers.records import killed_at_write, records
 
 COMMON = ["--model", "SimpleCNN", "--device", "cpu", "--batch-per-gpu", "8"]
 
@@ -20,10 +20,6 @@ COMMON = ["--model", "SimpleCNN", "--device", "cpu", "--batch-per-gpu", "8"]
 def train(data, out, *args, env=None):
     return run_script("train.py", "--data-dir", str(data), "--out", str(out), *COMMON, *args,
                       env=env)
-
-
-def records(path):
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")
@@ -425,27 +421,6 @@ def test_a_full_disk_is_named_as_such_not_as_out_of_memory(small_data, tmp_path)
         assert "no space left on device" in text
     finally:
         subprocess.run(["umount", str(disk)], check=True)
-
-
-def killed_at_write(args: list[str], cwd: Path, *paths: str, calls: str = "write"):
-    """Run `args` under strace, SIGKILLed at its first write() (or other `calls`: HDF5
-    writes with pwrite64) to any of `paths` (relative to `cwd`): a kill that lands while
-    the file is being written, not before or after."""
-    return at_first_write(args, cwd, paths, calls, "signal=KILL")
-
-
-def at_first_write(args: list[str], cwd: Path, paths, calls: str, inject: str):
-    """Run `args` under strace, its first of `calls` to any of `paths` (relative to `cwd`)
-    given strace's `inject` (a signal, a delay)."""
-    if not shutil.which("strace"):
-        if IN_CI:
-            pytest.fail("strace is missing (make sysdeps installs it)")
-        pytest.skip("needs strace (make sysdeps)")
-    watched = [arg for path in paths for arg in ("-P", str(cwd / path))]
-    return subprocess.run(["strace", "-f", "-qq", "-o", os.devnull, *watched,
-                           "-e", f"trace={calls}",
-                           "-e", f"inject={calls}:{inject}:when=1", *args],
-                          cwd=cwd, capture_output=True, text=True, timeout=600)
 
 
 # each file a resumed run replaces, by the name it has and the one atomic.files writes first

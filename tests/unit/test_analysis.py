@@ -11,27 +11,13 @@ import parse_logs
 import pytest
 import tabulate_run
 from conftest import ROOT
+from helpers.studies import EPOCHS, LOG, completed_run, study_epochs
 
 from dlscale.core import models
-from dlscale.core.contract import RunRecord, Status
-from dlscale.logparse.reader import parse_text, read_text
 from dlscale.reporting import runtable
 from dlscale.reporting.analysis import scaling, summarize_runs, t95
 from dlscale.reporting.prediction.links import Link
 from dlscale.reporting.prediction.series import series_prediction
-
-STUDY = ROOT / "tests" / "data" / "reference-study"
-
-
-def study_epochs() -> pd.DataFrame:
-    rows = []
-    for gpus in (1, 2, 4):
-        log = STUDY / f"ResNet50_{gpus}gpu.out"
-        parsed = parse_text(read_text(log), str(log))
-        rows += parse_logs.table(parsed, {"run": f"ref{gpus}", "model": "ResNet50V2",
-                                          "gpus": gpus, "images_per_epoch": 50000,
-                                          "global_batch": 256 * gpus, "source": "external"})
-    return pd.DataFrame(rows)
 
 
 def test_the_published_study_is_reproduced_from_its_logs():
@@ -156,26 +142,6 @@ def test_accuracy_change_beyond_tolerance_is_flagged():
     delta = table["accuracy_delta"].iloc[2]
     assert list(table["flags"]) == ["", "", f"accuracy {delta:+.3f} against 1 GPU, beyond "
                                             "the tolerance 0.05"]
-
-
-def completed_run(folder, epochs: list[dict], log: str):
-    """A run folder as train.py leaves it: run.json, epochs.jsonl, train.log."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "train.log").write_text(log)
-    (folder / "epochs.jsonl").write_text("".join(json.dumps(e) + "\n" for e in epochs))
-    record = RunRecord.ending(Status.COMPLETED, None, model="M", replicas=1, gpus_asked=1,
-                              nodes=1, global_batch=4, images_per_epoch=16, epochs=len(epochs),
-                              epochs_completed=len(epochs), test_accuracy=0.5)
-    (folder / "run.json").write_text(json.dumps(record))
-    return folder
-
-
-LOG = ("Epoch 1/2\n4/4 - 1s - loss: 2.0 - accuracy: 0.2 - 900ms/epoch - 225ms/step\n"
-       "Epoch 2/2\n4/4 - 0s - loss: 1.5 - accuracy: 0.4 - 400ms/epoch - 100ms/step\n")
-EPOCHS = [{"epoch": 1, "seconds": 0.88, "lr": 0.01, "loss": 2.01234, "accuracy": 0.1875,
-           "images": 16},
-          {"epoch": 2, "seconds": 0.41, "lr": 0.01, "loss": 1.49876, "accuracy": 0.4375,
-           "images": 16}]
 
 
 def test_a_run_table_comes_from_the_records_and_the_log_is_a_cross_check(tmp_path):

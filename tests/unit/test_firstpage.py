@@ -48,7 +48,7 @@ def test_a_failed_point_is_one_line_with_its_status_said_once(tmp_path):
     its first line and where the rest is; run.json keeps the whole."""
     import json
 
-    from test_analysis import study_epochs
+    from helpers.studies import study_epochs
 
     from dlscale.reporting.analysis import summarize_runs
     from dlscale.reporting.status import point_status

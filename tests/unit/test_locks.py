@@ -307,7 +307,7 @@ def test_an_atomic_write_syncs_the_file_and_then_its_folder(tmp_path, monkeypatc
 
 def test_a_lock_mode_that_is_neither_is_refused_at_planning_and_at_the_job(tmp_path, monkeypatch):
     """DLSCALE_POINT_LOCK=exlusive (a typo) meant flock without a word (issue 78, 18)."""
-    from test_plan import study
+    from helpers.studies import study
 
     from dlscale.core.errors import PlanError
     from dlscale.jobs.locks import MODE_ENV, LockError, PointLock, lock_mode

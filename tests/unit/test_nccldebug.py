@@ -38,7 +38,7 @@ def test_a_fallback_reaches_runs_csv_scaling_csv_and_the_flags(tmp_path):
     """A point's run folder with its NCCL_DEBUG files (as the launcher has NCCL write
     them): runs.csv and scaling.csv name the network, and the point's flags say sockets
     replaced InfiniBand and what to check."""
-    from test_analysis import EPOCHS, LOG, completed_run
+    from helpers.studies import EPOCHS, LOG, completed_run
 
     folder = completed_run(tmp_path / "run", EPOCHS, LOG)
     for name in ("nccl-952-ibnet-bootstrap.log", "nccl-952-ibnet-socket.log"):
@@ -55,7 +55,7 @@ def test_a_fallback_reaches_runs_csv_scaling_csv_and_the_flags(tmp_path):
 def test_gpu_points_over_nodes_run_with_nccls_lines_in_their_run_folder(tmp_path):
     """Planning asks for NCCL's lines on GPU points over several nodes only; the launcher
     sends them to the run folder, and leaves a NCCL_DEBUG the user set alone."""
-    from test_plan import study
+    from helpers.studies import study
 
     s = study(tmp_path, sweep={"models": ["SimpleCNN"], "gpus": [4, 8], "nodes": [1, 2]},
               resources={"max_gpus_per_node": 4}, training={"device": "gpu"})

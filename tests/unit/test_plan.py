@@ -10,23 +10,12 @@ import sys
 
 import pytest
 from conftest import ROOT
+from helpers.studies import data, study
 
 from dlscale.core.schema import validate
 from dlscale.launch.launcher import read_plan
 from dlscale.plan.sources import resolve_source
 from dlscale.plan.study import PlanError, Study, check_raw_config
-
-
-def study(tmp_path, **sections) -> Study:
-    config = copy.deepcopy(sections)
-    validate(config)
-    return Study(config, tmp_path)
-
-
-def data(**keys) -> dict:
-    config = {"data": keys}
-    validate(config)
-    return config["data"]
 
 
 def test_a_local_archive_is_read_in_place_with_its_md5(tmp_path):
@@ -307,9 +296,9 @@ def test_a_commands_values_reach_the_shell_quoted(tmp_path):
 
 def image_tree(root, layout: dict) -> str:
     """Files named in `layout` ({"cat/a.png": b"..."}), bytes as given (never decoded here)."""
-    for name, data in layout.items():
+    for name, content in layout.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_bytes(data)
+        (root / name).write_bytes(content)
     return str(root)
 
 

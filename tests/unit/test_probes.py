@@ -11,8 +11,17 @@ import sys
 
 import pytest
 from conftest import ROOT
-from test_explain import ALPHA, BANDWIDTH, COMPUTE, GRADIENT, SIZES, breakdown_of, records, series
-from test_plan import study
+from helpers.prediction import (
+    ALPHA,
+    BANDWIDTH,
+    COMPUTE,
+    GRADIENT,
+    SIZES,
+    breakdown_of,
+    records,
+    series,
+)
+from helpers.studies import study
 
 from dlscale.core.contract import NETWORK
 from dlscale.plan import probes

@@ -423,3 +423,13 @@ def test_a_finder_that_a_test_s_import_installed_stays_for_the_tests_after_it(tm
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-2000:]
     assert re.search(r"\b4 passed\b", done.stdout), done.stdout[-2000:]
+
+
+def test_no_test_module_imports_another():
+    """What tests share lives in tests/helpers (issue 102): a test module imported by
+    another runs its module-level code twice and hides where a helper lives."""
+    found = [f"{path.relative_to(ROOT)}:{number}"
+             for path in sorted((ROOT / "tests").rglob("test_*.py"))
+             for number, line in enumerate(path.read_text().splitlines(), 1)
+             if re.match(r"\s*(from|import)\s+test_\w+", line)]
+    assert found == []

@@ -111,7 +111,7 @@ def test_a_controller_that_does_not_answer_costs_a_note_not_the_listing(tmp_path
 def test_the_summary_lists_the_flags_of_the_last_scaling_table(tmp_path):
     """An accuracy change beyond the tolerance is a flag as the others are: dlscale status
     lists it under the summary, from the scaling table the study last wrote."""
-    from test_analysis import study_epochs
+    from helpers.studies import study_epochs
 
     from dlscale.reporting.analysis import scaling, summarize_runs
 
