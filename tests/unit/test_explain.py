@@ -292,15 +292,15 @@ def test_a_spread_wider_than_the_step_keeps_the_band_above_zero():
     exposed = {k: one(k[0], 1, GRADIENT) if k[0] > 1 else 0.0 for k in steps}
     rows = predict.series_prediction("Net", frame, breakdown_of(frame, exposed),
                                      records(steps, one), gpus_per_node=16)
-    banded = [r for r in rows if r["role"] == "fit"]
-    for row in banded:
+    for row in rows:
         assert 0 < row["predicted_step_low_s"] < row["predicted_step_s"] \
             < row["predicted_step_high_s"], row
         assert row["predicted_step_high_s"] / row["predicted_step_s"] == pytest.approx(
             row["predicted_step_s"] / row["predicted_step_low_s"])
-    # past the fit points a band of 3.3 times either way is no band (issue 100): said
-    assert all(r["note"].startswith("not predictable from these points")
-               and math.isnan(r["predicted_step_s"]) for r in rows if r not in banded)
+    # past the fit points the band is wide from the spread alone, and says so (issue 100:
+    # the fits agree; the points' timing does not make them unpredictable)
+    assert all(r["note"].startswith("the band is ") and "timing spread" in r["note"]
+               for r in rows if r["role"] != "fit")
 
 
 @pytest.mark.parametrize("case", ["not separable", "failed window"])

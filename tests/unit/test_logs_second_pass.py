@@ -71,7 +71,7 @@ def test_a_job_scripts_echo_of_its_cluster_and_node_list_is_read():
     text = path.read_text()
     [run] = parse_file_runs(str(path))
     assert (run.settings["gpus"], run.settings["nodes"]) == (2, 2)
-    assert run.facts["cluster"] == re.search(r"SLURM_CLUSTER_NAME = (\S+)", text)[1]
+    assert run.facts["slurm_cluster"] == re.search(r"SLURM_CLUSTER_NAME = (\S+)", text)[1]
     assert run.facts["nodelist"] == re.search(r"SLURM_JOB_NODELIST = (\S+)", text)[1]
 
 
@@ -97,3 +97,13 @@ def test_two_independent_runs_interleaved_in_one_file_are_two_runs():
         losses = [r["loss"] for r in run.rows()]
         assert losses == sorted(losses, reverse=True)
     assert any("interleave" in w for w in runs[0].warnings)
+
+
+def test_the_slurm_cluster_column_is_not_run_jsons_worker_cluster():
+    """run.json's `cluster` is a multi-worker run's TF_CONFIG workers (host:port each): a
+    column read from it split 'SimpleCNN multiworker' into a series per worker list (the
+    cluster tests). The SLURM cluster is `slurm_cluster`."""
+    from dlscale.core.columns import RECORD_KEYS
+
+    assert RECORD_KEYS.get("slurm_cluster") == "slurm_cluster"
+    assert "cluster" not in RECORD_KEYS.values()

@@ -28,7 +28,7 @@ def test_one_label_over_two_clusters_is_a_series_per_cluster(tmp_path):
     table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
     assert sorted(table["series"]) == ["my ddp (dlscalesecond)", "my ddp (dlscaletest)"]
     two = table.set_index("series").loc["my ddp (dlscaletest)"]
-    assert (two["gpus"], two["nodes"], two["cluster"]) == (2, 2, "dlscaletest")
+    assert (two["gpus"], two["nodes"], two["slurm_cluster"]) == (2, 2, "dlscaletest")
     # no speedup from one cluster's point to the other's: the 2-GPU point has no base
     one = table.set_index("series").loc["my ddp (dlscalesecond)"]
     assert one["speedup"] == 1 and pd.isna(two["speedup"]) and pd.isna(two["base_gpus"])

@@ -104,9 +104,9 @@ SCALING = (
                runs=CARRIED),
         Column("nccl_fallback", "", "sockets where the nodes have InfiniBand: what shows "
                "the InfiniBand", True, source="nccl.*.log", runs=CARRIED),
-        Column("cluster", "", "the SLURM cluster a log's job script echoed "
+        Column("slurm_cluster", "", "the SLURM cluster a log's job script echoed "
                "(SLURM_CLUSTER_NAME); a label over two clusters' logs is a series per "
-               "cluster", True, source=_record("cluster"), runs=CARRIED),
+               "cluster", True, source=_record("slurm_cluster"), runs=CARRIED),
         Column("unit", "", "what the runs count: images, or tokens (a language model's: "
                "its throughput is tokens_per_s, images_per_s stays empty)", True,
                source=_record("unit"), runs=CARRIED),

@@ -297,7 +297,7 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
             **{name: pd.to_numeric(point_runs[name], errors="coerce").mean()
                for name in ("job_s", "overhead_s")},
             **{name: joined(point_runs[name])
-               for name in ("nccl_network", "nccl_fallback", "cluster")},
+               for name in ("nccl_network", "nccl_fallback", "slurm_cluster")},
             "unit": joined(point_runs["unit"]) or "images",
             **{name: pd.to_numeric(point_runs[name], errors="coerce").mean()
                for name in ("tokens_per_s", "tokens_per_s_per_gpu", "time_to_solution_s")},

@@ -15,9 +15,10 @@ def by_cluster(epochs: pd.DataFrame) -> pd.DataFrame:
     """A series whose runs' logs name two or more clusters split into a series per
     cluster (its name and the cluster's), each run's notes saying so; runs that name no
     cluster stay in the series."""
-    if "cluster" not in epochs or epochs["cluster"].isna().all():
+    if "slurm_cluster" not in epochs or epochs["slurm_cluster"].isna().all():
         return epochs
-    cluster = epochs["cluster"].where(epochs["cluster"].astype(str).str.strip() != "")
+    cluster = epochs["slurm_cluster"].where(
+        epochs["slurm_cluster"].astype(str).str.strip() != "")
     names = cluster.groupby(epochs["series"]).agg(lambda c: sorted(set(c.dropna().astype(str))))
     for series, clusters in names.items():
         if len(clusters) < 2:

@@ -256,7 +256,7 @@ class LaunchReader:
                 run.settings["nodes"] = nodes[0]
                 run.facts["nodes_from"] = f"{nodes[1]} (line {nodes[2]})"
             # the cluster and nodes the job script echoed before the run (the last before it)
-            for key, said in (("cluster", self.clusters), ("nodelist", self.nodelists)):
+            for key, said in (("slurm_cluster", self.clusters), ("nodelist", self.nodelists)):
                 if before := [value for line, value in said if line < last]:
                     run.facts[key] = before[-1]
         return runs

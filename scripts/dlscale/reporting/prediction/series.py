@@ -36,6 +36,9 @@ MAX_BAND = 3.0
 NOT_PREDICTABLE = ("not predictable from these points ({why}): the fits they allow span "
                    "{low:.3g} to {high:.3g} s, {width:.1f} times, where a band of at most "
                    "{most:g} times is given; measure a count nearer to it")
+SPREAD_WIDE = ("the band is {width:.1f} times wide from the points' own timing spread (their "
+               "epochs' 95 % interval, {spread:.0%} of a step: few epochs, or noisy ones); "
+               "the fits alone agree within 3 times")
 NOT_CHECKED = "not checked: the held-out point is not predictable from the points below it"
 CAPPED = ("capped at the largest measured efficiency: nothing the model holds (a faster "
           "link, a larger batch per GPU) makes it rise")
@@ -264,14 +267,20 @@ def fitted(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
         else:
             step, comm, growth = fitted_on.step(g, n, b, t(g, n))
             low, high = banded(fits, g, n, b, t(g, n), widest)
-        if (g, n) not in fit and not math.isnan(step) and max(high, step) > MAX_BAND * min(
-                low, step):
+        # what the fits allow, the points' timing spread aside (a wide spread of a few
+        # timed epochs widens the band shown, but says nothing of what the model can hold)
+        fits_low, fits_high = (banded(fits, g, n, b, t(g, n), 0.0) if not math.isnan(step)
+                               else (math.nan, math.nan))
+        if (g, n) not in fit and not math.isnan(step) and max(fits_high, step) > MAX_BAND * min(
+                fits_low, step):
             row_notes_first = [NOT_PREDICTABLE.format(
-                why=unpredictable_why(fit, batch, g, b), low=min(low, step),
-                high=max(high, step), width=max(high, step) / min(low, step), most=MAX_BAND)]
+                why=unpredictable_why(fit, batch, g, b), low=min(fits_low, step),
+                high=max(fits_high, step), width=max(fits_high, step) / min(fits_low, step),
+                most=MAX_BAND)]
             step = comm = growth = low = high = math.nan
-        else:
-            row_notes_first = []
+        else:  # a band widened past MAX_BAND by the points' timing spread alone: said
+            row_notes_first = [SPREAD_WIDE.format(width=high / low, spread=widest)] if (
+                low > 0 and high > MAX_BAND * low) else []
         speedup = (b / step) / (batch[base] / steps[base]) if step > 0 else math.nan
         efficiency = speedup / (g / base[0])
         row_notes = [*row_notes_first, *notes]
