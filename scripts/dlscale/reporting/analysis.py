@@ -60,7 +60,8 @@ T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.
        2.060, 2.056, 2.052, 2.048, 2.045, 2.042]
 POINT_KEYS = ["series", "nodes", "gpus"]
 PEAKS = ("rss_mb_peak", "gpu_mem_mb_peak")  # the rest of TELEMETRY_FIELDS are means
-FAILED_COLUMNS = ["run", "source", "series", "model", "nodes", "gpus", "repeat", "status",
+FAILED_COLUMNS = ["run", "source", "series", "model", "nodes", "gpus", "global_batch",
+                  "repeat", "status",
                   "epochs_done", "epochs_expected", "problem"]
 
 

@@ -21,6 +21,7 @@ import pandas as pd
 
 from dlscale.logparse.reader import printable
 from dlscale.reporting.explain import WINDOW_SLOWER
+from dlscale.reporting.fits import fits
 
 # characters with a meaning in reStructuredText inline text: written escaped
 RST_SPECIAL = re.compile(r"([\\`*_|\[\]<>])")
@@ -194,6 +195,30 @@ def token_lines(scaling: pd.DataFrame) -> list[str]:
                          "cost efficiency"], rows, [24, 10, 12, 12, 10, 10, 12, 10])]
 
 
+def fit_lines(scaling: pd.DataFrame, failed: pd.DataFrame) -> list[str]:
+    """'What fits in memory': per series and GPU count with a point out of memory, the
+    largest batch per GPU that fit and the smallest that did not (reporting.fits); []
+    where no point ran out of memory."""
+    rows = fits(scaling, failed)
+    if not rows:
+        return []
+    out = []
+    for row in rows:
+        head = f"- {rst(row['series'])} on {row['gpus']} GPU(s): "
+        if "fit" not in row:
+            out.append(head + f"no batch per GPU fit: the smallest tried, "
+                       f"{number(row['did_not_fit'])}, ran out of memory")
+            continue
+        memory = (f", {number(row['memory_gib'])} GiB" if pd.notna(row["memory_gib"])
+                  else ", memory unknown")
+        out.append(head + f"the largest batch per GPU that fit is {number(row['fit'])} "
+                   f"({number(row['rate_per_gpu'], 5)} {row['unit']}/s per GPU{memory}); "
+                   f"{number(row['did_not_fit'])} ran out of memory")
+    return ["What fits in memory", "-------------------", "",
+            "A point that runs out of memory is a result, not a failure of the study "
+            "(runs.csv's status out_of_memory):", "", *out, ""]
+
+
 def page(scaling: pd.DataFrame, amdahl: pd.DataFrame, failed: pd.DataFrame,
          overview: Path | None = None, verdicts: pd.DataFrame | None = None,
          why: tuple[pd.DataFrame, pd.DataFrame] | None = None,
@@ -235,6 +260,7 @@ def page(scaling: pd.DataFrame, amdahl: pd.DataFrame, failed: pd.DataFrame,
     lines += ["Flags and verdicts", "------------------", ""]
     lines += (flags or ["None: no result looks wrong and no point is slower than its "
                         "history."]) + [""]
+    lines += fit_lines(scaling, failed)
     lines += ["Failed points", "-------------", ""]
     if failed.empty:
         lines += ["None: every planned point completed.", ""]

@@ -1,0 +1,50 @@
+"""What fits in a GPU's memory (issue 98, item 2): per series (its batch per GPU aside) and
+GPU count, the largest batch per GPU that trained and the smallest that ran out of memory,
+the chapter 11 question "the largest batch that fits" answered from the points themselves.
+A point out of memory is a result: runs.csv's status out_of_memory, failed.csv's row."""
+
+from __future__ import annotations
+
+import re
+
+import pandas as pd
+
+from dlscale.core.contract import Status
+
+BATCH_WORD = re.compile(r"\s*batch_per_gpu=[\w.+-]+")
+
+
+def family(series: str) -> str:
+    """A series' name without its batch per GPU (the knob's word)."""
+    return BATCH_WORD.sub("", str(series))
+
+
+def per_gpu(frame: pd.DataFrame) -> pd.Series:
+    return pd.to_numeric(frame["global_batch"], errors="coerce") / pd.to_numeric(
+        frame["gpus"], errors="coerce")
+
+
+def fits(scaling: pd.DataFrame, failed: pd.DataFrame) -> list[dict]:
+    """One row per series family and GPU count with a point out of memory: the largest
+    batch per GPU that fit below it (its throughput per GPU and memory) and the smallest
+    that did not."""
+    if failed.empty or not {"status", "global_batch", "gpus", "series"} <= set(failed):
+        return []
+    oom = failed[failed["status"] == Status.OUT_OF_MEMORY.value]
+    rows = []
+    for (name, gpus), part in oom.groupby([oom["series"].map(family), "gpus"], sort=False):
+        smallest = per_gpu(part).min()
+        mine = scaling[(scaling["series"].map(family) == name) & (scaling["gpus"] == gpus)] \
+            if not scaling.empty else scaling
+        below = mine[per_gpu(mine) < smallest] if len(mine) else mine
+        row = {"series": name, "gpus": int(gpus), "did_not_fit": smallest}
+        if len(below):
+            best = below.loc[per_gpu(below).idxmax()]
+            tokens = str(best.get("unit")) == "tokens"
+            rate = (best.get("tokens_per_s_per_gpu") if tokens
+                    else best.get("images_per_s", float("nan")) / best["gpus"])
+            row |= {"fit": float(per_gpu(below).max()), "rate_per_gpu": rate,
+                    "unit": "tokens" if tokens else "images",
+                    "memory_gib": best.get("memory_gib", float("nan"))}
+        rows.append(row)
+    return rows
