@@ -12,7 +12,8 @@ from conftest import ROOT
 
 from dlscale.core.contract import RunRecord, Status
 from dlscale.core.schema import validate
-from dlscale.logparse.reader import parse_text, read_text
+from dlscale.logparse.lines import read_text
+from dlscale.logparse.reader import parse_text
 from dlscale.plan.study import Study
 
 STUDY = ROOT / "tests" / "data" / "reference-study"

@@ -10,7 +10,8 @@ import re
 
 import pytest
 
-from dlscale.logparse.reader import LogError, compile_patterns, parse_runs
+from dlscale.logparse.reader import compile_patterns, parse_runs
+from dlscale.logparse.runs import LogError
 from dlscale.logparse.templates import Template, comma_decimals
 
 

@@ -7,16 +7,10 @@ import re
 import pytest
 from conftest import ROOT
 
-from dlscale.logparse.reader import (
-    LogError,
-    compile_patterns,
-    parse_file_runs,
-    parse_runs,
-    parse_text,
-    printable,
-    read_text,
-    settings_sequence,
-)
+from dlscale.logparse.formats.stated import settings_sequence
+from dlscale.logparse.lines import printable, read_text
+from dlscale.logparse.reader import compile_patterns, parse_file_runs, parse_runs, parse_text
+from dlscale.logparse.runs import LogError
 
 DATA = ROOT / "tests" / "data"
 STUDY = DATA / "reference-study"
@@ -541,7 +535,7 @@ def test_a_16_mb_line_of_text_costs_the_live_reader_a_few_times_its_bytes(monkey
 def test_the_live_reader_gives_the_lines_of_the_whole_text_whatever_the_chunks():
     import random
 
-    from dlscale.logparse.reader import Lines
+    from dlscale.logparse.lines import Lines
 
     rng = random.Random(3)
     text = "".join(rng.choice(["a", "b\r", "\n", "é", " "]) for _ in range(20_000)).encode()

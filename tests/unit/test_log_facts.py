@@ -10,7 +10,8 @@ import ast
 from conftest import ROOT
 
 from dlscale.core import columns
-from dlscale.logparse.reader import LogError, parse_file_runs
+from dlscale.logparse.reader import parse_file_runs
+from dlscale.logparse.runs import LogError
 from dlscale.reporting.logtable import log_runs
 
 DATA = ROOT / "tests" / "data"

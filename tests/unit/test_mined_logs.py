@@ -11,7 +11,8 @@ import re
 import pytest
 from conftest import ROOT
 
-from dlscale.logparse.reader import LogError, compile_patterns, parse_file_runs, parse_runs
+from dlscale.logparse.reader import compile_patterns, parse_file_runs, parse_runs
+from dlscale.logparse.runs import LogError
 
 DATA = ROOT / "tests" / "data" / "own-scripts"
 

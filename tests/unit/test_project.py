@@ -433,3 +433,14 @@ def test_no_test_module_imports_another():
              for number, line in enumerate(path.read_text().splitlines(), 1)
              if re.match(r"\s*(from|import)\s+test_\w+", line)]
     assert found == []
+
+
+def test_the_reader_re_exports_nothing_and_reaches_the_miner_through_the_registry():
+    """Names are imported from the module they live in (issue 102: reader.py re-exported
+    about fifteen, `noqa: F401`); the reader asks every format's reader for its line shapes
+    (`line_shapes`), never formats.mined by name."""
+    text = (PACKAGE / "logparse" / "reader.py").read_text()
+    assert "F401" not in text and "formats.mined" not in text.split('"""', 2)[2].replace(
+        "# 10: a script's own epoch lines (formats.mined)", "")
+    assert "mined" not in re.findall(r"from dlscale\.logparse\.formats import ([^\n]+)",
+                                     text)[0]

@@ -158,7 +158,7 @@ def epoch_record(row: dict, args) -> dict:
 def read_output(reader, args) -> tuple[list[dict], dict, str | None, dict[int, int]]:
     """(epoch records, facts for the record, why there is no result or None, the line
     of the log at which each epoch's result came) of the output `reader` has read."""
-    from dlscale.logparse.reader import LogError
+    from dlscale.logparse.runs import LogError
 
     try:
         runs = reader.runs()
@@ -202,7 +202,8 @@ class Output:
     it follows dlscale's own training; the whole record is written at the end."""
 
     def __init__(self, log: Path, epochs: Path, args, sampler):
-        from dlscale.logparse.reader import Lines, LogReader, compile_patterns
+        from dlscale.logparse.lines import Lines
+        from dlscale.logparse.reader import LogReader, compile_patterns
 
         self.log = open(log, "ab", buffering=0)  # noqa: SIM115 (closed by finish)
         self.epochs, self.args, self.sampler = epochs, args, sampler

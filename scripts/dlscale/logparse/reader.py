@@ -17,23 +17,21 @@ import re
 from collections import deque
 from pathlib import Path
 
-from dlscale.logparse.formats import LAUNCH, LOG, STREAM, mined
-from dlscale.logparse.formats.stated import job_gpus, settings_sequence  # noqa: F401
-from dlscale.logparse.lines import (  # noqa: F401 (what readers of logs import from here)
+from dlscale.logparse.formats import LAUNCH, LOG, STREAM
+from dlscale.logparse.formats.stated import job_gpus
+from dlscale.logparse.lines import (
     ANSI,
     Lines,
     lines_of,
     printable,
     quoted,
-    read_text,
     split_stream,
     split_torchrun,
     stream_order,
     tagged_pieces,
     torchrun_pieces,
 )
-from dlscale.logparse.runs import (  # noqa: F401 (what readers of logs import from here)
-    RESULT_PATTERNS,
+from dlscale.logparse.runs import (
     LogError,
     ParsedLog,
     Stream,
@@ -251,14 +249,13 @@ class LogReader:
                    "PyTorch's examples, a Trainer's dicts, MLPerf's and DLLogger's lines, a "
                    "benchmark's total images/s, and a line of the script's own that names an "
                    "epoch with a counter rising by one")
-        readers = [reader for parser in self.parsers.values() for reader in parser.readers
-                   if isinstance(reader, mined.Reader)]
-        seen = epoch_like(readers)
+        shapes = [shape for parser in self.parsers.values() for reader in parser.readers
+                  for shape in reader.line_shapes()]
+        seen = epoch_like(shapes)
         if not seen:
             return message + ending
         shown = " | ".join(f"line {number}: {quoted(text, 100)}" for number, text, _ in seen)
-        template = next(t for r in readers for t in r.templates.values()
-                        if t.line == seen[0][0] and t.text == seen[0][1])
+        template = next(t for t in shapes if t.line == seen[0][0] and t.text == seen[0][1])
         if why := implausible(template):
             return (f"{message}; the lines most like an epoch's: {shown}; no pattern is "
                     f"suggested: line {seen[0][0]}'s shape {why}{ending}")
@@ -399,16 +396,15 @@ def combine(streams: dict[str, list[ParsedLog]]) -> list[ParsedLog]:
     return combined
 
 
-def epoch_like(readers: list[mined.Reader]) -> list[tuple[int, str, str]]:
+def epoch_like(shapes: list) -> list[tuple[int, str, str]]:
     """(line, text, shape) of the lines most like an epoch's in streams read to their
     end with nothing found: those naming an epoch, then those with a time, by count."""
     found = []
-    for reader in readers:
-        for template in reader.templates.values():
-            if not template.kinds:
-                continue
-            score = (template.epoch, "d" in template.kinds, template.count)
-            found.append((score, template))
+    for template in shapes:
+        if not template.kinds:
+            continue
+        score = (template.epoch, "d" in template.kinds, template.count)
+        found.append((score, template))
     found.sort(key=lambda f: f[0], reverse=True)
     return [(t.line, t.text, t.shape()) for score, t in found[:3] if score[0] or score[1]]
 

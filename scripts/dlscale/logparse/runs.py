@@ -217,6 +217,12 @@ class StreamFormat:
     def settle(self, runs: list[ParsedLog]) -> list[ParsedLog]:
         return runs
 
+    def line_shapes(self) -> list:
+        """The line shapes (templates.Template) this reader kept of lines it read to the
+        stream's end without taking: what the reader's refusal suggests a pattern from
+        (formats.mined keeps them; others none)."""
+        return []
+
 
 class LogFormat:
     """A format whose lines are the whole log's, whichever stream prints them (MLPerf's

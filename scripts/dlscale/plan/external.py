@@ -13,13 +13,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dlscale.logparse.reader import (
-    LogError,
-    compile_patterns,
-    parse_file_runs,
-    read_text,
-    settings_sequence,
-)
+from dlscale.logparse.formats.stated import settings_sequence
+from dlscale.logparse.lines import read_text
+from dlscale.logparse.reader import compile_patterns, parse_file_runs
+from dlscale.logparse.runs import LogError
 
 PER_RUN = ("gpus", "global_batch")  # what every run needs, from the config or the log
 GIVEN_PER_RUN = ("nodes",)  # from the config (one value, or one per run), else the log

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dlscale.logparse.reader import printable
+from dlscale.logparse.lines import printable
 from dlscale.reporting.explain import WINDOW_SLOWER
 from dlscale.reporting.fits import fits
 

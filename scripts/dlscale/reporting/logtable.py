@@ -28,7 +28,8 @@ from dlscale.core.cli import parse_meta
 from dlscale.core.contract import Status
 from dlscale.core.files import write_rows
 from dlscale.core.vocabulary import EPOCH_METRICS
-from dlscale.logparse.reader import LogError, ParsedLog, compile_patterns, parse_file_runs
+from dlscale.logparse.reader import compile_patterns, parse_file_runs
+from dlscale.logparse.runs import LogError, ParsedLog
 
 
 def table(parsed: ParsedLog, meta: dict):

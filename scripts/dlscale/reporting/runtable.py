@@ -74,7 +74,8 @@ def check_epochs(epochs: list[dict], path) -> list[dict]:
 
 def cross_check(log: Path, epochs: list[dict], expect_epochs: bool) -> str:
     """`ok`, or what train.log says differently from the records."""
-    from dlscale.logparse.reader import LogError, parse_file_runs
+    from dlscale.logparse.reader import parse_file_runs
+    from dlscale.logparse.runs import LogError
 
     try:  # a resumed run's log holds each attempt: an epoch's last line is the one kept
         runs = parse_file_runs(str(log))

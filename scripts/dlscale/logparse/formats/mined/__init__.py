@@ -68,6 +68,9 @@ class Reader(StreamFormat):
         self.restarts = 0  # start lines repeated by a restart (last_start)
         self.apart = 0  # independent runs whose epoch lines interleave (interleaved)
 
+    def line_shapes(self) -> list[Template]:
+        return list(self.templates.values())
+
     def read(self, number: int, text: str) -> bool:
         template = self.templates.get(text.encode("utf-8", "surrogatepass").translate(
             None, DIGITS))
