@@ -45,7 +45,11 @@ def test_two_horovod_ranks_train_and_only_rank_0_writes(small_data, tmp_path):
     notes = [n for n in window["notes"] if "after the last traced step ended" not in n]
     assert window["method"].endswith("and Horovod's timeline") and notes == []
     summary = window["summary"]
-    assert 0 < summary["comm_exposed_s"] <= summary["comm_total_s"] < summary["wall_s"]
+    # the timeline's collectives are in the steps (their total above 0); how much of them
+    # the operations cover depends on the machine's load: on three busy workers of two
+    # cores every one was covered once (exposed 0.0), so exposed is held to its bounds only
+    assert 0 < summary["comm_total_s"] < summary["wall_s"]
+    assert 0 <= summary["comm_exposed_s"] <= summary["comm_total_s"]
     assert run["breakdown"] == {"file": "breakdown.json", "notes": window["notes"]}
     assert len(window["collective"]["seconds"]) > 1  # hvd.allreduce timed on both ranks
 
