@@ -81,13 +81,13 @@ def exposed_of(keys, steps, shares, timed, fitted: bool) -> tuple[dict, dict, li
     return exposed, beyond, hidden
 
 
-def banded(fits: list[model.Fit], g: int, n: int, b: float, allreduce: float,
-           spread: float) -> tuple[float, float]:
-    """The band's (low, high) step at (g, n, b): the alternative `fits`' ends, widened by
-    the timing spread and the corpus' margin, a factor either way (never below 0)."""
+def banded(fits: list[model.Fit], g: int, n: int, b: float,
+           allreduce: float) -> tuple[float, float]:
+    """What the fits allow at (g, n, b), (low, high) step: the alternative `fits`' ends,
+    widened by the corpus' margin, a factor either way (never below 0). The band shown
+    widens it again by the points' timing spread."""
     ends = [f.step(g, n, b, allreduce)[0] for f in fits]
-    widen = (1 + spread) * (1 + model.BAND_MARGIN)
-    return min(ends) / widen, max(ends) * widen
+    return min(ends) / (1 + model.BAND_MARGIN), max(ends) * (1 + model.BAND_MARGIN)
 
 
 def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
@@ -106,8 +106,8 @@ def series_prediction(series: str, points: pd.DataFrame, breakdown: pd.DataFrame
             return [measured_row(series, int(p.gpus), int(p.nodes), p.step_time_s
                                  if "step_time_s" in points else math.nan, p.efficiency, note)
                     for p in points.sort_values(["gpus", "nodes"]).itertuples()]
-        return tokens.with_note(data_parallel(series, frame, breakdown, found, known_size,
-                                              shared_cores, gpus_per_node, network), note)
+        return with_note(data_parallel(series, frame, breakdown, found, known_size,
+                                        shared_cores, gpus_per_node, network), note)
     split = ~is_data_parallel(points)
     rows = data_parallel(series, points[~split], breakdown, found, known_size, shared_cores,
                          gpus_per_node, network) if (~split).any() else []
@@ -158,7 +158,7 @@ def data_parallel(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
                             comm=wrong["contradicts"], step=wrong["measured_step_s"]) + (
         SWAPPED if swapped(network) else "")
     rows = fitted(*args, {**network, key: (NO_LINK, f"set aside ({source})")})
-    return tokens.with_note(rows, note)
+    return with_note(rows, note)
 
 
 # a link set aside: its all-reduce takes no time, its level's cost is the steps' residual
@@ -263,14 +263,13 @@ def fitted(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
         b = batch[(g, n)] if measured else (per_gpu * g if weak else batch[keys[-1]])
         fitted_on, fits, t, h, widest = sides[measured]
         if measured and (g, n) not in usable:
-            step = comm = growth = low = high = math.nan
+            step = comm = growth = low = high = fits_low = fits_high = math.nan
         else:
             step, comm, growth = fitted_on.step(g, n, b, t(g, n))
-            low, high = banded(fits, g, n, b, t(g, n), widest)
-        # what the fits allow, the points' timing spread aside (a wide spread of a few
-        # timed epochs widens the band shown, but says nothing of what the model can hold)
-        fits_low, fits_high = (banded(fits, g, n, b, t(g, n), 0.0) if not math.isnan(step)
-                               else (math.nan, math.nan))
+            # what the fits allow, the points' timing spread aside (a wide spread of a few
+            # timed epochs widens the band shown, but says nothing of what the model holds)
+            fits_low, fits_high = banded(fits, g, n, b, t(g, n))
+            low, high = fits_low / (1 + widest), fits_high * (1 + widest)
         if (g, n) not in fit and not math.isnan(step) and max(fits_high, step) > MAX_BAND * min(
                 fits_low, step):
             row_notes_first = [NOT_PREDICTABLE.format(
@@ -320,6 +319,15 @@ def fitted(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
     verdict = judge(rows[keys.index(held)] if held else None, starved, source, steps, timed)
     for row in rows:
         row["verdict"] = verdict
+    return rows
+
+
+def with_note(rows: list[dict], note: str) -> list[dict]:
+    """`rows` with `note` first in each row's note (a note of the whole series: a language
+    model's gradient, a link set aside)."""
+    for row in rows:
+        said = row.get("note")
+        row["note"] = note if not isinstance(said, str) or not said else f"{note}; {said}"
     return rows
 
 

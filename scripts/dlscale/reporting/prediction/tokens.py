@@ -58,11 +58,3 @@ def token_points(points: pd.DataFrame) -> tuple[pd.DataFrame | None, int | None,
 
 def is_token_series(points: pd.DataFrame) -> bool:
     return "unit" in points and bool((points["unit"] == "tokens").any())
-
-
-def with_note(rows: list[dict], note: str) -> list[dict]:
-    """`rows` with `note` first in each row's note."""
-    for row in rows:
-        said = row.get("note")
-        row["note"] = note if not isinstance(said, str) or not said else f"{note}; {said}"
-    return rows
