@@ -31,19 +31,21 @@ def fits(scaling: pd.DataFrame, failed: pd.DataFrame) -> list[dict]:
     if failed.empty or not {"status", "global_batch", "gpus", "series"} <= set(failed):
         return []
     oom = failed[failed["status"] == Status.OUT_OF_MEMORY.value]
+    # the points that trained: their family and batch per GPU, once (none: an empty table)
+    trained = scaling.assign(family=scaling["series"].map(family), size=per_gpu(scaling)) \
+        if len(scaling) else pd.DataFrame(columns=["family", "gpus", "size"])
     rows = []
     for (name, gpus), part in oom.groupby([oom["series"].map(family), "gpus"], sort=False):
         smallest = per_gpu(part).min()
-        mine = scaling[(scaling["series"].map(family) == name) & (scaling["gpus"] == gpus)] \
-            if not scaling.empty else scaling
-        below = mine[per_gpu(mine) < smallest] if len(mine) else mine
+        below = trained[(trained["family"] == name) & (trained["gpus"] == gpus)
+                        & (trained["size"] < smallest)]
         row = {"series": name, "gpus": int(gpus), "did_not_fit": smallest}
         if len(below):
-            best = below.loc[per_gpu(below).idxmax()]
+            best = below.loc[below["size"].idxmax()]
             tokens = str(best.get("unit")) == "tokens"
             rate = (best.get("tokens_per_s_per_gpu") if tokens
                     else best.get("images_per_s", float("nan")) / best["gpus"])
-            row |= {"fit": float(per_gpu(below).max()), "rate_per_gpu": rate,
+            row |= {"fit": float(best["size"]), "rate_per_gpu": rate,
                     "unit": "tokens" if tokens else "images",
                     "memory_gib": best.get("memory_gib", float("nan"))}
         rows.append(row)
