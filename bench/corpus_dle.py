@@ -66,15 +66,18 @@ def series_of(entry: dict) -> Series:
     rows = [r for r in table(text, entry["first_line"], entry["last_line"])
             if all(r.get(k) == v for k, v in (entry.get("row_filter") or {}).items())]
     fp32 = "fp32" in entry["id"] or entry["precision"].lower() in ("fp32", "tf32")
-    points = pd.DataFrame([{
-        "series": entry["id"], "model": entry["model"], "strategy": "dle",
-        "precision": "float32" if fp32 else "mixed_float16", "nodes": 1,
-        "gpus": int(number(r[entry["gpus_column"]])),
-        "global_batch": (number(r[entry["batch_column"]]) if entry.get("batch_column")
-                         else float(entry["batch_per_gpu"])) * int(number(r[entry[
-                             "gpus_column"]])),
-        "images_per_s": number(r[entry["throughput_column"]]),
-        "epoch_time_s": float("nan"), "epoch_time_ci95": float("nan")} for r in rows])
+
+    def point(row: dict) -> dict:
+        gpus = int(number(row[entry["gpus_column"]]))
+        per_gpu = (number(row[entry["batch_column"]]) if entry.get("batch_column")
+                   else float(entry["batch_per_gpu"]))
+        return {"series": entry["id"], "model": entry["model"], "strategy": "dle",
+                "precision": "float32" if fp32 else "mixed_float16", "nodes": 1,
+                "gpus": gpus, "global_batch": per_gpu * gpus,
+                "images_per_s": number(row[entry["throughput_column"]]),
+                "epoch_time_s": float("nan"), "epoch_time_ci95": float("nan")}
+
+    points = pd.DataFrame([point(r) for r in rows])
     points = points.sort_values("gpus").reset_index(drop=True)
     base = points.iloc[0]
     points["efficiency"] = (points["images_per_s"] / points["gpus"]) / (
