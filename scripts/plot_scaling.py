@@ -6,8 +6,9 @@
 
 Writes epoch_time, throughput, speedup (with the ideal line and, with --amdahl, each
 series' fitted Amdahl model dashed to 4x the largest GPU count), efficiency, accuracy,
-cost (epoch time against GPU-hours per epoch: the fastest and the cheapest point) and
-an overview of them, each as PNG (for reading) and SVG (for papers). One line per
+cost (epoch time against GPU-hours per epoch: the fastest and the cheapest point), an
+overview of them, and knobs (throughput and memory per GPU against each knob of
+sweep.knobs), each as PNG (for reading) and SVG (for papers). One line per
 series (model, and strategy/precision when the sweep compares them; split by nodes only
 where a series has one GPU count on several node counts), so ResNet50V2 and ResNet152V2
 share a chart; error bars show the 95% confidence interval when a point has repeats or
@@ -47,7 +48,7 @@ def main(argv=None) -> int:
                              "each drawn beside this one")
     args = parser.parse_args(argv)
 
-    from dlscale.core.vocabulary import COMPARED_COLUMNS
+    from dlscale.core.vocabulary import COMPARED_COLUMNS, KNOBS
     from dlscale.reporting.amdahl import AMDAHL_COLUMNS
     from dlscale.reporting.analysis import (
         SCALING_COLUMNS,
@@ -56,6 +57,7 @@ def main(argv=None) -> int:
         read_studies,
         read_table,
     )
+    from dlscale.reporting.knobplots import draw_knobs
     from dlscale.reporting.plots import plot_all
 
     try:
@@ -71,6 +73,7 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     written = plot_all(table, args.out_dir, args.subtitle, runs, others, amdahl)
+    written += draw_knobs(table, runs, args.out_dir / KNOBS)
     print(f"wrote {len(written)} files to {args.out_dir}")
     return 0
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
+import shlex
+import sys
 
 import pandas as pd
 import parse_logs
@@ -61,3 +63,17 @@ EPOCHS = [{"epoch": 1, "seconds": 0.88, "lr": 0.01, "loss": 2.01234, "accuracy":
            "images": 16},
           {"epoch": 2, "seconds": 0.41, "lr": 0.01, "loss": 1.49876, "accuracy": 0.4375,
            "images": 16}]
+
+
+def torch_python(root, torch: bool = True):
+    """An interpreter where torch.python's default names it (planning checks it is there
+    and finds torch): this python, with an empty `torch` package on its path."""
+    python = root / ".venv-torch" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    if torch:
+        (root / "stub" / "torch").mkdir(parents=True)
+        (root / "stub" / "torch" / "__init__.py").write_text("")
+    python.write_text(f"#!/bin/sh\nPYTHONPATH={shlex.quote(str(root / 'stub'))} "
+                      f"exec {shlex.quote(sys.executable)} \"$@\"\n")
+    python.chmod(0o755)
+    return python

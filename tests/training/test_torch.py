@@ -91,6 +91,10 @@ def test_two_ranks_train_under_ddp_with_the_studys_rules_and_only_rank_0_writes(
     assert (whole / "train.log").read_text().count("Epoch 1/2") == 1
     assert 0.0 <= run["test_accuracy"] <= 1.0 and run["test_images"] == 100
     assert run["synthetic_images_per_s"] > 0  # the input-bound check's speed, on both ranks
+    # the chief's peak memory: on CPUs its process's resident peak, said so (issue 98 item 3)
+    assert 0.1 < run["memory_gib"] < 64
+    assert run["memory_from"].startswith("the process's peak resident memory (ru_maxrss")
+    assert (run["input_workers"], run["torch_compile"]) == (0, None)
     # the window: torch.profiler over 3 steps, gloo's all-reduce in each as communication
     breakdown = json.loads((whole / "breakdown.json").read_text())
     assert breakdown["communication"] == "separable", breakdown["notes"]
@@ -117,6 +121,32 @@ def test_a_torch_point_stopped_after_epoch_1_resumes_and_trains_as_the_uninterru
     assert (run["status"], run["resumed_at_epoch"]) == ("completed", 2)
     assert seen(tmp_path) == seen(whole)
     assert "resuming from the backup" in (tmp_path / "train.log").read_text()
+
+
+def test_dataloader_workers_read_a_torch_points_batches_in_the_order_it_trains_without(
+        small_data, whole, tmp_path):
+    """--num-workers 2 (sweep.knobs num_workers): two DataLoader processes on each rank
+    gather the rank's batches in turn, and the point trains as the one without them: the
+    same batches in the same order, on CPUs the same losses."""
+    done = ranks(*flags(small_data, tmp_path, "--model", "SimpleCNN", "--gpus", "2",
+                        "--epochs", "2", "--warmup-epochs", "1", "--breakdown-steps", "3",
+                        "--num-workers", "2"))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert (run["status"], run["input_workers"], run["num_workers"]) == ("completed", 2, 2)
+    assert seen(tmp_path) == seen(whole)
+
+
+def test_a_compiled_torch_point_trains_through_torch_compile(small_data, tmp_path):
+    """--compile (sweep.knobs compile): the step runs through torch.compile (inductor, its
+    compilation in the first epoch), and the run records it."""
+    done = one(*flags(small_data, tmp_path, "--model", "SimpleCNN", "--epochs", "1",
+                      "--steps-per-epoch", "3", "--compile"))
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    run = json.loads((tmp_path / "run.json").read_text())
+    assert (run["status"], run["compile"], run["torch_compile"]) == ("completed", True,
+                                                                     "inductor")
+    assert records(tmp_path / "epochs.jsonl")[0]["loss"] > 0
 
 
 @pytest.mark.parametrize("model", ["resnet18", "own"])

@@ -50,6 +50,9 @@ def test_replicas_global_batch_and_learning_rate(small_data, tmp_path, gpus, req
     assert run["lr"] == pytest.approx(0.01 * gpus)
     assert run["steps_per_epoch"] == 400 // (8 * gpus)
     assert 0.0 <= run["test_accuracy"] <= 1.0
+    # memory per GPU on CPUs: the process's resident peak, its replicas said (issue 98)
+    assert 0.1 < run["memory_gib"] < 64
+    assert run["memory_from"].endswith(f"a CPU point, {gpus} replica(s) in the process)")
     epochs = records(out / "epochs.jsonl")
     assert [e["epoch"] for e in epochs] == [1, 2]
     assert all(e["images"] == run["steps_per_epoch"] * 8 * gpus and e["seconds"] > 0

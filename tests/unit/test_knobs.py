@@ -11,6 +11,7 @@ import re
 import shlex
 
 import pytest
+from helpers.studies import torch_python
 
 from dlscale.core.schema import validate
 from dlscale.plan.study import PlanError, Study
@@ -120,3 +121,47 @@ def test_a_true_or_false_knob_reaches_the_command_as_yaml_writes_it(tmp_path):
     flags = shlex.split(s.command_flags(p))
     assert flags[flags.index("--knob") + 1] == "liger=true"  # (True before: no flag takes it)
     assert "liger=true" in shlex.split(s.point_meta(p))
+
+
+def test_dlscales_own_torch_points_take_num_workers_and_compile_as_flags_and_columns(
+        tmp_path):
+    """On backend torch, num_workers and compile reach train.py (--num-workers, --compile)
+    and are a folder level, a series word and a column each (issue 98 item 1)."""
+    torch_python(tmp_path)
+    s = study(tmp_path, sweep={"models": ["SimpleCNN"], "gpus": [1],
+                               "knobs": {"num_workers": [0, 2], "compile": [False, True]}},
+              training={"keras": 3, "backend": "torch"})
+    assert sorted(s.points) == sorted(
+        f"SimpleCNN/num_workers-{w}/compile-{c}/gpus1/rep1"
+        for w in (0, 2) for c in ("false", "true"))
+    p = s.points["SimpleCNN/num_workers-2/compile-true/gpus1/rep1"]
+    assert p.series == "SimpleCNN num_workers=2 compile=true"
+    flags = shlex.split(s.train_flags(p))
+    assert flags[flags.index("--num-workers") + 1] == "2" and "--compile" in flags
+    assert "--no-compile" in shlex.split(
+        s.train_flags(s.points["SimpleCNN/num_workers-0/compile-false/gpus1/rep1"]))
+    meta = shlex.split(s.point_meta(p))
+    assert {"num_workers=2", "compile=true", "knobs=num_workers,compile"} <= set(meta)
+    from dlscale.train.settings import parse
+
+    settings = parse(flags + ["--out", str(tmp_path), "--data-dir", str(tmp_path)])
+    assert (settings.num_workers, settings.compile) == (2, True)
+    assert settings.planned()["num_workers"] == 2
+
+
+@pytest.mark.parametrize("sections, words", [
+    ({"knobs": {"compile": [False, True]}},
+     "sweep.knobs.compile: dlscale's own points take it on backend torch only"),
+    ({"knobs": {"num_workers": [0, 2]}, "backend": ["jax", "torch"]},
+     "sweep.knobs.num_workers: dlscale's own points take it on backend torch only"),
+    ({"knobs": {"num_workers": [-1]}},
+     "sweep.knobs.num_workers: -1 is not a count of DataLoader workers"),
+    ({"knobs": {"compile": ["yes"]}}, "sweep.knobs.compile: 'yes' is not true or false"),
+])
+def test_num_workers_and_compile_are_refused_where_they_cannot_be_what_they_say(
+        tmp_path, sections, words):
+    keras = 3 if "backend" in sections else 2
+    with pytest.raises(PlanError) as refused:
+        study(tmp_path, sweep={"models": ["SimpleCNN"], **sections},
+              training={"keras": keras} if keras == 3 else {})
+    assert words in str(refused.value) and "\n" not in str(refused.value)

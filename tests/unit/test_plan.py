@@ -10,7 +10,7 @@ import sys
 
 import pytest
 from conftest import ROOT
-from helpers.studies import data, study
+from helpers.studies import data, study, torch_python
 
 from dlscale.core.schema import validate
 from dlscale.launch.launcher import read_plan
@@ -416,7 +416,6 @@ def test_planning_reads_the_rules_functions_once_not_per_job(tmp_path, cifar_pyt
     add (train, tabulate_run) add at most one inspection each, Snakemake's own (before:
     220 for the 12)."""
     import subprocess
-    import sys
 
     counts = []
     for gpus in ("[1, 2]", "[1, 2, 3, 4, 5, 6, 7, 8]"):
@@ -442,7 +441,6 @@ def test_planning_a_study_without_references_or_compared_tables_imports_no_panda
     numpy itself (through yte), and its SLURM plugin pandas (bench/upstream). The modules
     are those rules/common.smk imports."""
     import subprocess
-    import sys
 
     code = ("import sys, yaml\n"
             "import dlscale.data.datasets, dlscale.plan.pluginfix, dlscale.plan.rulefunctions\n"
@@ -647,20 +645,6 @@ def test_no_skipped_epoch_with_the_window_on_is_refused_at_planning(tmp_path):
               analysis={"skip_epochs": 0})
     study(tmp_path, sweep={"models": ["SimpleCNN"], "gpus": [1]},
           analysis={"skip_epochs": 0, "breakdown": 0})
-
-
-def torch_python(root, torch: bool = True):
-    """An interpreter where torch.python's default names it (planning checks it is there
-    and finds torch): this python, with an empty `torch` package on its path."""
-    python = root / ".venv-torch" / "bin" / "python"
-    python.parent.mkdir(parents=True)
-    if torch:
-        (root / "stub" / "torch").mkdir(parents=True)
-        (root / "stub" / "torch" / "__init__.py").write_text("")
-    python.write_text(f"#!/bin/sh\nPYTHONPATH={shlex.quote(str(root / 'stub'))} "
-                      f"exec {shlex.quote(sys.executable)} \"$@\"\n")
-    python.chmod(0o755)
-    return python
 
 
 def test_a_torch_point_runs_one_process_per_gpu_with_the_pytorch_environments_python(

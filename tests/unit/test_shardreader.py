@@ -125,3 +125,17 @@ def test_a_damaged_or_foreign_shard_is_refused_with_its_file_and_record(shards, 
     tfrecords.write_shard(root / name, images, np.arange(5), 2)
     with pytest.raises(ShardError, match="record 0 is not a 48-byte image"):
         Reader(root, "train", 8, training=True)
+
+
+@pytest.mark.parametrize("every", [2, 3])
+def test_readers_in_turn_give_the_batches_one_reader_gives_in_its_order(shards, every):
+    """A torch point's DataLoader workers (train.py --num-workers): each of `every` walks
+    the order and gathers its turn; taken in turn they are the one reader's batches, a
+    resumed reader's too, across passes."""
+    for skip in (0, 41):
+        reader = Reader(shards, "train", 8, training=True, seed=3, skip_batches=skip)
+        whole = [b for _, b in zip(range(30), reader)]
+        turns = [reader.batches(offset=k, every=every) for k in range(every)]
+        taken = [next(turns[i % every]) for i in range(30)]
+        for (images, labels), (want_images, want_labels) in zip(taken, whole):
+            assert np.array_equal(images, want_images) and np.array_equal(labels, want_labels)

@@ -49,3 +49,31 @@ def test_a_torch_study_of_dlscales_model_and_torchvisions_gives_their_series(tmp
     # the gradient the all-reduce is timed up to: torchvision's weights seen through
     # Keras' wrapper, as models.csv keeps them
     assert two.set_index("model").loc["resnet18", "gradient_bytes"] == 44726568
+
+
+def test_dlscales_torch_points_over_workers_and_compile_give_a_series_per_knob_value(
+        tmp_path):
+    """sweep.knobs num_workers x compile on dlscale's own torch points (issue 98 item 1):
+    every point ran with its knobs (its record says the DataLoader's workers and
+    torch.compile), each combination a series with its columns, the memory of each point
+    its process's peak (a CPU point, said so), and the knobs plot a row per knob."""
+    config = f"--configfile={ROOT / 'tests' / 'configs' / 'torch-knobs.yaml'}"
+    run_snakemake(tmp_path, *PROFILE, config, TABLES, "results/plots/knobs.png")
+    runs = pd.read_csv(tmp_path / "results/tables/runs.csv")
+    assert sorted(zip(runs["num_workers"], runs["compile"], runs["status"])) == [
+        (w, c, "completed") for w in (0, 2) for c in (False, True)]
+    for row in runs.itertuples():
+        run = json.loads((tmp_path / "results/runs" / row.run / "run.json").read_text())
+        assert run["input_workers"] == row.num_workers
+        assert run["torch_compile"] == ("inductor" if row.compile else None)
+    assert runs["memory_gib"].gt(0).all()
+    assert runs["memory_from"].str.startswith("the process's peak resident memory").all()
+    scaling = pd.read_csv(tmp_path / "results/tables/scaling.csv")
+    assert sorted(scaling["series"]) == sorted(
+        f"SimpleCNN num_workers={w} compile={c}" for w in (0, 2) for c in ("false", "true"))
+    assert list(scaling.columns[1:3]) == ["num_workers", "compile"]
+    assert scaling["memory_gib"].gt(0).all() and scaling["images_per_s"].gt(0).all()
+    import matplotlib.image
+
+    height, width = matplotlib.image.imread(tmp_path / "results/plots/knobs.png").shape[:2]
+    assert height > 0.55 * width  # two knobs: two rows (one row is about 0.35 as high)

@@ -116,8 +116,10 @@ SCALING = (
         Column("tokens_per_s_per_gpu", "tokens/s", "a token run's throughput per GPU (the "
                "run's over its GPUs where the output gives the run's)", True,
                source=_record("tokens_per_s_per_gpu"), runs=CARRIED),
-        Column("memory_gib", "GiB", "peak GPU memory per GPU the output states (max "
-               "reserved, a step line's memory); empty where unknown (a CPU's 0.00)", True,
+        Column("memory_gib", "GiB", "peak memory per GPU: the output's (max reserved, a "
+               "step line's memory), or a dlscale point's own counter (memory_from says "
+               "which; on CPUs the process's peak resident memory); empty where unknown (a "
+               "log's 0.00 on a CPU)", True,
                source=_record("memory_gib"), runs=CARRIED),
         Column("parameters", "", "a language model's parameters: its output's line "
                "(torchtitan's total parameters, the Trainer's trainable ones), else the "
@@ -179,6 +181,12 @@ RUNS = tuple(replace(c, runs=c.runs or CARRIED) for c in (
            True, runs=CARRIED),
     Column("logged_images_per_s", "images/s", "a benchmark's printed throughput", True,
            source=_record("logged_images_per_s")),
+    Column("memory_from", "", "what memory_gib is: the output's line it was read from; for "
+           "dlscale's points the chief's peak as its framework counts it on a GPU (torch's "
+           "max_memory_reserved, TensorFlow's or JAX's peak), on CPUs the process's peak "
+           "resident memory (ru_maxrss)", True, source=_record("memory_from")),
+    Column("memory_note", "", "why memory_gib is unknown (a log's 0.00: no GPU counted it; "
+           "a counter that could not be read)", True, source=_record("memory_note")),
     Column("knobs", "", "the sweep.knobs the run was made with, by name: each a column of "
            "its own (after series) with the run's value, in runs.csv and scaling.csv", True),
     Column("notes", "", "what went wrong beside the training", True, source=_record("notes"),
@@ -254,9 +262,6 @@ LOG_FACTS = tuple(Column(name, unit, meaning, True, source=source)
     ("rate_from", "", "the line (or the steps) a token run's throughput was read from", ""),
     ("samples_per_s", "samples/s", "the Trainer summary's train_samples_per_second, where "
      "the run's rate is its tokens/s", "Trainer train_samples_per_second"),
-    ("memory_from", "", "the line memory_gib was read from", ""),
-    ("memory_note", "", "why a log's memory is unknown (0.00 printed: no GPU counted it)",
-     ""),
     ("steps_done", "steps", "the last step counter of a run counted in steps", ""),
     ("steps_skipped", "steps", "its first steps, left out of its rate as a warm-up", ""),
     ("mfu_percent", "%", "the model FLOPs utilisation the step lines print, their mean over "

@@ -36,6 +36,17 @@ EPOCH_METRICS = ("loss", "accuracy")
 EPOCH_COLUMNS = ("model", "gpus", "epoch", "seconds", *EPOCH_METRICS, "images_per_epoch")
 EPOCH_REQUIRED = tuple(c for c in EPOCH_COLUMNS if c not in EPOCH_METRICS)
 
+# sweep.knobs' batch per GPU: of commands and dlscale's own points (dlscale.plan.knobs)
+BATCH_KNOB = "batch_per_gpu"
+
+
+def knob_text(value) -> str:
+    """A knob's value as a command and a table are given it: true and false in lower case
+    (YAML's, and what a script's flags take; numpy's too, a table read back), any other
+    as written."""
+    return str(value).lower() if isinstance(value, bool) or type(value).__name__ == "bool_" \
+        else str(value)
+
 # the plots: name -> (scaling.csv column, title, axis label with its unit, error column)
 PLOTS = {
     "epoch_time": ("epoch_time_s", "Epoch time", "epoch time [s]", "epoch_time_ci95"),
@@ -48,8 +59,9 @@ PLOTS = {
     "utilisation": ("cpu_percent", "Host CPU and GPU use", "utilisation [%]", None),
 }
 COST = "cost"  # epoch time against GPU-hours per epoch: the fastest and the cheapest point
-OVERVIEW = "overview"  # all of the above in one figure
-PLOT_NAMES = (*PLOTS, COST, OVERVIEW)
+KNOBS = "knobs"  # throughput and memory per GPU against each knob (sweep.knobs)
+OVERVIEW = "overview"  # all of the above but the knobs in one figure
+PLOT_NAMES = (*PLOTS, COST, KNOBS, OVERVIEW)
 # why it scales (dlscale.reporting.explain): the step split per GPU count, the model's prediction
 WHY_PLOTS = ("where_the_time_goes", "prediction")
 # what a compared study's scaling.csv must hold to be drawn beside this one

@@ -200,7 +200,13 @@ class Reader:
         return count // self.batch if self.training else -(-count // self.batch)
 
     def __iter__(self):
-        epoch, skip = self.first, self.skip
+        return self.batches()
+
+    def batches(self, offset: int = 0, every: int = 1):
+        """The batches, or of them those at `offset`, `offset + every` ... (one of `every`
+        processes reading in turn: dlscale.train.frameworks.torch.loader); the order of
+        the others is walked, only these are gathered."""
+        epoch, skip, index = self.first, self.skip, 0
         while True:
             order = (pass_order(self.seed, epoch, len(self.files)) if self.training
                      else np.arange(len(self.files)))
@@ -208,7 +214,9 @@ class Reader:
                 picks = order[lo:lo + self.batch]
                 if self.training and len(picks) < self.batch:
                     break  # every step the same global batch
-                yield self.gather(picks)
+                if index % every == offset:
+                    yield self.gather(picks)
+                index += 1
             if not self.repeat:
                 return
             epoch, skip = epoch + 1, 0

@@ -64,7 +64,7 @@ PLACEHOLDERS = ("gpus", "nodes", "tasks", "batch_per_gpu", "global_batch", "epoc
                 "seed", "out_dir")
 STRATEGY = "command"
 # what a command's output states of its run beyond epochs, kept in its record
-RUN_FACTS = ("memory_gib", "memory_note", "mfu_percent", "tflops", "steps_done",
+RUN_FACTS = ("memory_gib", "memory_from", "memory_note", "mfu_percent", "tflops", "steps_done",
              "rate_scope", "train_seconds", "samples_per_s", "parameters", "step_time_s")
 
 

@@ -2,7 +2,8 @@
 combination a point: a `{NAME}` placeholder of every command, a folder level and series
 word where it varies (`llm/attention-sdpa/gpus2/rep1`, series `llm attention=sdpa`), a
 column of runs.csv and scaling.csv (dlscale.reporting.seriesparts.with_knobs). dlscale's own
-points take the knobs they understand: batch_per_gpu, their batch per GPU.
+points take the knobs they understand (OWN_KNOBS): batch_per_gpu, their batch per GPU, and
+on backend torch num_workers (the DataLoader's input processes) and compile (torch.compile).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import dataclasses
 import itertools
 
 from dlscale.core.errors import PlanError
+from dlscale.core.vocabulary import BATCH_KNOB, knob_text
 
 
 class KnobError(PlanError):
@@ -20,7 +22,10 @@ class KnobError(PlanError):
         return f"invalid sweep: {super().__str__()}"
 
 
-BATCH_KNOB = "batch_per_gpu"  # the one knob dlscale's own points understand (issue 98 adds)
+# the knobs dlscale's own PyTorch points take beside the batch (train.py's --num-workers
+# and --compile)
+TORCH_KNOBS = ("num_workers", "compile")
+OWN_KNOBS = frozenset({BATCH_KNOB, *TORCH_KNOBS})
 
 
 def knob_sets(config: dict, understood=None) -> list[tuple[tuple[str, object], ...]]:
@@ -47,15 +52,38 @@ def check_knobs(config: dict) -> None:
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise KnobError(f"sweep.knobs.batch_per_gpu: {value!r} is not a batch: expected "
                              "whole numbers of 1 or more, e.g. [16, 32, 64]")
-    others = [name for name in knobs if name != BATCH_KNOB]
+    others = [name for name in knobs if name not in OWN_KNOBS]
     if others and not config["sweep"]["commands"]:
         raise KnobError(f"sweep.knobs.{others[0]}: a knob of your script's is a placeholder "
                          "of sweep.commands, and the study has none (dlscale's own points "
-                         "take batch_per_gpu)")
+                         f"take {', '.join(sorted(OWN_KNOBS))})")
+    check_torch_knobs(config, knobs)
     check_device(config)
     if BATCH_KNOB in knobs and config["sweep"]["scaling"] == "strong":
         raise KnobError("sweep.knobs.batch_per_gpu: sweep.scaling strong keeps the global "
                          "batch (training.global_batch): sweep the batch with weak scaling")
+
+
+def check_torch_knobs(config: dict, knobs: dict) -> None:
+    """KnobError for num_workers or compile values that are not what the flag takes, or
+    for either where dlscale's own points train on a backend other than torch."""
+    for value in knobs.get("num_workers", []):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise KnobError(f"sweep.knobs.num_workers: {value!r} is not a count of "
+                             "DataLoader workers: expected whole numbers of 0 or more, e.g. "
+                             "[0, 2, 4]")
+    for value in knobs.get("compile", []):
+        if not isinstance(value, bool):
+            raise KnobError(f"sweep.knobs.compile: {value!r} is not true or false: expected "
+                             "[false, true]")
+    sweep, training = config["sweep"], config["training"]
+    backends = sweep.get("backend") or [training["backend"]]
+    asked = [name for name in TORCH_KNOBS if name in knobs]
+    if asked and sweep["models"] and (training["keras"] != 3 or backends != ["torch"]):
+        others = [b for b in backends if b != "torch"] or [f"Keras {training['keras']}"]
+        raise KnobError(f"sweep.knobs.{asked[0]}: dlscale's own points take it on backend "
+                         f"torch only (training.keras 3, backend torch), and this study "
+                         f"trains on {others[0]}: leave it out, or train on torch")
 
 
 # knob values that need a GPU: refused at planning on a CPU study (training.device cpu)
@@ -76,12 +104,6 @@ def check_device(config: dict) -> None:
             if why:
                 raise KnobError(f"sweep.knobs.{name}: {value!r} needs a GPU ({why}), but "
                                 "training.device is cpu: leave it out of a CPU study")
-
-
-def knob_text(value) -> str:
-    """A knob's value as a command and a table are given it: true and false in lower case
-    (YAML's, and what a script's flags take), any other as written."""
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def knob_level(name: str, value) -> str:

@@ -13,10 +13,9 @@ import shlex
 from pathlib import Path
 
 from dlscale.core.contract import BATCH, COMPILE_CACHE, run_dir
-from dlscale.core.vocabulary import scaled_lr
+from dlscale.core.vocabulary import knob_text, scaled_lr
 from dlscale.launch import command as user_command
 from dlscale.plan.analysisplan import meta_flags
-from dlscale.plan.knobs import knob_text
 from dlscale.plan.sweep import Point, command_spec
 
 # steps timed on synthetic input by analysis.synthetic_check (after as many untimed ones)
@@ -64,6 +63,9 @@ class PointCommands:
             flags["synthetic-check-steps"] = SYNTHETIC_CHECK_STEPS
         if p.profile_steps:
             flags["profile-steps"] = ",".join(map(str, p.profile_steps))
+        knobs = dict(p.knobs)  # a torch point's num_workers and compile (plan.knobs)
+        if "num_workers" in knobs:
+            flags["num-workers"] = knobs["num_workers"]
         if p.batch_per_gpu == "auto":
             flags["batch-per-gpu-file"] = batch_file(p)
         else:
@@ -75,7 +77,8 @@ class PointCommands:
         if software["modules"]:
             text += " --modules " + " ".join(map(shlex.quote, software["modules"]))
         switches = {"xla": p.xla, "save-model": p.save_model, "tensorboard": p.tensorboard,
-                    "keep-trace": analysis["keep_traces"]}
+                    "keep-trace": analysis["keep_traces"],
+                    "compile": knobs.get("compile", False)}
         return text + "".join(f" --{k}" if on else f" --no-{k}" for k, on in switches.items())
 
     def command_flags(self, p: Point) -> str:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from dlscale.core import models
 from dlscale.core.errors import PlanError
-from dlscale.plan.knobs import BATCH_KNOB, check_knobs, knob_sets, with_knobs
+from dlscale.plan.knobs import OWN_KNOBS, check_knobs, knob_sets, with_knobs
 from dlscale.train import usermodel
 from dlscale.train.keraschoice import default_strategy, framework_problem
 
@@ -244,7 +244,7 @@ def plan_sweep(config: dict, checked: bool = False, train_images: int | None = N
     points, skipped, lost = [], {}, {}
     for (model, builder), strategy, loop, precision, (keras, backend), knobs, gpus, rep in \
             itertools.product(usermodel.entries(sweep["models"]), strategies, loops,
-                              precisions, frameworks, knob_sets(config, {BATCH_KNOB}),
+                              precisions, frameworks, knob_sets(config, OWN_KNOBS),
                               sweep["gpus"], range(1, sweep["repeats"] + 1)):
         # keras.applications checks this at build time; here it fails before any job
         need = 1 if builder else models.min_image_size(model)

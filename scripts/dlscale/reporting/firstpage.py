@@ -22,6 +22,8 @@ import pandas as pd
 from dlscale.logparse.lines import printable
 from dlscale.reporting.explain import WINDOW_SLOWER
 from dlscale.reporting.fits import fits
+from dlscale.reporting.knobplots import knob_lines, varied_knobs
+from dlscale.reporting.seriesparts import rate_per_gpu
 
 # characters with a meaning in reStructuredText inline text: written escaped
 RST_SPECIAL = re.compile(r"([\\`*_|\[\]<>])")
@@ -219,6 +221,27 @@ def fit_lines(scaling: pd.DataFrame, failed: pd.DataFrame) -> list[str]:
             "(runs.csv's status out_of_memory):", "", *out, ""]
 
 
+def knob_section(scaling: pd.DataFrame) -> list[str]:
+    """'By knob': per knob the study varies, each combination of the other knobs and GPU
+    count with the throughput and peak memory per GPU at each value (the chapters'
+    tables; plots/knobs.png draws them); [] where no knob takes two values."""
+    names = varied_knobs(scaling)
+    if not names:
+        return []
+    unit, out = rate_per_gpu(scaling)[1], []
+    for name in names:
+        for label, values, rates, memory in knob_lines(scaling, name):
+            cells = [f"{rst(v)}: {number(r, 5)} {unit}/s per GPU, " + (
+                f"{number(m)} GiB" if pd.notna(m) else "memory unknown")
+                for v, r, m in zip(values, rates, memory)]
+            out.append(f"- {rst(name)}, {rst(label)}: " + "; ".join(cells))
+    return ["By knob", "-------", "",
+            "Throughput and peak memory per GPU at each value of a knob (sweep.knobs), the "
+            "other knobs and the GPUs as named (the knobs figure draws them; a value that "
+            "ran out of memory is under What fits in memory and the failed points):", "",
+            *out, ""]
+
+
 def page(scaling: pd.DataFrame, amdahl: pd.DataFrame, failed: pd.DataFrame,
          overview: Path | None = None, verdicts: pd.DataFrame | None = None,
          why: tuple[pd.DataFrame, pd.DataFrame] | None = None,
@@ -235,6 +258,7 @@ def page(scaling: pd.DataFrame, amdahl: pd.DataFrame, failed: pd.DataFrame,
                              "serial fraction", "accuracy change"],
                             series_lines(scaling, amdahl), [30, 18, 10, 10, 12, 12])
     lines += token_lines(scaling)
+    lines += knob_section(scaling)
     if overview is not None and overview.exists():
         # embedded, in lines of 76 characters (docutils refuses a line of over 10,000;
         # the image's address is read without its whitespace)

@@ -5,18 +5,16 @@ A point out of memory is a result: runs.csv's status out_of_memory, failed.csv's
 
 from __future__ import annotations
 
-import re
-
 import pandas as pd
 
 from dlscale.core.contract import Status
-
-BATCH_WORD = re.compile(r"\s*batch_per_gpu=[\w.+-]+")
+from dlscale.core.vocabulary import BATCH_KNOB
+from dlscale.reporting.seriesparts import without_knob
 
 
 def family(series: str) -> str:
     """A series' name without its batch per GPU (the knob's word)."""
-    return BATCH_WORD.sub("", str(series))
+    return without_knob(series, BATCH_KNOB)
 
 
 def per_gpu(frame: pd.DataFrame) -> pd.Series:

@@ -1,8 +1,10 @@
 """What makes a run's series beside its label: the knobs it was made with (a column each,
 after the series) and the cluster its log names (one label over two clusters' logs is a
-series per cluster)."""
+series per cluster); a point's throughput per GPU in its unit."""
 
 from __future__ import annotations
+
+import re
 
 import pandas as pd
 
@@ -52,3 +54,17 @@ def with_knobs(table: pd.DataFrame, source: pd.DataFrame, key: str = "run") -> p
     for offset, name in enumerate(names):
         table.insert(at + offset, name, table[key].map(values[name]))
     return table
+
+
+def without_knob(series: str, name: str) -> str:
+    """A series' name without its word of knob `name` (`llm attention=sdpa` -> `llm`)."""
+    return re.sub(rf"\s*\b{re.escape(name)}=[\w.+-]+", "", str(series))
+
+
+def rate_per_gpu(frame: pd.DataFrame) -> tuple[pd.Series, str]:
+    """(each point's throughput per GPU, its unit): tokens/s per GPU where every point
+    counts tokens, else images/s over the GPUs."""
+    if len(frame) and "unit" in frame and (frame["unit"] == "tokens").all():
+        return pd.to_numeric(frame["tokens_per_s_per_gpu"], errors="coerce"), "tokens"
+    return (pd.to_numeric(frame["images_per_s"], errors="coerce")
+            / pd.to_numeric(frame["gpus"], errors="coerce")), "images"

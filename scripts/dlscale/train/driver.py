@@ -85,9 +85,10 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
         plan = dataclasses.replace(plan, xla=True, xla_note=None if settings.xla else
                                    "XLA is on: JAX compiles every step (xla: false asks "
                                    "TensorFlow only)")
-    elif backend.kind == "ddp":  # PyTorch's steps run eagerly (torch.compile: not yet)
+    elif backend.kind == "ddp":  # PyTorch's steps: eager, or torch.compile's (--compile)
         plan = dataclasses.replace(plan, xla=False, xla_note="XLA is off: a torch point "
-                                   "runs its steps eagerly" if settings.xla else None)
+                                   "runs its steps eagerly, or torch.compile's (sweep.knobs "
+                                   "compile)" if settings.xla else None)
     r = Run(settings, backend, plan, manifest,
             training.resolve_precision(settings.precision, settings.device), state)
     notes: list[str] = []  # what went wrong beside the training: run.json and train.log
@@ -151,6 +152,7 @@ def run(settings: Settings, started: datetime, stack: ExitStack) -> dict:
     info = record(r, started, status, reason, test, fit_seconds, read_epochs(state / EPOCHS),
                   resumed_at=resumed_at(resuming, recorder, settings.epochs), note=state_note,
                   notes=notes)
+    info.update(backend.peak_memory())  # the chief's (its GPUs', or its process's on CPUs)
     info["telemetry"] = ({"file": TELEMETRY, "interval_s": settings.telemetry_interval,
                           "gpu_note": sampler.gpu_note} if sampler else None)
     info["synthetic_images_per_s"] = synthetic

@@ -68,9 +68,9 @@ def inputs(r: Run, epochs_done: int = 0):
             return training.synthetic_dataset(r.image_shape, manifest["num_classes"], batch, seed,
                                               numpy=on_jax)
         if on_jax:
-            return iter(Reader(settings.data_dir, "train", batch, training=True, seed=seed,
-                               num_shards=context.num_input_pipelines,
-                               shard_index=context.input_pipeline_id, skip_batches=taken))
+            return Reader(settings.data_dir, "train", batch, training=True, seed=seed,
+                          num_shards=context.num_input_pipelines,
+                          shard_index=context.input_pipeline_id, skip_batches=taken)
         return make_dataset(settings.data_dir, "train", batch, training=True, seed=seed,
                             shuffle_buffer=settings.shuffle_buffer,
                             num_shards=context.num_input_pipelines,

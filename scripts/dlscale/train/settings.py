@@ -71,6 +71,8 @@ class Settings:
     time_limit_min: float | None
     modules: tuple[str, ...]
     container: str | None
+    num_workers: int         # a torch point's DataLoader processes reading its input (0: none)
+    compile: bool            # a torch point's torch.compile (sweep.knobs compile)
 
     @property
     def global_batch(self) -> int:
@@ -85,7 +87,9 @@ class Settings:
                 "strategy": self.strategy, "precision": self.precision,
                 "keras_asked": self.keras, "backend": self.backend,
                 "batch_per_gpu": self.batch_per_gpu, "global_batch": self.global_batch,
-                "epochs": self.epochs, "attempt": self.attempt}
+                "epochs": self.epochs, "attempt": self.attempt,
+                **({"num_workers": self.num_workers, "compile": self.compile}
+                   if self.backend == "torch" else {})}
 
     def model_size(self, manifest: dict) -> int:
         return self.image_size or manifest["image_shape"][0]
@@ -220,6 +224,11 @@ def build_parser(description: str = DESCRIPTION) -> argparse.ArgumentParser:
     add("--container", metavar="IMAGE",
         help="the container the job must run in (software.container): the run fails with "
              "the reason when it is not inside one")
+    add("--num-workers", type=int, default=0, metavar="N",
+        help="backend torch: N DataLoader worker processes read each rank's batches (in the "
+             "same order as without them); 0: the training process reads them (default)")
+    add("--compile", action=argparse.BooleanOptionalAction, default=False,
+        help="backend torch: torch.compile the model (its compilation in the first steps)")
     add("--time-limit-min", type=float,
         help="stop at an epoch boundary before this many minutes from the start (status "
              "timeout, resumable); inside a SLURM job the job's own end time is used")
@@ -236,6 +245,11 @@ def parse(argv=None, description: str = DESCRIPTION) -> Settings:
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    if args.num_workers < 0:
+        parser.error(f"--num-workers must be at least 0, got {args.num_workers}")
+    if (args.num_workers or args.compile) and args.backend != "torch":
+        parser.error("--num-workers and --compile are backend torch's: add --keras 3 "
+                     "--backend torch")
     if args.cache_mb < 0:
         parser.error(f"--cache-mb must be at least 0, got {args.cache_mb}")
     if args.base_lr <= 0 or args.warmup_epochs < 0 or not 0 <= args.momentum < 1:

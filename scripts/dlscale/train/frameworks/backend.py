@@ -128,6 +128,38 @@ class Backend:
                 "devices": list(self.strategy.extended.worker_devices), "cluster": None,
                 "communication": None, "horovod": None}
 
+    def gpu_peaks(self) -> tuple[list[int], str]:
+        """(the peak bytes of each of this process's GPUs, what counted them)."""
+        import tensorflow as tf
+
+        return ([tf.config.experimental.get_memory_info(d.replace("/device:", ""))["peak"]
+                 for d in self.devices],
+                "TensorFlow's peak of the GPU (tf.config.experimental.get_memory_info)")
+
+    def peak_memory(self) -> dict:
+        """run.json's memory_gib and memory_from: the peak memory of this process's GPUs as
+        its framework counts it (the largest GPU's), or on CPUs the process's peak resident
+        memory; a memory_note instead where it cannot be read (the run's result stands)."""
+        try:
+            if self.settings.device != "gpu":
+                return process_peak(len(self.devices))
+            peaks, source = self.gpu_peaks()
+            return {"memory_gib": round(max(peaks) / 2 ** 30, 3), "memory_from": source}
+        except Exception as exc:  # a framework without the counter, a device gone ...
+            return {"memory_note": f"the peak memory could not be read ({type(exc).__name__}: "
+                                   f"{str(exc).strip()[:200]})"}
+
+
+def process_peak(replicas: int) -> dict:
+    """This process's peak resident memory (getrusage's ru_maxrss, KiB on Linux) as
+    memory_gib: a CPU point's, whose replicas hold no memory of their own."""
+    import resource
+
+    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"memory_gib": round(kib / 2 ** 20, 3),
+            "memory_from": f"the process's peak resident memory (ru_maxrss; a CPU point, "
+                           f"{max(replicas, 1)} replica(s) in the process)"}
+
 
 def weighed(parts: list[tuple[int, dict]]) -> dict:
     """[(images, metrics)] -> each metric averaged over all the images."""

@@ -140,6 +140,10 @@ class DataParallel(Backend):
                 keras.distribution.set_distribution(distribution)
         return weighed(parts)
 
+    def gpu_peaks(self) -> tuple[list[int], str]:
+        return ([d.memory_stats()["peak_bytes_in_use"] for d in self.jax_devices],
+                "JAX's peak_bytes_in_use of the device (memory_stats)")
+
     def facts(self) -> dict:
         return {"strategy": self.kind, "distribution": self.distribution,
                 "workers": self.size, "devices": self.devices, "cluster": None,

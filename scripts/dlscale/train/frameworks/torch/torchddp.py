@@ -41,6 +41,7 @@ class DDP(Backend):
     distribution = "torch.nn.parallel.DistributedDataParallel"
     several_processes = True
     loop = None  # the TorchLoop training the point (the synthetic check steps it again)
+    input_workers = 0  # the DataLoader's worker processes reading the training batches
     lr = float("nan")  # the loop's rate of the step it is at (the epoch records')
 
     def identity(self) -> tuple[int, int, int]:
@@ -105,12 +106,18 @@ class DDP(Backend):
     def datasets(self, train_input, test_input, global_batch: int):
         """This rank's own input pipeline (numpy batches of batch_per_gpu) and its shard
         of the test split."""
-        from dlscale.data.shardreader import Pipeline
+        from dlscale.data.shardreader import Pipeline, Reader
 
         context = Pipeline(num_input_pipelines=self.size, input_pipeline_id=self.rank,
                            num_replicas_in_sync=self.size)
         self.test_batch = global_batch // self.size
-        return train_input(context), test_input(self.test_batch, self.size, self.rank)
+        train = train_input(context)
+        if self.settings.num_workers and isinstance(train, Reader):  # not the synthetic one
+            from dlscale.train.frameworks.torch.loader import loader
+
+            train = loader(train, self.settings.num_workers, self.settings.device == "gpu")
+            self.input_workers = train.num_workers
+        return train, test_input(self.test_batch, self.size, self.rank)
 
     def all_sum(self, tensor):
         """The sum of `tensor` over the ranks (itself on one)."""
@@ -138,8 +145,16 @@ class DDP(Backend):
 
         return bool(self.all_sum(torch.tensor([float(flag)], device=self.torch_device)) > 0)
 
+    def gpu_peaks(self) -> tuple[list[int], str]:
+        import torch
+
+        return ([torch.cuda.max_memory_reserved(self.torch_device)],
+                "torch.cuda.max_memory_reserved (PyTorch's caching allocator)")
+
     def facts(self) -> dict:
         return {"strategy": self.kind, "distribution": self.distribution,
                 "workers": self.size, "devices": self.devices,
                 "cluster": self.workers if self.size > 1 else None,
-                "communication": self.communication, "horovod": None}
+                "communication": self.communication, "horovod": None,
+                "input_workers": self.input_workers,
+                "torch_compile": self.loop.compiled if self.loop else None}

@@ -103,11 +103,12 @@ def autocast(module, dtype):
 
 
 def on_device(images, labels, device):
-    """A numpy batch (dlscale's reader's) as tensors on `device`."""
+    """A batch (dlscale's reader's numpy arrays, or a DataLoader's tensors) as tensors
+    on `device`."""
     import torch
 
-    return (torch.from_numpy(images).to(device, non_blocking=True),
-            torch.from_numpy(labels).to(device, non_blocking=True))
+    return (torch.as_tensor(images).to(device, non_blocking=True),
+            torch.as_tensor(labels).to(device, non_blocking=True))
 
 
 def tally(loss, probabilities, labels):
@@ -153,6 +154,10 @@ class TorchLoop:
 
             self.replica = DistributedDataParallel(
                 model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+        self.compiled = None  # torch.compile's backend where the point compiles
+        if settings.compile:  # its compilation in the first steps (and the first epoch)
+            self.replica = torch.compile(self.replica)
+            self.compiled = "inductor"  # torch.compile's default backend
         params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = make_optimizer(settings.optimizer, params, plan.lr, settings.momentum)
         keras = keraschoice.keras()
