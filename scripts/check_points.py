@@ -5,7 +5,8 @@
 
 The last step of the workflow: the tables and plots are written by then and list the
 failed points; this makes the workflow's exit status say so too. Writes OUT (one line
-per point) and exits 0 when every dlscale point completed; otherwise prints each failed
+per point) and exits 0 when every dlscale point completed or ran out of memory (a
+result: the first page names the largest batch that fit); otherwise prints each failed
 point with its status and reason and exits 1, writing nothing. External runs are
 reported by aggregate.py, not checked here: they were not run by this workflow.
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 
 from dlscale.core.contract import Status
 from dlscale.core.files import atomic
+from dlscale.jobs.outcomes import RESULTS
 from dlscale.reporting.analysis import read_table
 
 
@@ -33,7 +35,10 @@ def main(argv=None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     ours = runs[runs["source"] == "dlscale"]
-    failed = ours[ours["status"] != Status.COMPLETED]
+    failed = ours[~ours["status"].isin([s.value for s in RESULTS])]
+    for _, run in ours[ours["status"] == Status.OUT_OF_MEMORY].iterrows():
+        print(f"out of memory: {run['run']}: a result, not a failure (the first page's "
+              "What fits in memory)", file=sys.stderr)
     for _, run in failed.iterrows():
         print(f"failed point: {run['run']}: {run['problem']}", file=sys.stderr)
     if len(failed):
@@ -43,8 +48,8 @@ def main(argv=None) -> int:
         return 1
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with atomic(args.out) as tmp:
-        tmp.write_text("".join(f"{run} {Status.COMPLETED}\n" for run in ours["run"]))
-    print(f"all {len(ours)} point(s) completed")
+        tmp.write_text("".join(f"{run.run} {run.status}\n" for run in ours.itertuples()))
+    print(f"all {len(ours)} point(s) completed or ran out of memory")
     return 0
 
 

@@ -47,6 +47,8 @@ def write_attempts(folder, *statuses):
     (("timeout", "timeout"), 3, 3),
     (("timeout", "completed"), 2, 1),             # back to the configured runtime
     (("completed", "killed"), 2, 1),
+    (("out_of_memory",), 1, 1),                   # a result: not planned again (issue 98)
+    (("failed", "out_of_memory"), 2, 1),
 ])
 def test_attempt_and_runtime_factor_follow_the_history(tmp_path, statuses, attempt, factor):
     write_attempts(tmp_path, *statuses)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -97,3 +98,53 @@ def test_a_stopped_worker_gets_its_sigterm_and_ends_on_it_not_on_sigkill(tmp_pat
     returncode, seconds = proc.stdout.split()
     assert said.read_text() == "TERM\n" and returncode == "3"
     assert int(seconds) < 30  # it did not wait out the grace for the SIGKILL
+
+
+# a worker that holds MIB MiB of touched memory (and a child that holds as much), then
+# waits; it never ends of itself
+HOLDER = textwrap.dedent("""
+    import subprocess, sys, time
+    mib = int(sys.argv[1])
+    child = subprocess.Popen([sys.executable, "-c", "import time; b = bytearray(%d * 2**20); "
+                              "time.sleep(3146)" % mib])
+    held = bytearray(mib * 2 ** 20)
+    time.sleep(3146)
+""")
+
+
+def held(tmp_path, ask_mib: int, mib: int, seconds: float = 0):
+    """launch.py --record running HOLDER(mib) with the point's ask `ask_mib`, outside
+    SLURM; `seconds`: its time limit (0: none)."""
+    plan = {"tasks": 1, "mem_mb": ask_mib, "planned": {"model": "M", "gpus_asked": 1,
+                                                       "epochs": 1}}
+    limit = ["--time-limit-min", str(seconds / 60)] if seconds else []
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    return subprocess.run([sys.executable, str(SCRIPTS / "launch.py"), "--plan",
+                           json.dumps(plan), "--record", str(tmp_path / "run"), *limit, "--",
+                           sys.executable, "-c", HOLDER, str(mib)],
+                          cwd=SCRIPTS, capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_outside_slurm_a_point_over_its_memory_ask_is_killed_and_recorded_out_of_memory(
+        tmp_path):
+    """Two processes of 200 MiB each under an ask of 300 MiB (profiles/local, issue 98):
+    both killed at once, as a cgroup's out-of-memory kill ends a job, the record says
+    out_of_memory with the figures, and nothing outlives the launcher."""
+    proc = held(tmp_path, 300, 200)
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["status"] == "out_of_memory"
+    assert "over the 300 MiB it asks for (resources.mem_mb_per_gpu x GPUs)" in record["failure"]
+    used = int(record["failure"].split("held ")[1].split(" MiB")[0])
+    assert 300 < used < 600
+    assert not [p for p in psutil.process_iter(["cmdline"])
+                if "time.sleep(3146)" in " ".join(p.info["cmdline"] or [])]
+
+
+def test_a_point_within_its_ask_runs_on(tmp_path):
+    """The same processes under an ask of 2000 MiB are not stopped by the hold: its time
+    limit ends them (a timeout, not out_of_memory)."""
+    proc = held(tmp_path, 2000, 50, seconds=22)
+    assert proc.returncode == 0, proc.stderr
+    record = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert record["status"] == "timeout", record["failure"]

@@ -24,14 +24,18 @@ from pathlib import Path
 from dlscale.core.contract import RUN_JSON, RecordError, RunRecord, Status, read_attempts
 from dlscale.jobs import slurm
 
+# the endings that are a point's result: planned again only when its settings change
+RESULTS = (Status.COMPLETED, Status.OUT_OF_MEMORY)
+
 
 def planned_attempt(run_dir: str | Path, attempts: list[dict] | None = None) -> int:
     """1 + the failed attempts so far: it grows only when an attempt fails, so a point
     that failed is planned again and one that completed stays done. A point whose last
-    attempt completed keeps the number that attempt ran with: a job that SLURM requeued
-    (killed, then completed under the same number) is not planned again."""
+    attempt completed, or ran out of memory (a result: the same settings run out of it
+    again), keeps the number that attempt ran with: a job that SLURM requeued (killed,
+    then completed under the same number) is not planned again."""
     attempts = read_attempts(run_dir) if attempts is None else attempts
-    if attempts and attempts[-1].get("status") == Status.COMPLETED and isinstance(
+    if attempts and attempts[-1].get("status") in RESULTS and isinstance(
             attempts[-1].get("attempt"), int):
         return attempts[-1]["attempt"]
     # inside a job that SLURM requeued, the attempts this job made before are its own:
@@ -39,7 +43,7 @@ def planned_attempt(run_dir: str | Path, attempts: list[dict] | None = None) -> 
     job = os.environ.get("SLURM_JOB_ID")
     own = [a for a in attempts if job and a.get("slurm_job_id") == job]
     requeued = bool(own) and slurm.restarts(job) > 0
-    return 1 + sum(a.get("status") != Status.COMPLETED and not (requeued and a in own)
+    return 1 + sum(a.get("status") not in RESULTS and not (requeued and a in own)
                    for a in attempts)
 
 

@@ -5,8 +5,9 @@ start (one task as it is; several through srun in a SLURM allocation, as local p
 with TF_CONFIG outside one, or as Horovod ranks) and what a record made here says of the
 point. With --record the outcome is recorded whatever happens (train.py records its own
 ends; a death without a record is recorded here), one writer per point holds the point's
-lock, SIGTERM and SIGINT end the workers' tree in full, and a watchdog stops a training
-still running just before the job's time limit. docs/slurm.md, "How a point's launcher
+lock, SIGTERM and SIGINT end the workers' tree in full, a watchdog stops a training
+still running just before the job's time limit, and outside SLURM the point is held to
+the memory it asks for (dlscale.jobs.memoryhold). docs/slurm.md, "How a point's launcher
 runs it", says how and why.
 """
 
@@ -37,6 +38,7 @@ from dlscale.core.contract import (
 from dlscale.core.files import write_json_atomic
 from dlscale.jobs import phases, slurm
 from dlscale.jobs.locks import PointLock
+from dlscale.jobs.memoryhold import MemoryHold
 from dlscale.jobs.processes import (
     adopt_orphans,
     end_tree,
@@ -61,6 +63,7 @@ class Plan:
     nccl_debug: bool = False  # NCCL_DEBUG=INFO into the run folder (GPUs over nodes)
     planned: dict = field(default_factory=dict)  # run.json's planned keys
     batch_file: str | None = None  # batch_per_gpu: auto: the batch search's answer
+    mem_mb: int | None = None  # the memory it asks for over all its nodes: held outside SLURM
 
     def record_keys(self) -> dict:
         """The planned keys, the batch read from the batch search's file where it chose it."""
@@ -103,11 +106,12 @@ STOPS: list[int] = []
 
 
 def supervise(procs: list[subprocess.Popen], stop_at: float | None = None,
-              poll: float = 0.2) -> tuple[int, bool, int | None]:
+              poll: float = 0.2, hold: MemoryHold | None = None) -> tuple[int, bool, int | None]:
     """Wait for the worker processes: (exit status, whether `stop_at` was reached first,
     the index of the worker whose end stopped the others, or None).
     The first failing worker stops the others; so do `stop_at` (time.time() scale) and a
-    signal noted in STOPS (the status is then the signal's, negative).
+    signal noted in STOPS (the status is then the signal's, negative), and a `hold` passed
+    (its reason says so; every process is killed at once, as an out-of-memory kill).
     However it ends, every process the workers started ends with it (processes.end_tree:
     SIGTERM, then SIGKILL after KILL_GRACE_S); the exit status is the first failure's
     (negative: the signal that ended it)."""
@@ -124,9 +128,11 @@ def supervise(procs: list[subprocess.Popen], stop_at: float | None = None,
             if stop_at is not None and time.time() >= stop_at:
                 late = True
                 break
+            if hold is not None and hold.over():
+                break
             time.sleep(poll)
     finally:
-        end_tree(procs)
+        end_tree(procs, first=signal.SIGKILL if hold and hold.reason else signal.SIGTERM)
     if not status:  # ended between two polls, or by end_tree (late)
         first = workers.first_failure(procs)
         status = procs[first].returncode if first is not None else 0
@@ -239,9 +245,11 @@ def take_back_consequence(out: Path) -> list[str]:
 
 def record_end(out: Path, returncode: int, log: str | None, started: datetime,
                plan: Plan, terminated: int = 0, late: bool = False,
-               notes: list[str] | None = None, who: str = "the training process") -> None:
+               notes: list[str] | None = None, who: str = "the training process",
+               out_of_memory: str | None = None) -> None:
     """run.json for a training that ended without writing one (see --record); `late`:
-    the watchdog stopped it before the job's time limit; `terminated`: the signal
+    the watchdog stopped it before the job's time limit; `out_of_memory`: why the memory
+    hold killed it; `terminated`: the signal
     (SIGTERM, SIGINT) that stopped launch.py itself, or 0; `who` was killed by the
     signal of a negative `returncode`."""
     from dlscale.core.contract import EPOCHS, STATE, read_epochs
@@ -256,7 +264,9 @@ def record_end(out: Path, returncode: int, log: str | None, started: datetime,
     # dlscale's training resumes from its backup; a command of yours is started over
     rerun = ("a rerun starts the command over" if plan.command else
              "a rerun continues from the last finished epoch")
-    if late:
+    if out_of_memory:
+        status, reason = Status.OUT_OF_MEMORY, out_of_memory + see
+    elif late:
         status = Status.TIMEOUT
         epochs = planned.get("epochs")
         where = (f"all {epochs} epochs had finished but the evaluation and records had not"
@@ -354,18 +364,22 @@ def locked(args: argparse.Namespace, command: list[str], started: datetime,
     signal.signal(signal.SIGTERM, lambda signum, frame: STOPS.append(signum))
     signal.signal(signal.SIGINT, lambda signum, frame: STOPS.append(signum))
     adopt_orphans()  # what the training leaves behind is ended with it (end_tree)
+    hold = (MemoryHold(args.plan.mem_mb) if args.plan.mem_mb
+            and not os.environ.get("SLURM_JOB_ID") else None)  # SLURM's cgroup holds a job
     returncode, late, rank = start(args, command,
-                                   None if end is None else end - WATCHDOG_RESERVE_S)
+                                   None if end is None else end - WATCHDOG_RESERVE_S, hold)
     if late:
         print(f"dlscale launch: still running {WATCHDOG_RESERVE_S:.0f} s before the job's "
               "time limit: the training was stopped", file=sys.stderr, flush=True)
     who = "the training process"
-    if rank is not None and returncode < 0 and not (late or STOPS):  # one rank killed
+    if rank is not None and returncode < 0 and not (late or STOPS or hold and hold.reason):
+        # one rank killed
         who = f"rank {rank} of the training's {args.plan.tasks} processes"
         notes += take_back_consequence(args.record)
     if not (args.record / RUN_JSON).exists():
         record_end(args.record, returncode, args.log, started, args.plan,
-                   terminated=STOPS[0] if STOPS else 0, late=late, notes=notes, who=who)
+                   terminated=STOPS[0] if STOPS else 0, late=late, notes=notes, who=who,
+                   out_of_memory=hold.reason if hold else None)
     note_unattended(args.record, started_by)
     return 128 + STOPS[0] if STOPS else 0
 
@@ -405,14 +419,14 @@ def as_own_step(args: argparse.Namespace, command: list[str], srun: list[str], e
     return 128 + STOPS[0] if STOPS else 0
 
 
-def start(args: argparse.Namespace, command: list[str],
-          stop_at: float | None = None) -> tuple[int, bool, int | None]:
+def start(args: argparse.Namespace, command: list[str], stop_at: float | None = None,
+          hold: MemoryHold | None = None) -> tuple[int, bool, int | None]:
     """Run the worker processes: (exit status, negative if killed by that signal; whether
     they were stopped at `stop_at`; the rank whose end ended the point where this process
-    started each rank itself, local workers, else None)."""
+    started each rank itself, local workers, else None); `hold`: their memory's."""
     plan = args.plan
     if plan.tasks == 1:
-        return *supervise([spawn(command)], stop_at)[:2], None
+        return *supervise([spawn(command)], stop_at, hold=hold)[:2], None
     if plan.horovod:
         # TensorFlow 2.15 (the Horovod environment) has Keras 2 built in; asked for
         # tf_keras, which it lacks, horovodrun's own import of TensorFlow fails
@@ -421,8 +435,8 @@ def start(args: argparse.Namespace, command: list[str],
             env = slurm.allocation_env(env, plan.nodes, plan.tasks_per_node)
         return *supervise([spawn(
             workers.horovod_command(plan.tasks, plan.nodes, command, plan.mpi_launcher,
-                            plan.tasks_per_node), env=env)], stop_at)[:2], None
+                            plan.tasks_per_node), env=env)], stop_at, hold=hold)[:2], None
     if os.environ.get("SLURM_JOB_ID"):
         return *supervise([spawn(slurm.srun_command(plan.tasks, plan.tasks_per_node,
                                                     command))], stop_at)[:2], None
-    return supervise(workers.local_workers(plan.tasks, command), stop_at)
+    return supervise(workers.local_workers(plan.tasks, command), stop_at, hold=hold)

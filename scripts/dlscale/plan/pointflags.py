@@ -116,6 +116,7 @@ class PointCommands:
                 plan.update(horovod=True, **{k: self.config["horovod"][k]
                                              for k in ("mpi_launcher", "timeline")})
         plan["batch_file"] = batch_file(p) if p.batch_per_gpu == "auto" else None  # its search
+        plan["mem_mb"] = p.mem_mb * p.nodes  # its ask: held to it outside SLURM (launcher)
         return "--plan " + shlex.quote(json.dumps(plan, separators=(",", ":")))
 
     def environment_python(self, section: str) -> str:  # horovod, torch: their python
