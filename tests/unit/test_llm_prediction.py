@@ -31,6 +31,11 @@ def test_torchtitans_parameters_and_step_are_read_from_its_lines():
         r"local batch size (\d+),.*sequence length (\d+)", text)[0])
     # its tps is one device's: a step is one device's tokens over it
     assert run.per_gpu and run.facts["step_time_s"] == pytest.approx(local * length / run.rate)
+    # its launch trains in bfloat16 throughout (--training.dtype): 2 bytes a gradient
+    [dtype] = re.findall(r"--training\.dtype=(\w+)", text)
+    assert run.facts["param_dtype"] == dtype == "bfloat16"
+    assert parameter_bytes(pd.DataFrame({"param_dtype": [dtype]})) == (
+        2, "param_dtype bfloat16")
 
 
 @pytest.mark.parametrize("name", ["tokens_1rank_sdpa_b2_fp32.out",

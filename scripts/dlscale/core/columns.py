@@ -125,6 +125,10 @@ SCALING = (
                "(torchtitan's total parameters, the Trainer's trainable ones), else the "
                "command's or outside log's `parameters` setting", True,
                source=_record("parameters"), runs=CARRIED),
+        Column("param_dtype", "", "the dtype a language model's parameters and gradients "
+               "train in, where its output's launch states it (torchtitan's "
+               "--training.dtype, a torch_dtype): 2 bytes a gradient where bf16 or fp16",
+               True, source=_record("param_dtype"), runs=CARRIED),
         Column("step_time_s", "s", "a token run's time per step: the Trainer's 1 / "
                "train_steps_per_second, or the tokens of a step its output states over "
                "its tokens/s", True, source=_record("step_time_s"), runs=CARRIED),

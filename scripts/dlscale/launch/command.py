@@ -65,7 +65,8 @@ PLACEHOLDERS = ("gpus", "nodes", "tasks", "batch_per_gpu", "global_batch", "epoc
 STRATEGY = "command"
 # what a command's output states of its run beyond epochs, kept in its record
 RUN_FACTS = ("memory_gib", "memory_from", "memory_note", "mfu_percent", "tflops", "steps_done",
-             "rate_scope", "train_seconds", "samples_per_s", "parameters", "step_time_s")
+             "rate_scope", "train_seconds", "samples_per_s", "parameters", "step_time_s",
+             "param_dtype")
 
 
 def check_template(label: str, template: str, knobs=()) -> None:

@@ -19,7 +19,10 @@ disagree, a warning names both and the first is kept (the run's own, then the la
 the environment, Lightning's line, the ranks); a launch of one process is no conflict (a
 MirroredStrategy job holds several GPUs in one). Where only one worker's device list
 (TensorFlow's `Using MirroredStrategy with devices (...)`) said a count, the launch's
-processes multiply it: each worker holds that many.
+processes multiply it: each worker holds that many. A launch that names the dtype the
+parameters train in (torchtitan's `--training.dtype=bfloat16`: parameters, gradients and
+optimizer states in it, no mixed precision) gives the runs after it their `param_dtype`,
+the prediction's bytes a gradient.
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ def might_say(line: str) -> bool:
     return ("run" in line or "_SIZE" in line or "SLURM_" in line or "NUM_NODES" in line
             or "MEMBER: " in line or "Node[" in line or "mpiexec" in line
             or "launch" in line or "deepspeed" in line or "world_size" in line
-            or "odes" in line)
+            or "odes" in line or "training.dtype" in line)
 
 
 _AFTER = r"(?:^|[\s'\"=;(+/])"  # a launcher is a word of its own, or a path's last
@@ -58,6 +61,7 @@ PER_NODE = re.compile(r"\s(?:--ntasks-per-node[= ]|--npernode[= ]|-npernode |-N 
 TORCHRUN = re.compile(_AFTER + r"(torchrun|torch\.distributed\.(?:run|launch))\b([^|;&]*)")
 NPROC = re.compile(r"\s--nproc[-_]per[-_]node[= ](\d+)\b")
 NNODES = re.compile(r"\s--nnodes[= ](?:\d+:)?(\d+)\b")  # an elastic 1:4: its largest
+DTYPE = re.compile(r"--training\.dtype[= ]\s*(\w+)")  # torchtitan's
 DEEPSPEED = re.compile(_AFTER + r"deepspeed\b(?![.\w-])([^|;&]*)")  # not --deepspeed_config
 NUM_GPUS = re.compile(r"\s--num[_-]gpus[= ](\d+)\b")
 NUM_NODES = re.compile(r"\s--num[_-]nodes[= ](\d+)\b")
@@ -100,6 +104,7 @@ class LaunchReader:
         self.exits: dict[int, int] = {}  # a process DeepSpeed's launcher saw end -> its line
         self.clusters: list[tuple[int, str]] = []  # (line, SLURM_CLUSTER_NAME)
         self.nodelists: list[tuple[int, str]] = []  # (line, the job's node list)
+        self.dtypes: list[tuple[int, str]] = []  # (line, the dtype parameters train in)
 
     def feed(self, number: int, text: str) -> None:
         """A line that might_say something."""
@@ -129,6 +134,8 @@ class LaunchReader:
             self.nodelists.append((number, found[1]))
         if "odes" in text and (found := BANNER_NODES.match(text)):
             self.nodes.append((number, int(found[1]), f"the banner's '{text.strip()}'"))
+        if "training.dtype" in text and (found := DTYPE.search(text)):
+            self.dtypes.append((number, found[1].lower()))
         if "CLUSTER_NAME" in text and (found := CLUSTER.search(text)):
             self.clusters.append((number, found[1]))
         if "world_size" in text or "WORLD INFO" in text or "num_local_procs" in text:
@@ -255,8 +262,9 @@ class LaunchReader:
             if nodes and "nodes" not in run.settings:
                 run.settings["nodes"] = nodes[0]
                 run.facts["nodes_from"] = f"{nodes[1]} (line {nodes[2]})"
-            # the cluster and nodes the job script echoed before the run (the last before it)
-            for key, said in (("slurm_cluster", self.clusters), ("nodelist", self.nodelists)):
+            # the cluster, nodes and dtype the job's launch said before the run (the last)
+            for key, said in (("slurm_cluster", self.clusters), ("nodelist", self.nodelists),
+                              ("param_dtype", self.dtypes)):
                 if before := [value for line, value in said if line < last]:
                     run.facts[key] = before[-1]
         return runs
