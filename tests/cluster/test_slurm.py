@@ -9,6 +9,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -171,11 +172,14 @@ def test_a_torch_point_runs_one_task_per_gpu_across_the_two_nodes_through_slurm(
                                                                               archive):
     """backend torch (DistributedDataParallel, gloo) under profiles/slurm: one SLURM task
     per "GPU" on each node, started by srun; each takes its rank, the world size and the
-    rendezvous from SLURM's variables, and the two meet across the nodes' namespaces."""
+    rendezvous from SLURM's variables, and the two meet across the nodes' namespaces. The
+    seed study's chapter 12 ViT (torchvision's VisionTransformer, small) trains so too."""
     if not TORCH_READY and not IN_CI:
         pytest.skip("the PyTorch environment is not built (make setup-torch)")
+    shutil.copytree(ROOT / "examples" / "hpc4ai-chapter12", tmp_path / "chapter12")
     config = sweep_config(tmp_path / "c.yaml", archive,
-                          sweep="{models: [SimpleCNN], gpus: [2], nodes: [2]}",
+                          sweep="{models: [SimpleCNN, chapter12/vit.py:vit_tiny], gpus: [2], "
+                                "nodes: [2]}",
                           training="{epochs: 2, batch_per_gpu: 8, device: cpu, keras: 3, "
                                    "backend: torch}",
                           analysis="{accuracy_tolerance: 1.0}")
@@ -187,9 +191,12 @@ def test_a_torch_point_runs_one_task_per_gpu_across_the_two_nodes_through_slurm(
     assert sorted(w.split(":")[0] for w in run["cluster"]) == ["n1", "n2"]
     assert run["env"]["SLURM_JOB_NODELIST"] == "n[1-2]" and run["env"]["SLURM_NTASKS"] == "2"
     assert run["versions"]["torch"].startswith("2.") and run["versions"]["tensorflow"] is None
+    vit = json.loads((tmp_path / "results/runs/vit_tiny/gpus2/rep1/run.json").read_text())
+    assert (vit["status"], vit["workers"], vit["communication"]) == ("completed", 2, "gloo")
+    assert sorted(w.split(":")[0] for w in vit["cluster"]) == ["n1", "n2"]
     table = pd.read_csv(tmp_path / "results/tables/scaling.csv")
-    assert list(zip(table["series"], table["strategy"], table["nodes"], table["gpus"])) == [
-        ("SimpleCNN", "ddp", 2, 2)]
+    assert sorted(zip(table["series"], table["strategy"], table["nodes"], table["gpus"])) == [
+        ("SimpleCNN", "ddp", 2, 2), ("vit_tiny", "ddp", 2, 2)]
 
 
 def held(tmp_path, point: str, epochs: int, deadline: float) -> int:

@@ -1,11 +1,13 @@
 """PyTorch as the study's backend through `snakemake --profile profiles/local` (issue 77):
-a series per model, dlscale's own and torchvision's, on 1 and 2 processes over gloo, from
+a series per model, dlscale's own, torchvision's and the seed study's chapter 12 ViT
+(issue 98), on 1 and 2 processes over gloo, from
 the records to the tables and the why-it-scales table. The same Keras 3 model on the three
 backends in one study: tests/workflow/test_keras3_workflow.py."""
 
 from __future__ import annotations
 
 import json
+import shutil
 
 import pandas as pd
 import pytest
@@ -23,10 +25,13 @@ def test_a_torch_study_of_dlscales_model_and_torchvisions_gives_their_series(tmp
     has both series with a speedup, and the 2-rank windows show gloo's all-reduce as
     communication."""
     config = f"--configfile={ROOT / 'tests' / 'configs' / 'torch.yaml'}"
+    shutil.copytree(ROOT / "examples" / "hpc4ai-chapter12", tmp_path / "examples" /
+                    "hpc4ai-chapter12")  # the ViT's module, beside the study as a user's
     run_snakemake(tmp_path, *PROFILE, config, TABLES, "results/tables/breakdown.csv")
     runs = pd.read_csv(tmp_path / "results/tables/runs.csv")
     assert sorted(zip(runs["series"], runs["gpus"], runs["status"])) == [
-        (model, gpus, "completed") for model in ("SimpleCNN", "resnet18") for gpus in (1, 2)]
+        (model, gpus, "completed") for model in ("SimpleCNN", "resnet18", "vit_tiny")
+        for gpus in (1, 2)]
     assert (runs["backend"] == "torch").all() and (runs["strategy"] == "ddp").all()
     assert (runs["log_check"] == "ok").all()
     run = json.loads((tmp_path / "results/runs/resnet18/gpus2/rep1/run.json").read_text())
@@ -40,11 +45,11 @@ def test_a_torch_study_of_dlscales_model_and_torchvisions_gives_their_series(tmp
         assert done["env"][THREADS_ENV] == "1", done["env"]
     scaling = pd.read_csv(tmp_path / "results/tables/scaling.csv")
     assert sorted(zip(scaling["series"], scaling["gpus"])) == [
-        (model, gpus) for model in ("SimpleCNN", "resnet18") for gpus in (1, 2)]
+        (model, gpus) for model in ("SimpleCNN", "resnet18", "vit_tiny") for gpus in (1, 2)]
     assert scaling["speedup"].notna().all() and scaling["images_per_s"].gt(0).all()
     breakdown = pd.read_csv(tmp_path / "results/tables/breakdown.csv")
     two = breakdown[breakdown["gpus"] == 2]
-    assert len(two) == 2 and (two["communication"] == "separable").all()
+    assert len(two) == 3 and (two["communication"] == "separable").all()
     assert two["comm_total_share"].gt(0).all() and two["allreduce_s"].gt(0).all()
     # the gradient the all-reduce is timed up to: torchvision's weights seen through
     # Keras' wrapper, as models.csv keeps them
