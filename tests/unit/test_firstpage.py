@@ -21,7 +21,8 @@ def test_the_answer_flags_and_failed_points_survive_rendering_as_written():
         {"series": "my_net*v2", "nodes": 1, "gpus": 1, "epoch_time_s": 10.0, "speedup": 1.0,
          "efficiency": 1.0, "accuracy_delta": 0.0, "flags": None},
         {"series": "my_net*v2", "nodes": 2, "gpus": 8, "epoch_time_s": 2.0, "speedup": 5.0,
-         "efficiency": 0.625, "accuracy_delta": -0.01, "flags": "efficiency above 1 |x|"}])
+         "efficiency": 0.625, "accuracy_delta": -0.01, "flags": "efficiency above 1 |x|",
+         "time_to_solution_s": 12.5}])
     amdahl = pd.DataFrame([{"series": "my_net*v2", "serial_fraction": 0.0857}])
     failed = pd.DataFrame([{"run": "cmd/gpus4/rep1", "status": "failed",
                             "problem": "exited 1: `rm {out_dir}` {% endraw %} {{ x }} \x1b[31m"}])
@@ -29,6 +30,8 @@ def test_the_answer_flags_and_failed_points_survive_rendering_as_written():
     assert "system-message" not in html and "System Message" not in html
     assert "my_net*v2" in html and "8 GPU(s) on 2 nodes" in html
     assert "<td>5</td>" in html and "<td>0.625</td>" in html and "<td>0.0857</td>" in html
+    # the time to solution beside them (issue 98 item 6): the whole training, warm-up included
+    assert "time to solution (s)" in html and "<td>12.5</td>" in html
     assert "efficiency above 1 |x|" in html
     assert "exited 1: `rm {out_dir}` { % endraw % } {{ x }} \\x1b[31m" in html
 

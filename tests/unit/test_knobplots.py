@@ -7,7 +7,13 @@ from __future__ import annotations
 import matplotlib.image
 import pandas as pd
 
-from dlscale.reporting.knobplots import draw_knobs, knob_lines, out_of_memory, varied_knobs
+from dlscale.reporting.knobplots import (
+    draw_knobs,
+    knob_lines,
+    memory_of,
+    out_of_memory,
+    varied_knobs,
+)
 
 # chapter 15's shape: attention x micro-batch on 1 GPU, and one fixed knob (bf16)
 SCALING = pd.DataFrame({
@@ -18,7 +24,7 @@ SCALING = pd.DataFrame({
     "unit": ["tokens"] * 4,
     "images_per_s": [float("nan")] * 4,
     "tokens_per_s_per_gpu": [10485.0, 20000.0, 30000.0, 48081.0],
-    "memory_gib": [61.89, 70.1, 40.2, 62.33]})
+    "memory_gib": [61.89, 70.1, 40.2, 62.33], "time_to_solution_s": [90.0, 80.0, 60.0, 50.0]})
 RUNS = SCALING.assign(knobs="attention,batch_per_gpu,model_precision", status="completed")
 
 
@@ -28,8 +34,8 @@ def test_each_knob_of_two_values_is_a_row_with_a_line_per_other_combination():
     assert [label for label, *_ in lines] == [
         "llm attention=eager model_precision=bf16, 1 GPU(s)",
         "llm attention=sdpa model_precision=bf16, 1 GPU(s)"]
-    label, values, rates, memory = lines[1]
-    assert (values, rates, memory) == (["6", "37"], [30000.0, 48081.0], [40.2, 62.33])
+    label, values, rates, rows = lines[1]
+    assert (values, rates, memory_of(rows)) == (["6", "37"], [30000.0, 48081.0], [40.2, 62.33])
 
 
 def test_a_value_that_ran_out_of_memory_is_marked_and_the_figure_has_a_row_per_knob(
@@ -59,6 +65,6 @@ def test_the_first_page_says_each_knob_values_throughput_and_memory_per_gpu():
     lines = knob_section(SCALING)
     assert lines[:2] == ["By knob", "-------"]
     assert ("- batch\\_per\\_gpu, llm attention=sdpa model\\_precision=bf16, 1 GPU(s): "
-            "6: 30000 tokens/s per GPU, 40.2 GiB; 37: 48081 tokens/s per GPU, 62.3 GiB"
-            ) in lines
+            "6: 30000 tokens/s per GPU, 40.2 GiB, 60 s in all; 37: 48081 tokens/s per GPU, "
+            "62.3 GiB, 50 s in all") in lines
     assert knob_section(SCALING.iloc[:1]) == []

@@ -22,7 +22,7 @@ import pandas as pd
 from dlscale.logparse.lines import printable
 from dlscale.reporting.explain import WINDOW_SLOWER
 from dlscale.reporting.fits import fits
-from dlscale.reporting.knobplots import knob_lines, varied_knobs
+from dlscale.reporting.knobplots import knob_lines, memory_of, varied_knobs
 from dlscale.reporting.seriesparts import rate_per_gpu
 
 # characters with a meaning in reStructuredText inline text: written escaped
@@ -66,7 +66,8 @@ def series_lines(scaling: pd.DataFrame, amdahl: pd.DataFrame) -> list[list[str]]
                      f"{int(top['gpus'])} GPU(s)" + (f" on {nodes} nodes" if nodes > 1 else ""),
                      number(top.get("speedup")), number(top.get("efficiency")),
                      number(serial.get(series)),
-                     number(top.get("accuracy_delta"), percent=False)])
+                     number(top.get("accuracy_delta"), percent=False),
+                     number(top.get("time_to_solution_s"))])
     return rows
 
 
@@ -230,16 +231,19 @@ def knob_section(scaling: pd.DataFrame) -> list[str]:
         return []
     unit, out = rate_per_gpu(scaling)[1], []
     for name in names:
-        for label, values, rates, memory in knob_lines(scaling, name):
+        for label, values, rates, rows in knob_lines(scaling, name):
             cells = [f"{rst(v)}: {number(r, 5)} {unit}/s per GPU, " + (
                 f"{number(m)} GiB" if pd.notna(m) else "memory unknown")
-                for v, r, m in zip(values, rates, memory)]
+                + (f", {number(t)} s in all" if pd.notna(t := row.get(
+                    "time_to_solution_s", float("nan"))) else "")
+                for v, r, m, row in zip(values, rates, memory_of(rows), rows)]
             out.append(f"- {rst(name)}, {rst(label)}: " + "; ".join(cells))
     return ["By knob", "-------", "",
-            "Throughput and peak memory per GPU at each value of a knob (sweep.knobs), the "
-            "other knobs and the GPUs as named (the knobs figure draws them; a value that "
-            "ran out of memory is under What fits in memory and the failed points):", "",
-            *out, ""]
+            "Throughput and peak memory per GPU at each value of a knob (sweep.knobs), and "
+            "the time to solution (the whole training, warm-up and compilation included), "
+            "the other knobs and the GPUs as named (the knobs figure draws them; a value "
+            "that ran out of memory is under What fits in memory and the failed points):",
+            "", *out, ""]
 
 
 def page(scaling: pd.DataFrame, amdahl: pd.DataFrame, failed: pd.DataFrame,
@@ -253,10 +257,11 @@ def page(scaling: pd.DataFrame, amdahl: pd.DataFrame, failed: pd.DataFrame,
     else:
         lines += ["At the largest GPU count measured, per series (speedup and efficiency "
                   "against 1 GPU; the serial fraction fitted with Amdahl's law; the change "
-                  "of the final training accuracy against 1 GPU):", ""]
+                  "of the final training accuracy against 1 GPU; the time to solution, the "
+                  "whole training with its warm-up and compilation):", ""]
         lines += list_table(["series", "largest measured", "speedup", "efficiency",
-                             "serial fraction", "accuracy change"],
-                            series_lines(scaling, amdahl), [30, 18, 10, 10, 12, 12])
+                             "serial fraction", "accuracy change", "time to solution (s)"],
+                            series_lines(scaling, amdahl), [28, 16, 10, 10, 11, 11, 12])
     lines += token_lines(scaling)
     lines += knob_section(scaling)
     if overview is not None and overview.exists():

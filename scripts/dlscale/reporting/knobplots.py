@@ -38,17 +38,20 @@ def ordered(values) -> list:
 
 
 def knob_lines(scaling: pd.DataFrame, name: str):
-    """(label, values, rates per GPU, memory) per GPU count and combination of the other
-    knobs."""
+    """(label, values, rates per GPU, each value's row of scaling.csv) per GPU count and
+    combination of the other knobs."""
     rates, _ = rate_per_gpu(scaling)
     frame = scaling.assign(rest=scaling["series"].map(lambda s: without_knob(s, name)),
                            rate=rates, value=scaling[name].map(knob_text))
     for (rest, gpus), part in frame.groupby(["rest", "gpus"], sort=True):
         by_value = {v: row for v, row in part.set_index("value").iterrows()}
         values = ordered(list(by_value))
-        yield (f"{rest}, {int(gpus)} GPU(s)", values,
-               [by_value[v]["rate"] for v in values],
-               [by_value[v].get("memory_gib", float("nan")) for v in values])
+        yield (f"{rest}, {int(gpus)} GPU(s)", values, [by_value[v]["rate"] for v in values],
+               [by_value[v] for v in values])
+
+
+def memory_of(rows) -> list[float]:
+    return [row.get("memory_gib", float("nan")) for row in rows]
 
 
 def out_of_memory(runs: pd.DataFrame | None, scaling: pd.DataFrame, name: str) -> list[str]:
@@ -79,9 +82,9 @@ def draw_knobs(scaling: pd.DataFrame, runs: pd.DataFrame | None, path_stem) -> l
                         va="center")
     unit = rate_per_gpu(scaling)[1]
     for row, name in zip(axes, names):
-        for label, values, rates, memory in knob_lines(scaling, name):
+        for label, values, rates, rows in knob_lines(scaling, name):
             row[0].plot(values, rates, marker="o", label=label)
-            row[1].plot(values, memory, marker="o", label=label)
+            row[1].plot(values, memory_of(rows), marker="o", label=label)
         for value in out_of_memory(runs, scaling, name):
             for ax in row:
                 ax.plot([value], [0], marker="x", color="firebrick", linestyle="none",
