@@ -9,8 +9,10 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import psutil
+import pytest
 from conftest import SCRIPTS
 
 from dlscale.jobs.processes import killed_reason, stopped_reason
@@ -148,3 +150,71 @@ def test_a_point_within_its_ask_runs_on(tmp_path):
     assert proc.returncode == 0, proc.stderr
     record = json.loads((tmp_path / "run" / "run.json").read_text())
     assert record["status"] == "timeout", record["failure"]
+
+
+def memory_cgroup(name: str, limit_bytes: int):
+    """A memory cgroup of its own below this process's (v1, or v2), limited to
+    `limit_bytes`: its cgroup.procs, or None where it cannot be made (not root, no memory
+    controller)."""
+    from dlscale.jobs.memoryhold import oom_kills
+
+    found = oom_kills()
+    if found is None:
+        return None
+    path = found[0]
+    for folder, limit, swap in (
+            (f"/sys/fs/cgroup/memory{path}", "memory.limit_in_bytes",
+             "memory.memsw.limit_in_bytes"),
+            (f"/sys/fs/cgroup{path}", "memory.max", "memory.swap.max"),
+            (f"/sys/fs/cgroup/unified{path}", "memory.max", "memory.swap.max")):
+        child = Path(folder) / name
+        try:
+            child.mkdir(exist_ok=True)
+            (child / limit).write_text(str(limit_bytes))
+        except OSError:
+            continue
+        if (child / swap).exists():  # no swap beyond it: the limit is the memory's
+            (child / swap).write_text(str(limit_bytes) if swap.endswith("bytes") else "0")
+        return child
+    return None
+
+
+def test_a_point_the_kernel_kills_for_memory_in_its_cgroup_is_out_of_memory(tmp_path):
+    """A SLURM site's ConstrainRAMSpace (or any cgroup) holding the point: the kernel's
+    out-of-memory killer ends the worker with SIGKILL, and launch.py records the point
+    out_of_memory from the cgroup's own count of such kills (issue 98 item 2), where a
+    SIGKILL from elsewhere stays `killed`."""
+    child = memory_cgroup(f"dlscale-test-{os.getpid()}", 150 * 2 ** 20)
+    if child is None:
+        pytest.skip("no memory cgroup can be made here (needs root and the memory "
+                    "controller, as the test machine has)")
+    plan = {"tasks": 1, "planned": {"model": "M", "gpus_asked": 1, "epochs": 1}}
+    try:
+        # the launcher goes into the limited cgroup, its worker with it (no mem_mb: the
+        # launcher's own hold is off, only the cgroup holds the point)
+        proc = subprocess.run(
+            ["sh", "-c", f'echo $$ > {child}/cgroup.procs && exec "$@"', "sh",
+             sys.executable, str(SCRIPTS / "launch.py"), "--plan", json.dumps(plan),
+             "--record", str(tmp_path / "run"), "--", sys.executable, "-c",
+             "b = bytearray(400 * 2 ** 20)"],
+            cwd=SCRIPTS, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        record = json.loads((tmp_path / "run" / "run.json").read_text())
+        assert record["status"] == "out_of_memory", record["failure"]
+        assert "the kernel's out-of-memory killer ended the training (SIGKILL)" in \
+            record["failure"] and f"{child.name} (oom_kill 0 to 1)" in record["failure"]
+        # a SIGKILL that is no out-of-memory kill (the cgroup counts none more) is `killed`
+        proc = subprocess.run(
+            ["sh", "-c", f'echo $$ > {child}/cgroup.procs && exec "$@"', "sh",
+             sys.executable, str(SCRIPTS / "launch.py"), "--plan", json.dumps(plan),
+             "--record", str(tmp_path / "other"), "--", "sh", "-c", "kill -9 $$"],
+            cwd=SCRIPTS, capture_output=True, text=True, timeout=120)
+        record = json.loads((tmp_path / "other" / "run.json").read_text())
+        assert record["status"] == "killed" and "SIGKILL" in record["failure"]
+    finally:
+        for _ in range(50):  # empty once its processes have ended
+            try:
+                child.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)

@@ -11,11 +11,21 @@ The sum is of proportional set sizes (PSS: a page shared by N processes counts 1
 each, as a cgroup charges a page once), each process's resident size where the system
 gives no PSS. A peak between two samples (SAMPLE_S apart) can pass unseen; the cgroup
 sees every page.
+
+Where a cgroup does hold the point (a SLURM site's ConstrainRAMSpace, a container, a
+systemd slice), the kernel's out-of-memory killer ends its largest process with SIGKILL;
+`KernelKills` tells that from any other SIGKILL by the cgroup's own count of such kills
+(v1's memory.oom_control, v2's memory.events: `oom_kill N`), read when the point starts
+and when it ends. A kill of another process of the same cgroup meanwhile (two points side
+by side in one session's cgroup) would be counted too.
 """
 
 from __future__ import annotations
 
+import re
+import signal
 import time
+from pathlib import Path
 
 SAMPLE_S = 0.5  # seconds between two samples of the point's memory
 
@@ -58,3 +68,50 @@ class MemoryHold:
                     "killed as a SLURM job's cgroup would kill them: raise mem_mb_per_gpu or "
                     "lower the batch")
         return self.reason is not None
+
+
+def oom_kills(proc_cgroup: str = "/proc/self/cgroup",
+              root: str = "/sys/fs/cgroup") -> tuple[str, int] | None:
+    """(this process's memory cgroup, the processes of it the kernel's out-of-memory killer
+    has killed), from cgroup v1's memory.oom_control or v2's memory.events; None where
+    neither can be read."""
+    try:
+        lines = Path(proc_cgroup).read_text().splitlines()
+    except OSError:
+        return None
+    places = []
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):  # v1
+            places.append((path, Path(f"{root}/memory{path}/memory.oom_control")))
+        elif not controllers:  # v2 (the unified hierarchy, or its mount in a hybrid)
+            places += [(path, Path(f"{root}{path}/memory.events")),
+                       (path, Path(f"{root}/unified{path}/memory.events"))]
+    for path, file in places:
+        try:
+            found = re.search(r"^oom_kill (\d+)$", file.read_text(), re.MULTILINE)
+        except OSError:
+            continue
+        if found:
+            return path, int(found[1])
+    return None
+
+
+class KernelKills:
+    """The cgroup's out-of-memory kills when the point started, to tell its SIGKILL."""
+
+    def __init__(self):
+        self.before = oom_kills()
+
+    def reason(self, returncode: int) -> str | None:
+        """Why a point whose worker ended with `returncode` ran out of memory: the kernel
+        killed a process of its cgroup meanwhile; None for any other ending."""
+        if returncode != -signal.SIGKILL or self.before is None:
+            return None
+        after = oom_kills()
+        if after is None or after[0] != self.before[0] or after[1] <= self.before[1]:
+            return None
+        return (f"out of memory: the kernel's out-of-memory killer ended the training "
+                f"(SIGKILL) in its cgroup {after[0]} (oom_kill {self.before[1]} to "
+                f"{after[1]}): the point needs more memory than its job allows (raise "
+                "resources.mem_mb_per_gpu, or lower the batch)")

@@ -38,7 +38,7 @@ from dlscale.core.contract import (
 from dlscale.core.files import write_json_atomic
 from dlscale.jobs import phases, slurm
 from dlscale.jobs.locks import PointLock
-from dlscale.jobs.memoryhold import MemoryHold
+from dlscale.jobs.memoryhold import KernelKills, MemoryHold
 from dlscale.jobs.processes import (
     adopt_orphans,
     end_tree,
@@ -366,6 +366,7 @@ def locked(args: argparse.Namespace, command: list[str], started: datetime,
     adopt_orphans()  # what the training leaves behind is ended with it (end_tree)
     hold = (MemoryHold(args.plan.mem_mb) if args.plan.mem_mb
             and not os.environ.get("SLURM_JOB_ID") else None)  # SLURM's cgroup holds a job
+    kills = KernelKills()  # or a cgroup: the kernel's out-of-memory kills in it
     returncode, late, rank = start(args, command,
                                    None if end is None else end - WATCHDOG_RESERVE_S, hold)
     if late:
@@ -379,7 +380,7 @@ def locked(args: argparse.Namespace, command: list[str], started: datetime,
     if not (args.record / RUN_JSON).exists():
         record_end(args.record, returncode, args.log, started, args.plan,
                    terminated=STOPS[0] if STOPS else 0, late=late, notes=notes, who=who,
-                   out_of_memory=hold.reason if hold else None)
+                   out_of_memory=hold and hold.reason or kills.reason(returncode))
     note_unattended(args.record, started_by)
     return 128 + STOPS[0] if STOPS else 0
 
