@@ -7,10 +7,13 @@ The launcher samples the memory of every process the point started (its workers,
 DataLoader workers, a command's children) and, once their sum passes the ask, kills them
 all at once with SIGKILL, as the kernel's out-of-memory killer ends a cgroup's process:
 no chance to write a record, so the launcher writes it, `out_of_memory`, with the figures.
-The sum is of proportional set sizes (PSS: a page shared by N processes counts 1/N in
-each, as a cgroup charges a page once), each process's resident size where the system
-gives no PSS. A peak between two samples (SAMPLE_S apart) can pass unseen; the cgroup
-sees every page.
+What is summed is the processes' anonymous and shared memory, each page shared by N of
+them counted 1/N in each (Linux's Pss_Anon + Pss_Shmem, /proc/PID/smaps_rollup), as a
+cgroup charges a page once: what grows with the batch, the same whatever runs beside the
+point (a forked DataLoader worker's copy-on-write pages are not counted twice). The
+libraries' file pages are left out: a cgroup charges them to whichever job read them
+first. Where the system gives no such split, each process's resident size is summed. A
+peak between two samples (SAMPLE_S apart) can pass unseen; the cgroup sees every page.
 
 Where a cgroup does hold the point (a SLURM site's ConstrainRAMSpace, a container, a
 systemd slice), the kernel's out-of-memory killer ends its largest process with SIGKILL;
@@ -27,11 +30,26 @@ import signal
 import time
 from pathlib import Path
 
-SAMPLE_S = 0.5  # seconds between two samples of the point's memory
+SAMPLE_S = 0.25  # seconds between two samples of the point's memory
+
+
+ROLLUP = re.compile(r"^(Pss_Anon|Pss_Shmem):\s+(\d+) kB", re.MULTILINE)
+
+
+def process_bytes(process) -> int:
+    """A process's anonymous and shared memory, its share of pages shared (Linux); its
+    resident size where the system does not split it so."""
+    try:
+        found = ROLLUP.findall(Path(f"/proc/{process.pid}/smaps_rollup").read_text())
+    except OSError:
+        found = []
+    if len(found) == 2:
+        return sum(int(kib) for _, kib in found) * 1024
+    return process.memory_info().rss
 
 
 def tree_mib() -> float:
-    """The memory of this process's descendants, in MiB (PSS where the system has it)."""
+    """The memory of this process's descendants, in MiB (process_bytes each)."""
     import psutil
 
     from dlscale.jobs.processes import descendants
@@ -39,8 +57,7 @@ def tree_mib() -> float:
     total = 0
     for process in descendants():
         try:
-            info = process.memory_full_info()
-            total += getattr(info, "pss", info.rss)
+            total += process_bytes(process)
         except psutil.Error:  # ended meanwhile, or not ours to read
             continue
     return total / 2 ** 20
@@ -63,7 +80,7 @@ class MemoryHold:
             self.peak = max(self.peak, used)
             if used > self.limit:
                 self.reason = (
-                    f"out of memory: the point's processes held {used:.0f} MiB, over the "
+                    f"the point's processes held {used:.0f} MiB, over the "
                     f"{self.limit} MiB it asks for (resources.mem_mb_per_gpu x GPUs), and were "
                     "killed as a SLURM job's cgroup would kill them: raise mem_mb_per_gpu or "
                     "lower the batch")
@@ -111,7 +128,7 @@ class KernelKills:
         after = oom_kills()
         if after is None or after[0] != self.before[0] or after[1] <= self.before[1]:
             return None
-        return (f"out of memory: the kernel's out-of-memory killer ended the training "
+        return (f"the kernel's out-of-memory killer ended the training "
                 f"(SIGKILL) in its cgroup {after[0]} (oom_kill {self.before[1]} to "
                 f"{after[1]}): the point needs more memory than its job allows (raise "
                 "resources.mem_mb_per_gpu, or lower the batch)")

@@ -210,13 +210,13 @@ def fit_lines(scaling: pd.DataFrame, failed: pd.DataFrame) -> list[str]:
         head = f"- {rst(row['series'])} on {row['gpus']} GPU(s): "
         if "fit" not in row:
             out.append(head + f"no batch per GPU fit: the smallest tried, "
-                       f"{number(row['did_not_fit'])}, ran out of memory")
+                       f"{row['did_not_fit']:g}, ran out of memory")
             continue
         memory = (f", {number(row['memory_gib'])} GiB" if pd.notna(row["memory_gib"])
                   else ", memory unknown")
-        out.append(head + f"the largest batch per GPU that fit is {number(row['fit'])} "
+        out.append(head + f"the largest batch per GPU that fit is {row['fit']:g} "
                    f"({number(row['rate_per_gpu'], 5)} {row['unit']}/s per GPU{memory}); "
-                   f"{number(row['did_not_fit'])} ran out of memory")
+                   f"{row['did_not_fit']:g} ran out of memory")
     return ["What fits in memory", "-------------------", "",
             "A point that runs out of memory is a result, not a failure of the study "
             "(runs.csv's status out_of_memory):", "", *out, ""]
