@@ -13,7 +13,9 @@ cgroup charges a page once: what grows with the batch, the same whatever runs be
 point (a forked DataLoader worker's copy-on-write pages are not counted twice). The
 libraries' file pages are left out: a cgroup charges them to whichever job read them
 first. Where the system gives no such split, each process's resident size is summed. A
-peak between two samples (SAMPLE_S apart) can pass unseen; the cgroup sees every page.
+peak between two samples (SAMPLE_S apart) can pass unseen, where a cgroup sees every page:
+torch.compile's compiler processes, which live seconds, were caught in some points of a
+study and not in others (examples/hpc4ai-chapter11/cpu.yaml).
 
 Where a cgroup does hold the point (a SLURM site's ConstrainRAMSpace, a container, a
 systemd slice), the kernel's out-of-memory killer ends its largest process with SIGKILL;
@@ -30,7 +32,7 @@ import signal
 import time
 from pathlib import Path
 
-SAMPLE_S = 0.25  # seconds between two samples of the point's memory
+SAMPLE_S = 0.2  # seconds between two samples of the point's memory (the launcher's poll)
 
 
 ROLLUP = re.compile(r"^(Pss_Anon|Pss_Shmem):\s+(\d+) kB", re.MULTILINE)

@@ -248,8 +248,8 @@ def record_end(out: Path, returncode: int, log: str | None, started: datetime,
                notes: list[str] | None = None, who: str = "the training process",
                out_of_memory: str | None = None) -> None:
     """run.json for a training that ended without writing one (see --record); `late`:
-    the watchdog stopped it before the job's time limit; `out_of_memory`: why the memory
-    hold killed it; `terminated`: the signal
+    the watchdog stopped it before the job's time limit; `out_of_memory`: why it ran out
+    of memory (the hold killed it, or the kernel in its cgroup); `terminated`: the signal
     (SIGTERM, SIGINT) that stopped launch.py itself, or 0; `who` was killed by the
     signal of a negative `returncode`."""
     from dlscale.core.contract import EPOCHS, STATE, read_epochs
