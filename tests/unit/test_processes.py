@@ -218,3 +218,24 @@ def test_a_point_the_kernel_kills_for_memory_in_its_cgroup_is_out_of_memory(tmp_
                 break
             except OSError:
                 time.sleep(0.1)
+
+
+def test_the_holds_cheap_bound_is_never_below_its_exact_sum():
+    """The hold reads a process's page tables (smaps_rollup) only where the cheap bound
+    (status' resident anonymous and shared memory) passes the ask: the bound must never
+    be below the exact share, here for a process that shares pages with a fork of it."""
+    from dlscale.jobs.memoryhold import process_bytes
+
+    child = subprocess.Popen([sys.executable, "-c",
+                              "import os, time; b = bytearray(64 * 2**20); os.fork(); "
+                              "time.sleep(30)"])
+    try:
+        time.sleep(1.5)
+        for process in [psutil.Process(child.pid), *psutil.Process(child.pid).children()]:
+            exact, bound = process_bytes(process, True), process_bytes(process, False)
+            assert 32 * 2 ** 20 <= exact <= bound  # the fork shares the 64 MiB: each half
+    finally:
+        for process in psutil.Process(child.pid).children():
+            process.kill()
+        child.kill()
+        child.wait()
