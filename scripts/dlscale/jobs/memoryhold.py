@@ -62,14 +62,13 @@ def process_bytes(process, exact: bool) -> int:
     return process.memory_info().rss if found is None else found
 
 
-def tree_mib(exact: bool = True) -> float:
-    """The memory of this process's descendants, in MiB (process_bytes each)."""
+def tree_mib(processes: list, exact: bool) -> float:
+    """The memory of `processes` (this process's descendants), in MiB (process_bytes
+    each)."""
     import psutil
 
-    from dlscale.jobs.processes import descendants
-
     total = 0
-    for process in descendants():
+    for process in processes:
         try:
             total += process_bytes(process, exact)
         except psutil.Error:  # ended meanwhile, or not ours to read
@@ -82,7 +81,7 @@ class MemoryHold:
 
     def __init__(self, limit_mib: int, sample_s: float = SAMPLE_S):
         self.limit, self.sample_s = limit_mib, sample_s
-        self.next_at, self.peak = 0.0, 0.0
+        self.next_at = 0.0
         self.reason: str | None = None  # why it stopped the point, once it has
 
     def over(self) -> bool:
@@ -90,12 +89,14 @@ class MemoryHold:
         now = time.monotonic()
         if self.reason is None and now >= self.next_at:
             self.next_at = now + self.sample_s
+            from dlscale.jobs.processes import descendants
+
+            processes = descendants()  # found once a sample, for the bound and the sum
             # the cheap bound first: the exact sum's page walks (which hold the training's
             # memory map a moment each) only where the bound passes the ask
-            used = tree_mib(exact=False)
+            used = tree_mib(processes, exact=False)
             if used > self.limit:
-                used = tree_mib(exact=True)
-            self.peak = max(self.peak, used)
+                used = tree_mib(processes, exact=True)
             if used > self.limit:
                 self.reason = (
                     f"the point's processes held {used:.0f} MiB, over the "

@@ -9,7 +9,7 @@ import pandas as pd
 
 from dlscale.core.contract import Status
 from dlscale.core.vocabulary import BATCH_KNOB
-from dlscale.reporting.seriesparts import without_knob
+from dlscale.reporting.seriesparts import rate_per_gpu, without_knob
 
 
 def family(series: str) -> str:
@@ -39,12 +39,11 @@ def fits(scaling: pd.DataFrame, failed: pd.DataFrame) -> list[dict]:
                         & (trained["size"] < smallest)]
         row = {"series": name, "gpus": int(gpus), "did_not_fit": smallest}
         if len(below):
-            best = below.loc[below["size"].idxmax()]
-            tokens = str(best.get("unit")) == "tokens"
-            rate = (best.get("tokens_per_s_per_gpu") if tokens
-                    else best.get("images_per_s", float("nan")) / best["gpus"])
-            row |= {"fit": float(best["size"]), "rate_per_gpu": rate,
-                    "unit": "tokens" if tokens else "images",
-                    "memory_gib": best.get("memory_gib", float("nan"))}
+            best = below.loc[[below["size"].idxmax()]]  # one row, as a table
+            rate, unit = rate_per_gpu(best)
+            row |= {"fit": float(best["size"].iloc[0]), "rate_per_gpu": rate.iloc[0],
+                    "unit": unit,
+                    "memory_gib": best["memory_gib"].iloc[0] if "memory_gib" in best
+                    else float("nan")}
         rows.append(row)
     return rows
