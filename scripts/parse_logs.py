@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Turn Keras training output into a table with one row per epoch: `dlscale parse-log`,
+"""Turn a training's output into a table with one row per epoch: `dlscale parse-log`,
 as the workflow's rule and a clone without the installed command run it.
 
   parse_logs.py ResNet50_all.out -o epochs.csv

@@ -18,6 +18,7 @@ from dlscale.logparse.reader import parse_file_runs
 
 CHAPTER = ROOT / "tests" / "data" / "llm-chapter"
 LOGS = ROOT / "tests" / "data" / "llm-logs"
+TRAINER = ROOT / "tests" / "data" / "hf-trainer"
 
 
 def printed(path, pattern: str) -> list[str]:
@@ -68,6 +69,47 @@ def test_every_ranks_own_trainer_summary_is_one_run_and_a_difference_is_said():
     rank1 = printed(path, r"\[default1\]:\{'train_runtime'.*'train_samples_per_second': "
                           r"'([\d.]+)'")
     assert any(f"({rank1[0]} samples/s) differs" in w for w in run.warnings)
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_trainers_tokens_seen_are_the_runs_steady_tokens_per_s_not_an_epoch(processes):
+    # transformers' include_num_input_tokens_seen: every logged dict carries the tokens
+    # seen so far, gathered over the ranks, and the time since the training began
+    path = TRAINER / f"tokens_{processes}proc.out"
+    [run] = parse_file_runs(str(path))
+    seen = [(int(t), float(s)) for t, s in printed(
+        path, r"'num_input_tokens_seen': (\d+), 'train_runtime': '([\d.e+-]+)'")]
+    skip = len(seen) // 10  # the first tenth of the intervals, from the start, a warm-up
+    (tokens0, time0), (tokens1, time1) = seen[skip - 1], seen[-1]
+    assert run.rate == pytest.approx((tokens1 - tokens0) / (time1 - time0), rel=1e-8)
+    assert (run.unit, run.per_gpu) == ("tokens", False)
+    assert "num_input_tokens_seen" in run.facts["rate_scope"]
+    # the banner's total batch over a device's batch and the accumulation: the processes
+    [total] = printed(path, r"Total train batch size .* = (\d+)")
+    [each] = printed(path, r"Instantaneous batch size per device = (\d+)")
+    assert run.settings["gpus"] == int(total) // int(each) == processes
+    assert "Total train batch size" in run.facts["gpus_from"]
+    # 200 steps are a tenth of one pass over its data: a run of steps, no epoch
+    [planned] = printed(path, r"Total optimization steps = (\d+)")
+    assert not run.epochs and run.facts["steps_done"] == int(planned)
+    assert "epoch_time_from" not in run.facts
+    [total_seen] = printed(path, r"'train_loss'.*'num_input_tokens_seen': (\d+)")
+    assert run.facts["step_time_s"] == pytest.approx(int(total_seen) / int(planned) / run.rate)
+    [samples] = printed(path, r"\{'train_runtime'.*'train_samples_per_second': '([\d.]+)'")
+    assert run.facts["samples_per_s"] == float(samples)  # kept beside, never "images"
+    [parameters] = printed(path, r"Number of trainable parameters = ([\d,]+)")
+    assert run.facts["parameters"] == int(parameters.replace(",", ""))
+
+
+def test_parse_log_gives_a_trainers_tokens_per_gpu_from_its_global_rate(tmp_path):
+    out = tmp_path / "t.csv"
+    proc = subprocess.run([sys.executable, "-m", "dlscale.console", "parse-log",
+                           str(TRAINER / "tokens_2proc.out"), "-o", str(out)],
+                          capture_output=True, text=True, check=True)
+    [row] = list(csv.DictReader(out.open()))
+    assert float(row["tokens_per_s_per_gpu"]) == pytest.approx(float(row["tokens_per_s"]) / 2)
+    assert row["gpus"] == "2" and row["epoch"] == "" and "logged_images_per_s" not in row
+    assert "images" not in proc.stdout
 
 
 def steps(path, pattern: str) -> list[tuple[int, float]]:

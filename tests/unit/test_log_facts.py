@@ -97,3 +97,19 @@ def test_every_fact_a_format_sets_is_declared_in_the_column_registry():
 def test_each_column_of_the_per_run_and_log_tables_is_declared_once():
     declared = [c.name for table in TABLES for c in table]
     assert sorted(n for n in set(declared) if declared.count(n) > 1) == []
+
+
+def test_a_per_run_that_is_not_a_json_list_of_objects_is_named_in_one_line(tmp_path):
+    import subprocess
+    import sys
+
+    log = DATA / "hf-trainer" / "trainer.out"
+    for given in ("runs.json", '{"gpus": 2}', "[1, 2]"):
+        out = tmp_path / "t.csv"
+        proc = subprocess.run([sys.executable, "-m", "dlscale.console", "parse-log", str(log),
+                               "-o", str(out), "--per-run", given],
+                              capture_output=True, text=True)
+        [line] = proc.stderr.strip().splitlines()[-1:]
+        assert proc.returncode == 2 and f"--per-run {given!r}" in line, line
+        assert "expected a JSON list with one object per run" in line
+        assert not out.exists()

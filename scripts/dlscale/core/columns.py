@@ -262,7 +262,8 @@ LOG_FACTS = tuple(Column(name, unit, meaning, True, source=source)
     ("copies", "", "copies of each mined epoch line (one per worker or node): the slowest "
      "copy's time counts", ""),
     ("rate_scope", "", "whether a log's tokens/s is one GPU's or the run's, and why: its "
-     "words (Tokens/s/GPU), its producer (torchtitan's tps is per device)", ""),
+     "words (Tokens/s/GPU), its producer (torchtitan's tps is per device), a Trainer's "
+     "num_input_tokens_seen (every rank's)", ""),
     ("rate_from", "", "the line (or the steps) a token run's throughput was read from", ""),
     ("samples_per_s", "samples/s", "the Trainer summary's train_samples_per_second, where "
      "the run's rate is its tokens/s", "Trainer train_samples_per_second"),

@@ -18,7 +18,7 @@ from collections import deque
 from pathlib import Path
 
 from dlscale.logparse.formats import LAUNCH, LOG, STREAM
-from dlscale.logparse.formats.stated import job_gpus
+from dlscale.logparse.formats.stated import batch_processes, job_gpus
 from dlscale.logparse.lines import (
     ANSI,
     Lines,
@@ -222,6 +222,8 @@ class LogReader:
             merged = {**stated, **run.settings}
             if "gpus" not in merged and "devices" in merged:  # one worker's: the launch
                 run.facts["gpus_from"] = LAUNCH.DEVICE_LIST  # may multiply it by the workers
+            elif found := batch_processes(merged):
+                run.facts["gpus_from"] = found[1]
             run.settings = job_gpus(merged)
         if not any(r.epochs or r.rate is not None for r in runs):
             if self.binary:

@@ -1,13 +1,15 @@
-"""Turn Keras training output into a table with one row per epoch.
+"""Turn a training's output into a table with one row per epoch (one per run where it
+counts steps or prints a run's total).
 
   dlscale parse-log ResNet50_all.out -o epochs.csv \
       --per-run '[{"gpus": 1, "global_batch": 256}, {"gpus": 2, "global_batch": 512}, ...]'
 
-Reads any Keras version's verbose=2 lines and verbose=1 progress bars (see
-dlscale/logparse/reader.py); other output is ignored. A file may hold several runs (a job that
-ran the script once per GPU count): each gets its `log_run` number (1, 2, ...) and the
-settings the log states (gpus, global batch), and the script says how many runs each
-file held. A run that ends inside an epoch gives its finished epochs and a warning; a
+Reads Keras' lines, progress bars, PyTorch's and Lightning's, a Hugging Face Trainer's
+dicts, MLPerf's and DLLogger's, a language model's tokens/s and a script's own epoch
+lines (see dlscale/logparse/reader.py); other output is ignored. A file may hold several
+runs (a job that ran the script once per GPU count): each gets its `log_run` number (1, 2,
+...) and the settings the log states (gpus, global batch), and the script says how many
+runs each file held. A run that ends inside an epoch gives its finished epochs and a warning; a
 file without any finished epoch is an error.
 
 --meta KEY=VALUE adds a column with a constant value (the workflow passes the external
@@ -128,7 +130,7 @@ def warn_cut(parsed: ParsedLog) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("logs", nargs="+", help="Keras training output (train.log, *.out)")
+    parser.add_argument("logs", nargs="+", help="training output (train.log, *.out)")
     parser.add_argument("-o", "--out", required=True, type=Path, help="CSV to write")
     parser.add_argument("--meta", action="append", default=[], metavar="KEY=VALUE",
                         help="a column with a constant value (repeatable)")
@@ -143,6 +145,16 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.per_run and len(args.logs) != 1:
         parser.error("--per-run goes with exactly one log")
+    try:
+        per_run = json.loads(args.per_run) if args.per_run else None
+    except ValueError as exc:
+        per_run, problem = None, f"is not JSON ({exc})"
+    else:
+        problem = None if per_run is None or isinstance(per_run, list) and all(
+            isinstance(item, dict) for item in per_run) else "is not a list of objects"
+    if problem:
+        parser.error(f"--per-run {args.per_run!r} {problem}: expected a JSON list with one "
+                     'object per run, e.g. \'[{"gpus": 1}, {"gpus": 2}]\'')
     if args.out.is_dir():
         parser.error(f"-o {args.out} is a folder: expected the CSV file to write")
     for log in args.logs:
@@ -152,7 +164,6 @@ def main(argv=None) -> int:
     try:
         meta = parse_meta(args.meta)
         patterns = compile_patterns(parse_meta(args.pattern, "--pattern"), "--pattern")
-        per_run = json.loads(args.per_run) if args.per_run else None
         names, rows = set(), []
         for path in args.logs:
             found, made = log_runs(path, meta, per_run, patterns, args.cache)

@@ -15,6 +15,16 @@ summary; a run without the summary never finished: cut, the epoch it stopped ins
 (each node's Trainer prints its own; a launcher's `host: ` before it) is one run, the
 copies and their hosts noted, what differs between them a warning. Dicts that carry no
 `'epoch'` are not read: the run says so, and how to give a pattern.
+
+A summary at an epoch under 1 (`max_steps` ended the training inside its first pass over
+the data) closes a run of steps, not an epoch: its dicts' losses are no epoch's, its
+`steps_done` the banner's `Total optimization steps = 200`. With
+`include_num_input_tokens_seen` every dict carries `num_input_tokens_seen` (the tokens of
+every rank, gathered) and `train_runtime` (since the training began): the run's rate is
+then tokens/s, the run's own (not a GPU's), steady: the tokens between its dicts over the
+time between them, the first tenth of the intervals from the start (at least one: the
+first steps allocate and warm up) left out; with fewer than two dicts, the summary's
+tokens over its runtime. Its `step_time_s` is then a step's tokens over that rate.
 """
 
 from __future__ import annotations
@@ -29,13 +39,15 @@ NAME = "hf-trainer"
 TRAINER_TOTAL = ("{'train_runtime'", '{"train_runtime"')
 DICT = ("{'", '{"')
 EVAL = {"eval_loss": "val_loss", "eval_accuracy": "val_accuracy"}
+SEEN = "num_input_tokens_seen"
+PLANNED = re.compile(r"Total optimization steps = ([\d,]+)")  # the banner at log_level info
 
 
-def trainer_total(text: str) -> tuple[float, dict, int | None, float] | None:
+def trainer_total(text: str) -> tuple[float, dict, dict, float] | None:
     """A Hugging Face Trainer's closing line, the only time it prints: `{'train_runtime':
     '0.4332', 'train_samples_per_second': '1182', 'train_steps_per_second': '73.87',
     'train_loss': '2.302', 'epoch': '2'}` (numbers as text since transformers 5, as
-    numbers before). (samples/s, facts, whole epochs or None, the runtime's printed
+    numbers before). (samples/s, facts, all its numbers, the runtime's printed
     resolution), or None."""
     try:
         found = ast.literal_eval(text.strip())
@@ -51,9 +63,7 @@ def trainer_total(text: str) -> tuple[float, dict, int | None, float] | None:
         facts["step_time_s"] = round(1 / values["train_steps_per_second"], 9)
     if "train_loss" in values:
         facts["train_loss"] = values["train_loss"]
-    epoch = values.get("epoch")
-    return (rate, facts, int(epoch) if epoch is not None and epoch == int(epoch) else None,
-            resolution(str(found["train_runtime"])))
+    return rate, facts, values, resolution(str(found["train_runtime"]))
 
 
 # one `'name': value` pair of a logged dict, its number quoted (transformers 5) or not
@@ -81,10 +91,15 @@ class Reader(StreamFormat):
         self.reached = 0.0  # the last dict's epoch (fractional)
         self.summed = None  # the run the last summary gave: (run, its text, its hosts)
         self.unread = 0  # dicts with a loss and no 'epoch'
+        self.seen: list[tuple[float, float, int]] = []  # (tokens seen, runtime, line)
+        self.planned: int | None = None  # the steps the banner says the training takes
 
     def read(self, number: int, text: str) -> bool:
         text = text.lstrip()
         if not text.startswith(DICT):
+            if "optimization steps" in text and (found := PLANNED.search(text)):
+                self.planned = int(found[1].replace(",", ""))
+                return True
             at = text.find(TRAINER_TOTAL[0]) if "train_runtime" in text else -1
             if at <= 0 or (summary := trainer_total(text[at:])) is None:
                 return False
@@ -106,6 +121,8 @@ class Reader(StreamFormat):
         elif epoch < run.last:
             run = self.stream.new_run(number)  # the epoch count restarts: the next run
         self.mine = run
+        if SEEN in values and "train_runtime" in values:
+            self.seen.append((values[SEEN], values["train_runtime"], number))
         # (a Trainer prints Python's dicts; JSON lines of another tool have no summary)
         self.reached = values["epoch"] if text.startswith("{'") else math.inf
         record = {name: values[key] for key, name in (("loss", "loss"), *EVAL.items())
@@ -118,7 +135,7 @@ class Reader(StreamFormat):
                        epoch)
         return True
 
-    def summary(self, number: int, rate: float, facts: dict, epochs: int | None,
+    def summary(self, number: int, rate: float, facts: dict, values: dict,
                 step: float, text: str = "", host: str = "") -> bool:
         run = self.runs[-1]
         if self.summed is not None and self.summed[0] is run and (
@@ -138,10 +155,46 @@ class Reader(StreamFormat):
                     "external_runs[].patterns (epoch_time, loss) to read them")
         run.rate = rate
         run.facts.update(facts)
-        if epochs is not None:
-            run.settings["epochs"] = epochs
+        epoch = values.get("epoch")
+        if epoch is not None and epoch == int(epoch):
+            run.settings["epochs"] = int(epoch)
+        elif epoch is not None and epoch < 1:  # max_steps ended it inside its first pass
+            self.steps_run(run)
+        if SEEN in values:
+            self.tokens(run, values[SEEN], values["train_runtime"], number)
         self.summed = (run, text, [host or "?"])
         return True
+
+    def steps_run(self, run) -> None:
+        """A run that never finished a pass over its data: its dicts' losses are no
+        epoch's; its steps the banner's."""
+        run.epochs, run.last = type(run.epochs)(), 0
+        run.facts.pop("epoch_time_from", None)
+        if self.planned is not None:
+            run.facts["steps_done"] = self.planned
+
+    def tokens(self, run, tokens: float, seconds: float, number: int) -> None:
+        """The run's tokens/s from what its dicts and summary saw (SEEN): steady where two
+        dicts or more time it, the first tenth of their intervals a warm-up."""
+        seen, self.seen = self.seen, []
+        run.facts["samples_per_s"] = run.rate
+        run.unit, run.per_gpu = "tokens", False
+        run.facts["rate_scope"] = (f"the run's: the Trainer's {SEEN} sums every rank's "
+                                   "tokens")
+        skip = max(1, len(seen) // 10)
+        if len(seen) >= 2 and seen[-1][1] > seen[skip - 1][1]:
+            (tokens0, time0, line0), (tokens1, time1, line1) = seen[skip - 1], seen[-1]
+            run.rate = round((tokens1 - tokens0) / (time1 - time0), 6)
+            run.facts["rate_from"] = (f"the tokens seen between its logged dicts of lines "
+                                      f"{line0} and {line1} over their train_runtime "
+                                      f"({time0:g} to {time1:g} s; the first {skip} of "
+                                      f"{len(seen)} intervals a warm-up)")
+        elif seconds > 0:
+            run.rate = round(tokens / seconds, 6)
+            run.facts["rate_from"] = (f"the summary's {SEEN} over its train_runtime (line "
+                                      f"{number}; its warm-up included)")
+        if run.facts.get("steps_done") and run.rate:  # a step's tokens over the same rate
+            run.facts["step_time_s"] = round(tokens / run.facts["steps_done"] / run.rate, 9)
 
     def copy(self, run, text: str, host: str, number: int) -> bool:
         """The same summary from another node: counted once, its host noted."""
@@ -159,6 +212,8 @@ class Reader(StreamFormat):
     def ended(self, run, last: bool) -> None:
         """A run whose Trainer printed no train_runtime never finished: the epoch it stopped
         inside is not finished (those before it are), and the run says so."""
+        if run is self.mine:
+            self.seen = []  # (its tokens: read at its summary)
         if self.mine is not run or not run.epochs or self.reached == math.inf:
             return
         table, epoch = run.epochs, run.last

@@ -22,10 +22,11 @@ the rank's own tokens by the time); else it is the run's, and says so
 same steps), not its throughput; the step line's memory (`memory: 169.10GiB`) its peak.
 
 The model's size where a line states it (torchtitan's `size: 14,768,307,200 total
-parameters`, the Trainer's `Number of trainable parameters = 1,235,814,400`) is the run's
-`parameters`, the gradient the prediction all-reduces; a run's `step_time_s` is its tokens
-a step over its rate (torchtitan's `local batch size 160, ... sequence length 128`) or the
-Trainer's 1 / train_steps_per_second (hftrainer), warm-up counted as in its rate. A run
+parameters`, the Trainer's `Number of trainable parameters = 1,235,814,400`) is the
+`parameters` of the run that follows it (whatever format reads that run), the gradient
+the prediction all-reduces; a run's `step_time_s` is its tokens a step over its rate
+(torchtitan's `local batch size 160, ... sequence length 128`) or the Trainer's
+1 / train_steps_per_second (hftrainer), warm-up counted as in its rate. A run
 whose last step is short of the steps it was to take (torchtitan's `total steps 10`, a
 counter's `step 5/100`) is unfinished, and says so (`unfinished`, a warning).
 """
@@ -122,8 +123,15 @@ class Reader(StreamFormat):
         return False
 
     def ended(self, run, last: bool) -> None:
-        if run is not self.run or not self.steps:
-            return
+        if run is self.run and self.steps:
+            self.steps_ended(run)
+        if self.pending and (run.rate is not None or run.epochs):  # (a Trainer's run, say)
+            for key, value in self.pending.items():
+                run.facts.setdefault(key, value)
+            self.pending = {}  # stated before this run: not the next one's
+
+    def steps_ended(self, run) -> None:
+        """The run of step lines: its steady rate, steps, MFU, memory."""
         steps, self.run = self.steps, None
         skip = max(1, len(steps) // 10) if len(steps) > 1 else 0
         steady = steps[skip:]

@@ -17,6 +17,10 @@ from dlscale.logparse.lines import ANSI
 from dlscale.logparse.runs import ALIASES, RESULT_PATTERNS, StreamFormat
 
 NAME = "stated"
+# the Hugging Face Trainer's banner (log_level info): `Total train batch size (w. parallel,
+# distributed & accumulation) = 4`, `Instantaneous batch size per device = 2`, `Gradient
+# Accumulation steps = 1`: its processes are the first over the other two
+TRAINER_TOTAL = r"Total train batch size \(w\. parallel, distributed & accumulation\) = "
 # setting -> patterns with one group (the value); the same setting stated again after a
 # run's epochs begins the next run. batch_per_gpu from the command line is the study's
 # --batch_size (per GPU); Batch_size: in a header is the global batch.
@@ -32,10 +36,14 @@ SETTINGS: dict[str, list[re.Pattern]] = {
              # Starting with 2 processes"
              re.compile(r"processes registered\. Starting with (\d+) processes")],
     "global_batch": [re.compile(r"^\s*Batch_size:\s*(\d+)\s*$"),
-                     re.compile(r"^\s*Batch size:\s*(\d+) global\s*$")],  # tf_cnn_benchmarks
+                     re.compile(r"^\s*Batch size:\s*(\d+) global\s*$"),  # tf_cnn_benchmarks
+                     re.compile(TRAINER_TOTAL + r"([\d,]+)\s*$")],
     "batch_per_gpu": [re.compile(r"--batch[_-]size[= ](\d+)\b"),
-                      re.compile(r"^\s*Batch size:\s*(\d+)\s*$")],  # Horovod's benchmark
+                      re.compile(r"^\s*Batch size:\s*(\d+)\s*$"),  # Horovod's benchmark
+                      re.compile(r"Instantaneous batch size per device = ([\d,]+)\s*$")],
     "epochs": [re.compile(r"--epochs[= ](\d+)\b")],
+    # (no column: with the batches, the processes of a Trainer's banner; job_gpus)
+    "accumulation": [re.compile(r"Gradient Accumulation steps = ([\d,]+)\s*$")],
 }
 MIRRORED = re.compile(r"Using MirroredStrategy with devices \((.*)\)")
 DEVICES = re.compile(r"^\s*Devices:\s*\[(.*)\]\s*$")  # tf_cnn_benchmarks' header
@@ -52,7 +60,8 @@ CANCELLED = re.compile(r"\*\*\* (?:JOB|STEP) (\S+) ON (\S+) CANCELLED AT (\S+)"
 # Every line that SETTINGS or MIRRORED can match holds one of these: most lines are
 # looked at once, not once per pattern.
 SETTINGS_HINT = re.compile(r"--|_replicas|Model|devices|orovod size|hvd\.size|Batch_size|"
-                           r"MirroredStrategy|Number of|Batch size|Devices:|Starting with")
+                           r"MirroredStrategy|Number of|Batch size|Devices:|Starting with|"
+                           r"batch size|Accumulation steps")
 
 
 def settings_in(line: str, patterns: dict | None = None, warn=None) -> dict[str, int]:
@@ -63,7 +72,7 @@ def settings_in(line: str, patterns: dict | None = None, warn=None) -> dict[str,
         for key, regexes in SETTINGS.items():
             for regex in regexes:
                 if (m := regex.search(line)) is not None:
-                    found[key] = int(m.group(1))
+                    found[key] = int(m.group(1).replace(",", ""))
                     break
         if (m := MIRRORED.search(line) or DEVICES.match(line)) is not None:
             # the devices of one worker: the job's count only where nothing states that
@@ -82,13 +91,31 @@ def settings_in(line: str, patterns: dict | None = None, warn=None) -> dict[str,
     return found
 
 
+def batch_processes(settings: dict[str, int]) -> tuple[int, str] | None:
+    """(processes, why) where a Trainer's banner gives them and nothing states the GPUs:
+    its total batch over a device's batch times the accumulation."""
+    if "accumulation" not in settings or "gpus" in settings:
+        return None
+    total, each, steps = (settings.get(k) for k in ("global_batch", "batch_per_gpu",
+                                                   "accumulation"))
+    if not (total and each and steps) or total % (each * steps):
+        return None
+    return total // (each * steps), (f"the Trainer's banner: Total train batch size {total} "
+                                     f"= {each} a device x {steps} accumulated x "
+                                     f"{total // (each * steps)} processes")
+
+
 def job_gpus(settings: dict[str, int]) -> dict[str, int]:
     """A run's settings with its GPU count decided: what a line stated for the whole job
-    (Number of devices:, Horovod's size, --n_gpus...) over one worker's device list."""
-    if "devices" in settings:
+    (Number of devices:, Horovod's size, --n_gpus...) over one worker's device list, then a
+    Trainer's banner (batch_processes)."""
+    if "devices" in settings or "accumulation" in settings:
         settings = dict(settings)
-        devices = settings.pop("devices")
-        settings.setdefault("gpus", devices)
+        if found := batch_processes(settings):
+            settings["gpus"] = found[0]
+        settings.pop("accumulation", None)
+        if "devices" in settings:
+            settings.setdefault("gpus", settings.pop("devices"))
     return settings
 
 
