@@ -372,15 +372,16 @@ def locked(args: argparse.Namespace, command: list[str], started: datetime,
     if late:
         print(f"dlscale launch: still running {WATCHDOG_RESERVE_S:.0f} s before the job's "
               "time limit: the training was stopped", file=sys.stderr, flush=True)
+    held = hold.reason if hold is not None else None  # why the hold killed it, if it did
     who = "the training process"
-    if rank is not None and returncode < 0 and not (late or STOPS or hold and hold.reason):
+    if rank is not None and returncode < 0 and not (late or STOPS or held):
         # one rank killed
         who = f"rank {rank} of the training's {args.plan.tasks} processes"
         notes += take_back_consequence(args.record)
     if not (args.record / RUN_JSON).exists():
         record_end(args.record, returncode, args.log, started, args.plan,
                    terminated=STOPS[0] if STOPS else 0, late=late, notes=notes, who=who,
-                   out_of_memory=hold and hold.reason or kills.reason(returncode))
+                   out_of_memory=held or kills.reason(returncode))
     note_unattended(args.record, started_by)
     return 128 + STOPS[0] if STOPS else 0
 

@@ -23,6 +23,7 @@ from dlscale.logparse.lines import printable
 from dlscale.reporting.explain import WINDOW_SLOWER
 from dlscale.reporting.fits import fits
 from dlscale.reporting.knobplots import knob_lines, memory_of, varied_knobs
+from dlscale.reporting.prediction.series import not_predictable, set_aside
 from dlscale.reporting.seriesparts import rate_per_gpu
 
 # characters with a meaning in reStructuredText inline text: written escaped
@@ -86,14 +87,11 @@ def ahead_of(prediction: pd.DataFrame, series: str, gpus: int) -> str:
     is named first."""
     mine = prediction[prediction["series"] == series]
     notes = mine["note"].dropna().astype(str) if "note" in mine else pd.Series(dtype=str)
-    aside = next((n.split(": set aside")[0] for n in notes if "cannot carry the steps" in n),
-                 "")
+    aside = next((found for n in notes if (found := set_aside(n))), "")
     said = f"; {rst(aside)}: set aside, predicted from the steps" if aside else ""
     ahead = mine[mine["gpus"] == 2 * gpus]
-    if len(ahead) and str(ahead.get("note", pd.Series([""])).iloc[0]).startswith(
-            "not predictable"):
-        return (f"{said}; {2 * gpus} GPUs are "
-                f"{rst(str(ahead['note'].iloc[0]).split(': the fits')[0])}")
+    if len(ahead) and (why := not_predictable(str(ahead.get("note", pd.Series([""])).iloc[0]))):
+        return f"{said}; {2 * gpus} GPUs are {rst(why)}"
     if not len(ahead) or pd.isna(ahead["predicted_efficiency"].iloc[0]):
         return said
     return (f"{said}; predicted efficiency at {2 * gpus} GPUs "

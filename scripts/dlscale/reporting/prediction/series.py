@@ -169,6 +169,17 @@ SET_ASIDE = ("the link {level} ({source}) cannot carry the steps: its all-reduce
              "(that level's communication fitted with the rest of each step)")
 
 
+def set_aside(note: str) -> str:
+    """What a row's note says of a link it set aside (SET_ASIDE, up to `: set aside`), or ''."""
+    return note.split(": set aside")[0] if "cannot carry the steps" in note else ""
+
+
+def not_predictable(note: str) -> str:
+    """A row's NOT_PREDICTABLE note up to its fits' span ('not predictable from these points
+    (why)'), or ''."""
+    return note.split(": the fits")[0] if note.startswith("not predictable") else ""
+
+
 def fitted(series: str, points: pd.DataFrame, breakdown: pd.DataFrame,
            found: dict[tuple[int, int], list[dict]], known_size: int | None = None,
            shared_cores: bool = False, gpus_per_node: int | None = None,
@@ -363,7 +374,7 @@ def judge(held: dict | None, starved: list, source: str, steps: dict, timed) -> 
                 f"step {steps[(g, n)]:.3g} s): that link's figure is likely wrong")
     if held is None:
         return "no held-out point (one GPU count below the largest is needed)"
-    if math.isnan(held["error"]) and "not predictable" in held["note"]:
+    if math.isnan(held["error"]) and not_predictable(str(held["note"])):
         return NOT_CHECKED
     if math.isnan(held["error"]):
         return "not predicted: " + missing_link(int(held["nodes"]))
