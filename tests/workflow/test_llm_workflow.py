@@ -17,6 +17,7 @@ from conftest import ROOT, run_snakemake, write_config
 
 pytestmark = pytest.mark.workflow
 CHAPTER = ROOT / "tests" / "data" / "llm-chapter"
+TRAINER = ROOT / "tests" / "data" / "hf-trainer"
 
 
 def per_gpu(name: str) -> float:
@@ -31,6 +32,10 @@ def test_the_chapters_outputs_are_a_token_study(tmp_path):
         f"label: llama {attn}{', gpus: 1' if ranks == 1 else ''}"
         f"{', parameters: 210200' if attn == 'eager' else ''}}}\n"
         for attn in ("eager", "sdpa") for ranks in (1, 2))
+    # a Trainer run of its own counting tokens (include_num_input_tokens_seen): the
+    # processes and parameters from its banner, nothing given
+    entries += "".join(f"  - {{log: {TRAINER}/tokens_{n}proc.out, model: TinyLlama, "
+                       "label: llama trainer}\n" for n in (1, 2))
     config = write_config(tmp_path / "c.yaml", "sweep: {models: []}\nanalysis: "
                           "{gpu_hour_price: 2.5, network: {within_node: {latency_us: 10, "
                           f"bus_bandwidth_gbs: 20}}}}}}\nexternal_runs:\n{entries}")
@@ -53,6 +58,15 @@ def test_the_chapters_outputs_are_a_token_study(tmp_path):
                              (CHAPTER / f"tokens_2rank_{attn}_b2_fp32.out").read_text())
         assert row["time_to_solution_s"] == float(runtime[-1])
         assert "no training accuracy" not in str(row["flags"])
+    one, two = (pd.read_csv(tmp_path / "results/tables/runs.csv").set_index(
+        ["series", "gpus"]).loc[("llama trainer", n)] for n in (1, 2))
+    row = table.loc[("llama trainer", 2)]  # the run's own tokens/s, halved per GPU
+    assert row["tokens_per_s_per_gpu"] == pytest.approx(two["tokens_per_s"] / 2, rel=1e-6)
+    assert row["efficiency"] == pytest.approx(two["tokens_per_s"] / 2 / one["tokens_per_s"],
+                                              rel=1e-5)
+    [runtime] = re.findall(r"\{'train_runtime': '([\d.]+)'",
+                           (TRAINER / "tokens_2proc.out").read_text())
+    assert row["time_to_solution_s"] == float(runtime)
     first = (tmp_path / "results/report/first-page.rst").read_text()
     assert "tokens/s per GPU" in first and "memory (GiB)" in first and "unknown" in first
     assert "tokens/s" in (tmp_path / "results/plots/throughput.svg").read_text()
@@ -66,3 +80,5 @@ def test_the_chapters_outputs_are_a_token_study(tmp_path):
     assert held["measured_step_s"] == pytest.approx(1 / float(steps[-1]), rel=1e-6)
     assert pd.notna(held["predicted_step_s"]) and len(eager[eager["role"] == "extrapolated"])
     assert sdpa["note"].str.contains("no line of its output states them").all()
+    trainer = prediction[prediction["series"] == "llama trainer"]
+    assert (trainer["gradient_bytes"] == 210240 * 4).all()  # its banner's parameters
