@@ -107,3 +107,28 @@ def test_the_slurm_cluster_column_is_not_run_jsons_worker_cluster():
 
     assert RECORD_KEYS.get("slurm_cluster") == "slurm_cluster"
     assert "cluster" not in RECORD_KEYS.values()
+
+
+HOROVOD_TOTAL = r"Total img/sec on (\d+) CPU\(s\): ([\d.]+)"
+
+
+def test_a_benchmark_total_every_rank_prints_is_one_run_its_copies_noted():
+    # own_train.py --style horovod under torchrun without --tee: both ranks' Horovod
+    # benchmark lines unprefixed, each rank's own total (read as 2 runs before)
+    path = DATA / "horovod_copies.out"
+    totals = re.findall(HOROVOD_TOTAL, path.read_text())
+    [run] = parse_file_runs(str(path))
+    assert len(totals) == 2 and run.rate == float(totals[0][1])
+    assert run.settings["gpus"] == int(totals[0][0]) and run.facts["summary_copies"] == 2
+    assert any(f"({float(totals[1][1]):g} images/s) differs" in w for w in run.warnings)
+
+
+def test_a_second_benchmark_run_after_its_own_settings_is_not_a_copy():
+    # a job that ran the benchmark on 1 and then 2 processes: two runs, the second's
+    # total printed by both of its ranks (one of them joined to the other's line)
+    path = DATA / "horovod_twice.out"
+    totals = re.findall(HOROVOD_TOTAL, path.read_text())
+    runs = parse_file_runs(str(path))
+    assert [(r.settings["gpus"], r.rate) for r in runs] == [
+        (int(totals[0][0]), float(totals[0][1])), (int(totals[1][0]), float(totals[1][1]))]
+    assert "summary_copies" not in runs[0].facts and runs[1].facts["summary_copies"] == 2

@@ -289,7 +289,8 @@ LOG_FACTS = tuple(Column(name, unit, meaning, True, source=source)
      "Trainer train_runtime"),
     ("train_loss", "1", "the Trainer's train_loss: the mean loss of its training",
      "Trainer train_loss"),
-    ("summary_copies", "", "copies of the Trainer's summary (one per node), counted once",
+    ("summary_copies", "", "copies of the Trainer's summary or a benchmark's total (one "
+     "per node or rank), counted once",
      ""),
     ("summary_hosts", "", "the hosts those copies came from, where their lines name them",
      ""),

@@ -254,6 +254,7 @@ class Stream:
         self.runs = [ParsedLog(path)]
         self.totals: list[tuple] = []  # (line, seconds, step, an average) no epoch took
         self.stated: list[tuple[int, dict]] = []  # (line, settings) as stated, in order
+        self.read_at = 0  # the last line a format read
         self.readers = [fmt.Reader(self) for fmt in formats if fmt.Reader.wanted(patterns)]
         self.first = self.readers[0].read  # most lines of a long log are the first's
         self.rest = tuple(reader.read for reader in self.readers[1:])
@@ -282,9 +283,11 @@ class Stream:
                     read(number, state)
             text = states[-1]
         if self.first(number, text):
+            self.read_at = number
             return
         for read in self.rest:
             if read(number, text):
+                self.read_at = number
                 return
 
     def cut(self, text: str) -> None:

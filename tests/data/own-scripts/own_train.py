@@ -1,7 +1,7 @@
 """A small PyTorch DDP training that prints its progress as users' own scripts do, in one
-of five styles (no framework's logger, no progress bar):
+of six styles (no framework's logger, no progress bar):
 
-  torchrun --nproc-per-node 2 own_train.py --style logging|took|fsdp|deepspeed|total --epochs 3
+  torchrun --nproc-per-node 2 own_train.py --style logging|took|fsdp|deepspeed|total|horovod
 
 - logging: Python `logging` lines only, on every rank: `INFO Epoch 0` when an epoch
   begins, `Validation loss: ... accuracy: ...` after it (the epoch's time is the gap
@@ -14,6 +14,10 @@ of five styles (no framework's logger, no progress bar):
 - fsdp: the PyTorch FSDP tutorial's prints (`Train Epoch: 1 \tLoss: 0.211924`, `Test set:
   Average loss: ..., Accuracy: 62/512 (12.11%)`, `CUDA event elapsed time: 7.0sec`),
   the model wrapped in FullyShardedDataParallel where this torch can on CPU, else DDP;
+- horovod: Horovod's synthetic benchmark's words (`Model:`, `Batch size:`, `Number of
+  CPUs:`, `Iter #0: 6.6 img/sec per CPU` each epoch, `Img/sec per CPU: 6.8 +-0.3`, `Total
+  img/sec on 2 CPU(s): 13.6 +-0.7`) on every rank, as a copy of its `log()` without the
+  rank-0 guard prints them: each rank's own figures, times the ranks for the total;
 - deepspeed: DeepSpeed-Chat's words (`Beginning of Epoch 1/3, Total Micro Batches 8`,
   `***** Evaluating perplexity, Epoch 1/3 *****`, `ppl: 9.97, loss: 2.30`) beside
   DeepSpeed's logger lines (`[2026-12-02 01:02:03,456] [INFO] [...] step=8, ...`).
@@ -55,7 +59,8 @@ def wrap(net, style):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--style", choices=["logging", "took", "fsdp", "deepspeed", "total"])
+    parser.add_argument("--style", choices=["logging", "took", "fsdp", "deepspeed", "total",
+                                                "horovod"])
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--slow", type=float, default=0.0, help="seconds to sleep a step")
@@ -81,6 +86,11 @@ def main():
         logging.basicConfig(level=logging.INFO, format="[%(asctime)s] [%(levelname)s] "
                             "[%(filename)s:%(lineno)d:%(funcName)s] %(message)s")
     say = print if rank == 0 else (lambda *a, **k: None)
+    if args.style == "horovod":
+        for line in ("Model: SmallCNN", f"Batch size: {args.batch_size}",
+                     f"Number of CPUs: {world}", "Running warmup...", "Running benchmark..."):
+            print(line, flush=True)
+    rates = []
     if args.style == "deepspeed" and rank == 0:
         log.info(f"[Rank 0] {kind} ready, world_size={world}, micro batch {args.batch_size}")
     start = time.perf_counter()
@@ -111,6 +121,9 @@ def main():
             held_loss = F.cross_entropy(out, held_labels).item()
             correct = int((out.argmax(1) == held_labels).sum())
         train_loss = total / batches
+        if args.style == "horovod":
+            rates.append(len(images) / (time.perf_counter() - began))
+            print(f"Iter #{epoch}: {rates[-1]:.1f} img/sec per CPU", flush=True)
         if args.style == "logging":
             log.info("Validation loss: %.4f accuracy: %.4f", held_loss, correct / 512)
         elif args.style == "took":
@@ -136,6 +149,12 @@ def main():
         say(f"{net}", flush=True)
     elif args.style == "deepspeed" and rank == 0:
         log.info(f"{kind} training done, world_size={world}")
+    elif args.style == "horovod":
+        mean = sum(rates) / len(rates)
+        conf = 1.96 * math.sqrt(sum((r - mean) ** 2 for r in rates) / len(rates))
+        print(f"Img/sec per CPU: {mean:.1f} +-{conf:.1f}", flush=True)
+        print(f"Total img/sec on {world} CPU(s): {world * mean:.1f} +-{world * conf:.1f}",
+              flush=True)
     dist.destroy_process_group()
 
 

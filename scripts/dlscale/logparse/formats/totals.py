@@ -3,7 +3,12 @@
 Benchmarks that report throughput, not epochs: a run's images/s over all its GPUs.
 Horovod's synthetic benchmarks: "Total img/sec on 2 GPU(s): 2976.1 +-4.3" (after its
 warm-up, per-iteration and per-GPU lines); tf_cnn_benchmarks: "total images/sec: 1656.82"
-(its per-step "images/sec:" lines are per worker and not used).
+(its per-step "images/sec:" lines are per worker and not used). A total printed again by
+another rank or node with no line any format reads between the two (each rank's own
+figures, a script that prints on every rank) and the same GPUs stated is a copy: the run
+is counted once, the first copy its rate, the copies noted (`summary_copies`) and a copy
+that differs said. A second run's total follows its own settings (`Number of GPUs:`),
+which begin that run.
 
 A run's total time (`Total time: 2.27s`, `elapsed time: 95.2sec`, `Training time
 0:05:12`, `Total training time: 312.4 seconds`, the FSDP tutorial's `CUDA event elapsed
@@ -55,8 +60,12 @@ def run_time(text: str) -> tuple[float, float, bool] | None:
 
 
 class Reader(StreamFormat):
-    """A benchmark's total line begins a run of its own (after any results); a run's
-    total time gives its epochs without a time their share."""
+    """A benchmark's total line begins a run of its own (after any results), or is a copy
+    of the last one's; a run's total time gives its epochs without a time their share."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.last = None  # the last total: (its run, line, images/s, GPUs, copies)
 
     def read(self, number: int, text: str) -> bool:
         if "ime" in text and (found := run_time(text)) is not None:
@@ -73,8 +82,23 @@ class Reader(StreamFormat):
             return False
         if "/sec" not in text or (total := throughput(text)) is None:
             return False
+        if (last := self.last) is not None and last[0] is self.runs[-1] and (
+                self.stream.read_at == last[1] and total[1] == last[3]):
+            return self.copy(last, number, total[0])
         run = self.stream.fresh_run(number)
         run.rate, gpus = total
         if gpus is not None:
             run.settings["gpus"] = gpus
+        self.last = (run, number, total[0], gpus, 1)
+        return True
+
+    def copy(self, last: tuple, number: int, rate: float) -> bool:
+        """Another rank's or node's copy of the last total: counted once, noted."""
+        run, _line, first, gpus, copies = last
+        self.last = (run, number, first, gpus, copies + 1)
+        run.facts["summary_copies"] = copies + 1
+        if rate != first:
+            run.warnings.append(f"{self.stream.path}:{number}: another copy of the run's "
+                                f"total ({rate:g} images/s) differs from the first's "
+                                f"({first:g}): each rank's own figures; the first is kept")
         return True
