@@ -55,3 +55,8 @@ def test_chapter_11s_train_py_unchanged_over_the_batch_names_the_largest_that_fi
                .splitlines() if line.startswith("- chapter11 on 1 GPU"))
     assert "the largest batch per GPU that fit is 128 (" in fit
     assert fit.endswith("; 4096 ran out of memory")
+    # its bf16 was never applied (torch disabled autocast on the CPU): said and flagged
+    assert "torch disabled autocast" in runs.loc[128, "precision_note"]
+    scaling = pd.read_csv(tmp_path / "results/tables/scaling.csv")
+    assert scaling["flags"].str.contains("torch disabled autocast").all()
+    assert "torch disabled autocast" in (tmp_path / "results/report/first-page.rst").read_text()

@@ -107,6 +107,10 @@ SCALING = (
         Column("slurm_cluster", "", "the SLURM cluster a log's job script echoed "
                "(SLURM_CLUSTER_NAME); a label over two clusters' logs is a series per "
                "cluster", True, source=_record("slurm_cluster"), runs=CARRIED),
+        Column("precision_note", "", "where torch disabled the run's autocast (its "
+               "UserWarning: CUDA is not available): the run trained in float32 whatever "
+               "its precision setting or knob says; a flag of the point", True,
+               source=_record("precision_note"), runs=CARRIED),
         Column("unit", "", "what the runs count: images, or tokens (a language model's: "
                "its throughput is tokens_per_s, images_per_s stays empty)", True,
                source=_record("unit"), runs=CARRIED),

@@ -66,7 +66,7 @@ STRATEGY = "command"
 # what a command's output states of its run beyond epochs, kept in its record
 RUN_FACTS = ("memory_gib", "memory_from", "memory_note", "mfu_percent", "tflops", "steps_done",
              "rate_scope", "train_seconds", "samples_per_s", "parameters", "step_time_s",
-             "param_dtype")
+             "param_dtype", "precision_note")
 
 
 def check_template(label: str, template: str, knobs=()) -> None:

@@ -250,6 +250,8 @@ def flags_of(row, accuracy_tolerance: float) -> str:
                      f"counted as {row.gpus}")
     if isinstance(getattr(row, "nccl_fallback", None), str):  # why two nodes are slow
         flags.append(fallback_note({"infiniband": row.nccl_fallback}))
+    if isinstance(getattr(row, "precision_note", None), str) and row.precision_note:
+        flags.append(row.precision_note)  # a precision knob that changed nothing
     if pd.isna(row.final_accuracy) and row.unit != "tokens":  # (a token benchmark's none)
         flags.append("no training accuracy logged: the accuracy check is skipped")
     return "; ".join(flags)
@@ -298,7 +300,8 @@ def scaling(epochs: pd.DataFrame, runs: pd.DataFrame, skip_epochs: int,
             **{name: pd.to_numeric(point_runs[name], errors="coerce").mean()
                for name in ("job_s", "overhead_s")},
             **{name: joined(point_runs[name])
-               for name in ("nccl_network", "nccl_fallback", "slurm_cluster")},
+               for name in ("nccl_network", "nccl_fallback", "slurm_cluster",
+                            "precision_note")},
             "unit": joined(point_runs["unit"]) or "images",
             **{name: pd.to_numeric(point_runs[name], errors="coerce").mean()
                for name in ("tokens_per_s", "tokens_per_s_per_gpu", "time_to_solution_s")},

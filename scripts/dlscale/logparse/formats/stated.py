@@ -4,7 +4,9 @@ ResNet50 2 GPUs`, TensorFlow's `Using MirroredStrategy with devices (...)`, `Num
 devices: 4`, Horovod's size, Lightning's `Starting with 2 processes`, and the user's
 setting patterns; and what a script prints after evaluate() (`Test accuracy: 0.87`).
 
-The same setting stated again after a run's results begins the next run. SLURM's end of a
+torch's warning that it disabled autocast (no CUDA) is a note of the run's
+(`precision_note`): its precision asked for was not applied. The same setting stated again
+after a run's results begins the next run. SLURM's end of a
 job or step it cancelled (`slurmstepd: error: *** JOB 123 ON n1 CANCELLED AT ... DUE TO
 TIME LIMIT ***`) leaves the run unfinished: its epoch in progress cut, the reason kept.
 """
@@ -51,6 +53,13 @@ DEVICES = re.compile(r"^\s*Devices:\s*\[(.*)\]\s*$")  # tf_cnn_benchmarks' heade
 TEST_PRINT = re.compile(r"^\s*test[ _](loss|accuracy|acc)\s*[:=]\s*"
                         r"(-?(?:nan|inf|\d+(?:\.\d+)?(?:e[-+]?\d+)?))\s*(%?)\s*$",
                         re.IGNORECASE)
+
+
+# torch's warning where autocast(device_type="cuda") finds no CUDA (2.x's words, then
+# 1.x's): the run trains in float32 whatever precision its flags ask for
+AUTOCAST_OFF = re.compile(r"CUDA is not available or torch_xla is imported\. Disabling "
+                          r"autocast|device_type of 'cuda', but CUDA is not available\. "
+                          r"Disabling")
 
 
 CANCELLED = re.compile(r"\*\*\* (?:JOB|STEP) (\S+) ON (\S+) CANCELLED AT (\S+)"
@@ -145,6 +154,13 @@ class Reader(StreamFormat):
             stream.stated.append((number, found))  # (for epochs read at the stream's end)
             return True
         run = stream.runs[-1]
+        if "Disabling" in text and (m := AUTOCAST_OFF.search(text)) is not None:
+            if "precision_note" not in run.facts:
+                run.facts["precision_note"] = (
+                    f"torch disabled autocast (line {number}: {m[0]}): the run trained in "
+                    "float32 whatever precision it asked for")
+                run.warnings.append(f"{stream.path}:{number}: {run.facts['precision_note']}")
+            return True
         if "CANCELLED" in text and (m := CANCELLED.search(text)) is not None:
             stream.flush()  # what was pending is finished; the epoch after it is not
             run.cut, run.cut_epoch = True, run.last + 1
