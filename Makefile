@@ -199,7 +199,7 @@ lint: setup
 docs: setup
 	$(VENV)/bin/python -m dlscale.core.schema_docs config/schema.yaml > docs/configuration.md.tmp
 	mv docs/configuration.md.tmp docs/configuration.md
-	$(VENV)/bin/python -m dlscale.core.columns --write docs/analysis.md
+	$(VENV)/bin/python -m dlscale.core.columns_docs --write docs/analysis.md
 
 clean:
 	rm -rf results logs benchmarks .snakemake

@@ -312,14 +312,14 @@ def test_scripts_are_command_lines_and_modules_have_one_job():
 def test_the_column_registry_is_what_scaling_csv_holds_and_what_the_docs_list():
     """dlscale.core.columns declares each column once (name, unit, meaning): scaling.csv is
     built in its order, and docs/analysis.md carries its table as `make docs` writes it."""
-    from dlscale.core import columns
+    from dlscale.core import columns, columns_docs
     from dlscale.reporting import analysis
 
     # both paths of analysis.scaling select these, in this order
     assert analysis.SCALING_COLUMNS + analysis.EXTRA_COLUMNS == [c.name for c in columns.SCALING]
     assert set(analysis.MEASURED) < set(analysis.SCALING_COLUMNS + analysis.EXTRA_COLUMNS)
     text = (ROOT / "docs" / "analysis.md").read_text()
-    assert text.split(columns.BEGIN)[1].split(columns.END)[0] == columns.render()
+    assert text.split(columns_docs.BEGIN)[1].split(columns_docs.END)[0] == columns_docs.render()
     declared = columns.SCALING + columns.RUNS + columns.ACCOUNTED
     assert len({c.name for c in declared}) == len(declared)
 
@@ -376,13 +376,13 @@ def test_no_module_is_imported_under_the_name_of_the_keras_backend_module():
 
 
 def test_make_docs_refuses_a_document_that_lost_a_marker_and_writes_nothing(tmp_path):
-    from dlscale.core import columns
+    from dlscale.core import columns_docs
 
     doc = tmp_path / "analysis.md"
-    text = f"# Analysis\n\n{columns.BEGIN}old table\n\n## After the table\n\nkept\n"
+    text = f"# Analysis\n\n{columns_docs.BEGIN}old table\n\n## After the table\n\nkept\n"
     doc.write_text(text)
     with pytest.raises(SystemExit) as stop:
-        columns.write(str(doc))
+        columns_docs.write(str(doc))
     assert "lacks <!-- columns: end -->" in str(stop.value) and "\n" not in str(stop.value)
     assert doc.read_text() == text
 

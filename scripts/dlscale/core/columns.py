@@ -4,13 +4,10 @@ Like ReFrame's performance variables: each number the study reports is named her
 its unit and a one-line meaning, and where it comes from. The per-run table takes each
 column with a `source` from run.json or epochs.jsonl (runtable); runs.csv holds the
 columns with a `runs` role, in this order (analysis); scaling.csv its own, in this order;
-docs/analysis.md carries the table `render()` makes (`make docs`; a test compares them).
+docs/analysis.md carries the table columns_docs renders (`make docs`; a test compares them).
 A log's table (`dlscale parse-log`) holds the per-run table's columns, LOG_COLUMNS, the facts
 its formats set (LOG_FACTS) and the metrics the log printed, under their names.
 Adding a column from run.json is its declaration here, the writer of the key, and a test.
-
-  python -m dlscale.core.columns                          # the table, on stdout
-  python -m dlscale.core.columns --write docs/analysis.md  # between its markers
 """
 
 from __future__ import annotations
@@ -407,48 +404,3 @@ EXTRA_COLUMNS = [c.name for c in SCALING if not c.since_v1]  # older tables may 
 MEASURED = [c.name for c in SCALING if c.measured]  # one value per point, from its runs
 ACCOUNTED_COLUMNS = tuple(c.name for c in ACCOUNTED)
 
-
-def render() -> str:
-    """The Markdown table of every column with its unit, meaning and source."""
-    lines = ["| column | table | unit | meaning | from |", "|---|---|---|---|---|"]
-    for table, columns in (("scaling.csv", SCALING), ("runs.csv", RUNS + ACCOUNTED),
-                           ("epochs.csv", EPOCHS),
-                           ("epochs.csv (parse-log)", LOG_COLUMNS + LOG_FACTS),
-                           ("breakdown.csv", BREAKDOWN),
-                           ("prediction.csv", PREDICTION)):
-        lines += [f"| `{c.name}` | {table}{', runs.csv' if c.runs and c in SCALING else ''} "
-                  f"| {c.unit or '-'} | {c.meaning} | {_origin(c)} |" for c in columns]
-    return "\n".join(lines) + "\n"
-
-
-def _origin(column: Column) -> str:
-    if column.source:
-        return f"`{column.source}`"
-    return "the runs" if column.measured else "computed"
-
-
-BEGIN, END = "<!-- columns: generated -->\n", "<!-- columns: end -->\n"
-
-
-def write(path: str) -> None:
-    """Replace what stands between BEGIN and END in `path` with render()'s table."""
-    from pathlib import Path
-
-    text = Path(path).read_text()
-    head, begun, rest = text.partition(BEGIN)
-    _, ended, tail = rest.partition(END)
-    if not (begun and ended):  # a lost marker would drop everything after the table
-        missing = " and ".join(m.strip() for m, found in ((BEGIN, begun), (END, ended))
-                               if not found)
-        raise SystemExit(f"error: {path} lacks {missing}: expected the generated table "
-                         f"between {BEGIN.strip()} and {END.strip()}; nothing written")
-    Path(path).write_text(head + BEGIN + render() + END + tail)
-
-
-if __name__ == "__main__":
-    import sys
-
-    if sys.argv[1:2] == ["--write"]:
-        write(sys.argv[2])
-    else:
-        print(render(), end="")
