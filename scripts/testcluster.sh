@@ -58,6 +58,15 @@ CGROUPS="${DLSCALE_CGROUPS:-/sys/fs/cgroup}"
 proctrack() {
     if [ -w "$CGROUPS/freezer" ]; then echo proctrack/cgroup; else echo proctrack/linuxproc; fi
 }
+# A job's memory held to what it asks for (--mem), as sites hold it (task/cgroup with
+# ConstrainRAMSpace: the kernel's out-of-memory killer ends a job past it), where this
+# machine lets SLURM write cgroup v1's memory hierarchy; else nothing holds it.
+taskplugin() {
+    if [ -w "$CGROUPS/memory" ] && [ -w "$CGROUPS/freezer" ]; then echo task/cgroup; else echo task/none; fi
+}
+constrain_ram() {
+    if [ "$(taskplugin)" = task/cgroup ]; then echo yes; else echo no; fi
+}
 NODES=(n1 n2 n3 n4)
 # the partitions, each "name:nodes"; the first is the default
 PARTITIONS=(debug:n1,n2 second:n3,n4)
@@ -314,7 +323,7 @@ SlurmctldPort=16817
 SlurmUser=root
 AuthType=auth/munge
 ProctrackType=$(proctrack)
-TaskPlugin=task/none
+TaskPlugin=$(taskplugin)
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
 GresTypes=gpu
@@ -339,9 +348,10 @@ InactiveLimit=0
 ${nodes}$(partition_lines)
 EOF
     printf '%s\nAutoDetect=off\n%s' "$MARKER" "$gres" > "$ETC/gres.conf"
-    # proctrack/cgroup as sites run it (v1's freezer; nothing constrained: 2 CPUs here)
+    # proctrack/cgroup and task/cgroup as sites run them (v1's freezer and memory): a job
+    # held to its --mem (ConstrainRAMSpace); its cores not constrained (2 CPUs here)
     printf '%s\n' "$MARKER" CgroupPlugin=cgroup/v1 CgroupAutomount=no \
-        "CgroupMountpoint=$CGROUPS" ConstrainCores=no ConstrainRAMSpace=no \
+        "CgroupMountpoint=$CGROUPS" ConstrainCores=no "ConstrainRAMSpace=$(constrain_ram)" \
         ConstrainDevices=no > "$ETC/cgroup.conf"
     (umask 077; cat > "$DBD_CONF" <<EOF
 $MARKER (scripts/testcluster.sh): slurmdbd over the MariaDB in $DIR/mysql

@@ -2,11 +2,13 @@
 jobs go to the test cluster's partition `second`, nodes n3 and n4, so that it runs beside
 test_slurm.py, which has `debug`): a timeout and a failure, a cancelled point and a
 cancelled probe, your own script's tasks, a command that leaves children or never ends,
-and a Snakemake restarted while its point trains."""
+a Snakemake restarted while its point trains, and a point past its job's memory (the
+cluster's task/cgroup holds a job to its --mem, as sites' ConstrainRAMSpace does)."""
 
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import time
@@ -14,8 +16,10 @@ import time
 import pandas as pd
 import pytest
 from conftest import (
+    IN_CI,
     ROOT,
     TABLES,
+    needs_torch,
     run_snakemake,
     start_snakemake,
     training_processes,
@@ -299,3 +303,37 @@ def test_a_restarted_snakemake_never_holds_two_allocations_for_one_point(profile
     assert [(a["status"], a["slurm_job_id"]) for a in attempts] == [("completed", job)]
     log = (tmp_path / "logs/train/SimpleCNN/gpus1/rep1.log").read_text()
     assert "another job completed" in log and "nothing is trained again" in log
+
+
+@needs_torch
+def test_a_batch_past_its_jobs_memory_is_a_result_through_slurm(profile, tmp_path):
+    """The seed study's chapter 11 train.py, unchanged, over its batch through the SLURM
+    profile (tests/configs/chapter11-slurm.yaml): each point a job of 1400 MiB (--mem);
+    SLURM's cgroup lets 128 a batch train and the kernel ends 8192 past it: an
+    out_of_memory row, a result (snakemake exits 0; srun exits 1 after such a step), the
+    first page naming 128, and SLURM's accounting saying OUT_OF_MEMORY."""
+    shown = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True,
+                           check=True).stdout
+    if not re.search(r"^ConstrainRAMSpace\s*=\s*yes", shown, re.MULTILINE):
+        message = ("the test cluster holds no job to its memory: scripts/testcluster.sh "
+                   "uses task/cgroup only where cgroup v1's memory hierarchy is writable")
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    for name in ("examples", ".venv-torch"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    config = f"--configfile={ROOT / 'tests' / 'configs' / 'chapter11-slurm.yaml'}"
+    run_snakemake(tmp_path, *profile, config)
+    runs = pd.read_csv(tmp_path / "results/tables/runs.csv").set_index("batch_per_gpu")
+    assert runs.loc[128, "status"] == "completed", runs.loc[128, "problem"]
+    assert runs.loc[8192, "status"] == "out_of_memory", runs.loc[8192, "problem"]
+    assert "the kernel's out-of-memory killer" in runs.loc[8192, "problem"]
+    fit = next(line for line in (tmp_path / "results/report/first-page.rst").read_text()
+               .splitlines() if line.startswith("- chapter11 on 1 GPU"))
+    assert "the largest batch per GPU that fit is 128 (" in fit
+    assert fit.endswith("; 8192 ran out of memory")
+    job = str(int(runs.loc[8192, "slurm_job_id"]))
+    assert accounted_states([job]) == ["COMPLETED"]  # the job's batch step: dlscale's
+    steps = subprocess.run(["sacct", "-n", "-P", "-o", "JobID,State", "-j", job],
+                           capture_output=True, text=True, check=True).stdout
+    assert "|OUT_OF_MEMORY" in steps, steps  # the point's own step: the kernel's kill

@@ -211,6 +211,24 @@ def test_a_point_the_kernel_kills_for_memory_in_its_cgroup_is_out_of_memory(tmp_
             cwd=SCRIPTS, capture_output=True, text=True, timeout=120)
         record = json.loads((tmp_path / "other" / "run.json").read_text())
         assert record["status"] == "killed" and "SIGKILL" in record["failure"]
+        # your command (sweep.commands: run_command.py records its ending itself), killed
+        # by the kernel in the command's shell (`a && b` execs b) or in a child the shell
+        # waits for (it exits 128 + 9): out_of_memory both (`killed` on the SLURM test
+        # cluster before, its task/cgroup holding the job)
+        allocate = f'{sys.executable} -c "b = bytearray(400 * 2 ** 20)"'
+        for name, text, kills in (("exec", f"true && {allocate}", "1 to 2"),
+                                  ("waited", f"{allocate}; exit $?", "2 to 3")):
+            proc = subprocess.run(
+                ["sh", "-c", f'echo $$ > {child}/cgroup.procs && exec "$@"', "sh",
+                 sys.executable, str(SCRIPTS / "launch.py"), "--plan",
+                 json.dumps({**plan, "command": True}), "--record", str(tmp_path / name),
+                 "--", sys.executable, str(SCRIPTS / "run_command.py"), "--command", text,
+                 "--model", "M", "--out", str(tmp_path / name), "--lr", "0.1",
+                 "--device", "cpu", "--telemetry-interval", "0"],
+                cwd=SCRIPTS, capture_output=True, text=True, timeout=120)
+            record = json.loads((tmp_path / name / "run.json").read_text())
+            assert record["status"] == "out_of_memory", (name, record["failure"])
+            assert f"(oom_kill {kills})" in record["failure"]
     finally:
         for _ in range(50):  # empty once its processes have ended
             try:

@@ -141,8 +141,9 @@ class KernelKills:
 
     def reason(self, returncode: int) -> str | None:
         """Why a point whose worker ended with `returncode` ran out of memory: the kernel
-        killed a process of its cgroup meanwhile; None for any other ending."""
-        if returncode != -signal.SIGKILL or self.before is None:
+        killed a process of its cgroup meanwhile; None for any other ending. The worker
+        killed, or a shell whose child was (a command's `a && b`: it exits 128 + 9)."""
+        if returncode not in (-signal.SIGKILL, 128 + signal.SIGKILL) or self.before is None:
             return None
         after = oom_kills()
         if after is None or after[0] != self.before[0] or after[1] <= self.before[1]:

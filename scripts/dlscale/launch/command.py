@@ -58,6 +58,7 @@ from dlscale.core.contract import (
 from dlscale.core.errors import PlanError
 from dlscale.core.files import write_jsonl_atomic
 from dlscale.jobs import phases, slurm
+from dlscale.jobs.memoryhold import KernelKills
 from dlscale.jobs.processes import KILL_GRACE_S, adopt_orphans, end_tree, killed_reason, spawn
 
 PLACEHOLDERS = ("gpus", "nodes", "tasks", "batch_per_gpu", "global_batch", "epochs", "lr",
@@ -265,12 +266,17 @@ class Output:
 
 
 def ending(returncode: int, epochs: list[dict], facts: dict, problem: str | None,
-           planned_epochs: int | None, log: Path) -> tuple[Status, str | None]:
-    """How the command's point ended, by the rules of dlscale's own points: killed by a
-    signal, a non-zero exit, no result, a NaN or infinite loss, an epoch time that is
-    not a finite non-negative number, fewer epochs than planned; else completed."""
+           planned_epochs: int | None, log: Path, out_of_memory: str | None = None
+           ) -> tuple[Status, str | None]:
+    """How the command's point ended, by the rules of dlscale's own points: out of memory
+    (`out_of_memory`: the kernel's kill in its cgroup, KernelKills), killed by a signal, a
+    non-zero exit, no result, a NaN or infinite loss, an epoch time that is not a finite
+    non-negative number, fewer epochs than planned; else completed."""
     from dlscale.logparse.lines import last_lines
 
+    if out_of_memory:
+        return Status.OUT_OF_MEMORY, (f"{out_of_memory}; its last lines: "
+                                      + " | ".join(last_lines(log, 3)))
     if returncode < 0:
         return Status.KILLED, killed_reason(-returncode, "the command") + (
             "; its last lines: " + " | ".join(last_lines(log, 3)))
@@ -323,6 +329,7 @@ def main(argv=None) -> int:
             os.killpg(proc.pid, signal.SIGCONT)  # a stopped command acts on it once continued
 
     phases.mark("first_step")
+    kills = KernelKills()  # a cgroup's (SLURM's ConstrainRAMSpace): its out-of-memory kills
     proc = spawn(["bash", "-c", command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                  stdin=subprocess.DEVNULL)
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -366,7 +373,8 @@ def main(argv=None) -> int:
 
     uses_epochs = any(f == "epochs" for _, f, _, _ in string.Formatter().parse(args.command))
     status, reason = ending(returncode, epochs, facts, problem,
-                            args.epochs if uses_epochs else None, log)
+                            args.epochs if uses_epochs else None, log,
+                            kills.reason(returncode))
     facts["notes"] = facts.get("notes", []) + notes
     telemetry = ({"file": TELEMETRY, "interval_s": args.telemetry_interval,
                   "gpu_note": sampler.gpu_note} if sampler else None)

@@ -411,8 +411,10 @@ def as_own_step(args: argparse.Namespace, command: list[str], srun: list[str], e
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, pass_on)
     returncode = proc.wait()
-    if (args.record / RUN_JSON).exists():
-        return returncode
+    if (args.record / RUN_JSON).exists():  # the step's launcher recorded the point: its
+        # status stands (srun exits 1 after a step the kernel's out-of-memory killer was
+        # in, whatever its task returned), a stop's goes on
+        return returncode if returncode > 128 else 0
     killed = returncode - 128 if 128 < returncode < 128 + signal.NSIG else 0
     record_end(args.record, -killed if killed else returncode, args.log, started, args.plan,
                terminated=STOPS[0] if STOPS else 0,
