@@ -138,3 +138,24 @@ def test_a_tok_per_sec_step_line_is_the_runs_rate_after_a_tenth_of_its_steps():
     assert run.rate == pytest.approx(sum(r for _s, r in found[skip:]) / (len(found) - skip))
     assert (run.unit, run.per_gpu) == ("tokens", False)  # its words say no GPU
     assert not run.epochs  # its `epoch: 1` field is no epoch line
+
+
+def test_a_global_tps_beside_its_per_gpu_one_is_the_runs_rate_on_8_gpus():
+    # a nanoGPT-like trainer (saforem2/wordplay) under mpirun on 8 GPUs, its terminal log
+    # in a course's homework file: `step=10 ... tps=1.84693e+06 tps_per_gpu=230866`, the
+    # first the run's (its legend: "Tokens per second"), read as "no finished epoch" before
+    path = LOGS / "wordplay_ddp_8gpu_sophia.md"
+    [run] = parse_file_runs(str(path))
+    found = [(int(s), float(g), float(e)) for s, g, e in printed(
+        path, r"step=(\d+) .* tps=([\d.e+]+) tps_per_gpu=([\d.e+]+)")]
+    skip = len(found) // 10
+    assert run.facts["steps_done"] == found[-1][0] and run.facts["steps_skipped"] == skip
+    assert run.rate == pytest.approx(sum(g for _s, g, _e in found[skip:]) / (len(found) - skip))
+    assert (run.unit, run.per_gpu) == ("tokens", False)
+    assert run.settings["gpus"] == 8  # the file's world size: its rate per GPU an eighth
+    assert run.rate / 8 == pytest.approx(
+        sum(e for _s, _g, e in found[skip:]) / (len(found) - skip), rel=1e-4)
+    # nanoGPT's sizes: `number of parameters: 85.00M` (rounded), `num_params=85003776`,
+    # then its optimizer's groups (`with 19,200 parameters`): the model's is the exact one
+    [exact] = printed(path, r"num_params=(\d+)")
+    assert run.facts["parameters"] == int(exact)

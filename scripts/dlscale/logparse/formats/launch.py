@@ -74,7 +74,9 @@ DIST_WORLD = re.compile(r"\bdist_world_size=(\d+)\b")
 # discovery (`world_size=24`), a script's own print
 WORLD_SIZE = re.compile(r"(?<![\w.])world_size(?: \.+ | ?= ?|: )(\d+)\b")
 EXITS = re.compile(r"\bProcess (\d+) exits (?:successfully|with return code)")
-ENV_TASKS = re.compile(r"\b(SLURM_NTASKS|WORLD_SIZE|OMPI_COMM_WORLD_SIZE|PMI_SIZE)[=:] ?(\d+)\b")
+# (ezpz, ALCF's launcher helpers, echoes WORLD_SIZE_IN_USE=8 beside WORLD_SIZE_TOTAL)
+ENV_TASKS = re.compile(r"\b(SLURM_NTASKS|WORLD_SIZE(?:_IN_USE)?|OMPI_COMM_WORLD_SIZE|PMI_SIZE)"
+                       r"[=:] ?(\d+)\b")
 ENV_NODES = re.compile(r"\b(SLURM_NNODES|SLURM_JOB_NUM_NODES) ?[=:] ?(\d+)\b")
 # a job script's echo of its allocation: the node list, a banner's nodes, the cluster
 NODELIST = re.compile(r"\bSLURM_(?:JOB_)?NODELIST\s*[=:]\s*([\w.\-\[\],]+)")

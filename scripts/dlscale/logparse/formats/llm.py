@@ -4,6 +4,7 @@
   [default0]:[12/07/2026 03:57:36 PM] INFO - > Max reserved GPU Memory: 61.59
   [titan] ... step:  2  loss: 10.6  memory: 169.10GiB(94.81%)  tps: 9,891  mfu: 37.04%
   step 00002 (0.00%) | loss: 7.252057 | lrm: 1.00 | dt: 5.71ms | tok/sec: 22,429 | mfu: 0.00
+  step=10 loss=3.22448 dt=0.28387 ... tps=1.84693e+06 tps_per_gpu=230866 mfu=46.1191
 
 The first two are the 2026 edition's chapter 15 (`benchmark.py`: the Hugging Face
 Trainer's run, its throughput per GPU computed from train_runtime, warm-up included, and
@@ -40,19 +41,23 @@ from dlscale.logparse.runs import StreamFormat
 NAME = "llm"
 PER_GPU_LINE = re.compile(r"Training throughput:\s*([\d.]+)\s*Tokens/s/GPU", re.IGNORECASE)
 RESERVED = re.compile(r"Max reserved GPU Memory:\s*([\d.]+)", re.IGNORECASE)
-STEP = re.compile(r"(?<![\w/])step[:\s]\s*0*(\d+)\b", re.IGNORECASE)
+STEP = re.compile(r"(?<![\w/])step[:=\s]\s*0*(\d+)\b", re.IGNORECASE)
+# (the first on the line: `tps=1.84693e+06 tps_per_gpu=230866` is the run's, then a GPU's)
 TOKENS = re.compile(r"\b(tps|tok/s(?:ec)?|tokens?/s(?:ec)?(?:/gpu|/device)?|tokens per second"
                     r"(?: per (?:gpu|device))?|tokens_per_sec(?:ond)?(?:_per_(?:gpu|device))?)"
-                    r"\s*[:=]?\s*(\d[\d,]*(?:\.\d+)?)", re.IGNORECASE)
+                    r"\s*[:=]?\s*(\d[\d,]*(?:\.\d+)?(?:e[+-]?\d+)?)", re.IGNORECASE)
 PER_GPU_WORDS = re.compile(r"gpu|device", re.IGNORECASE)
 MFU = re.compile(r"\bmfu\s*[:=]?\s*([\d.]+)\s*%?", re.IGNORECASE)
 TFLOPS = re.compile(r"\btflops\s*[:=]?\s*([\d.]+)", re.IGNORECASE)
 STEP_MEMORY = re.compile(r"\bmemory\s*[:=]\s*([\d.]+)\s*GiB", re.IGNORECASE)
-# (a model has thousands of parameters at least: "3 parameters groups" is no model's size)
+# (a model has thousands of parameters at least: "3 parameters groups" is no model's size;
+# nanoGPT's `number of parameters: 85.00M` is rounded, its `num decayed parameter tensors:
+# 50, with 85,771,008 parameters` a group's: the run's size is the first exact count)
 PARAMETERS = re.compile(r"(\d{1,3}(?:,\d{3})+|\d{4,})\s+(?:total |trainable )?parameters\b"
                         r"|(?:number of "
-                        r"(?:trainable )?parameters|num_params)\s*[:=]\s*(\d[\d,]*)",
-                        re.IGNORECASE)
+                        r"(?:trainable )?parameters|num_params)\s*[:=]\s*(\d[\d,]*(?:\.\d+)?)"
+                        r"\s*([KMB]\b)?", re.IGNORECASE)
+SCALE = {"k": 1e3, "m": 1e6, "b": 1e9}
 BATCHES = re.compile(r"local batch size (\d+), global batch size (\d+)\b.*?"
                      r"sequence length (\d+)", re.IGNORECASE)
 # the steps a run was to take: torchtitan's `total steps 10`, a counter's `step 5/100`
@@ -76,6 +81,7 @@ class Reader(StreamFormat):
         self.steps: list[tuple[int, float, float | None, float | None, float | None]] = []
         self.scope: tuple[bool, str] | None = None  # (per GPU, why) of the step lines
         self.pending: dict = {}  # what lines before a run said of it (PARAMETERS, BATCHES)
+        self.exact = False  # its parameters stated exactly (not `85.00M`)
         self.batches: tuple[int, int] | None = None  # tokens a step: (one GPU's, the run's)
         self.total: int | None = None  # the steps the run was to take, where said
 
@@ -128,7 +134,7 @@ class Reader(StreamFormat):
         if self.pending and (run.rate is not None or run.epochs):  # (a Trainer's run, say)
             for key, value in self.pending.items():
                 run.facts.setdefault(key, value)
-            self.pending = {}  # stated before this run: not the next one's
+            self.pending, self.exact = {}, False  # stated before this run: not the next's
 
     def steps_ended(self, run) -> None:
         """The run of step lines: its steady rate, steps, MFU, memory."""
@@ -164,7 +170,11 @@ class Reader(StreamFormat):
         """A line that states the model's size or the tokens of a step, kept for the run
         the lines after it make (PARAMETERS, BATCHES)."""
         if found := PARAMETERS.search(text):
-            self.pending["parameters"] = int(number(found[1] or found[2]))
+            if "parameter tensors" in text or self.exact:
+                return True  # a group's count, or the size already stated exactly
+            self.exact = found[3] is None and "." not in (found[2] or "")
+            self.pending["parameters"] = int(number(found[1] or found[2])
+                                             * SCALE.get((found[3] or "").lower(), 1))
             return True
         if found := BATCHES.search(text):
             local, total, length = (int(g) for g in found.groups())
