@@ -1,5 +1,5 @@
 """The grammar of Keras' printed lines: epoch headers and result lines of every Keras
-(tests/unit/test_keraslog.py has each, and real captured logs):
+(tests/unit/test_keras_logs.py has each, and real captured logs):
 
   verbose=2, Keras 2 (2021):   196/196 - 45s - loss: 1.7626 - accuracy: 0.3536
   verbose=2, Keras 2.11-2.13:  25/25 - 14s - loss: 2.1255 - accuracy: 0.2195 - 14s/epoch
