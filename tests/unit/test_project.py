@@ -444,3 +444,6 @@ def test_the_reader_re_exports_nothing_and_reaches_the_miner_through_the_registr
         "# 10: a script's own epoch lines (formats.mined)", "")
     assert "mined" not in re.findall(r"from dlscale\.logparse\.formats import ([^\n]+)",
                                      text)[0]
+    # nor any format's module: the GPU count a run's settings give is shared machinery
+    # (runs.job_gpus), not formats.stated's
+    assert re.findall(r"from dlscale\.logparse\.formats\.\w+", text) == []

@@ -18,7 +18,6 @@ from collections import deque
 from pathlib import Path
 
 from dlscale.logparse.formats import LAUNCH, LOG, STREAM
-from dlscale.logparse.formats.stated import batch_processes, job_gpus
 from dlscale.logparse.lines import (
     ANSI,
     Lines,
@@ -36,6 +35,8 @@ from dlscale.logparse.runs import (
     ParsedLog,
     Stream,
     absorb,
+    batch_processes,
+    job_gpus,
 )
 from dlscale.logparse.templates import EPOCH_WORD, FIELD
 

@@ -310,3 +310,32 @@ class Stream:
         for reader in self.readers:
             runs = reader.settle(runs)
         return runs
+
+
+# --- a run's GPU count from what its lines stated (formats.stated, the reader) ----------
+def batch_processes(settings: dict[str, int]) -> tuple[int, str] | None:
+    """(processes, why) where a Trainer's banner gives them and nothing states the GPUs:
+    its total batch over a device's batch times the accumulation."""
+    if "accumulation" not in settings or "gpus" in settings:
+        return None
+    total, each, steps = (settings.get(k) for k in ("global_batch", "batch_per_gpu",
+                                                   "accumulation"))
+    if not (total and each and steps) or total % (each * steps):
+        return None
+    return total // (each * steps), (f"the Trainer's banner: Total train batch size {total} "
+                                     f"= {each} a device x {steps} accumulated x "
+                                     f"{total // (each * steps)} processes")
+
+
+def job_gpus(settings: dict[str, int]) -> dict[str, int]:
+    """A run's settings with its GPU count decided: what a line stated for the whole job
+    (Number of devices:, Horovod's size, --n_gpus...) over one worker's device list, then a
+    Trainer's banner (batch_processes)."""
+    if "devices" in settings or "accumulation" in settings:
+        settings = dict(settings)
+        if found := batch_processes(settings):
+            settings["gpus"] = found[0]
+        settings.pop("accumulation", None)
+        if "devices" in settings:
+            settings.setdefault("gpus", settings.pop("devices"))
+    return settings
