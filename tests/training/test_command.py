@@ -37,3 +37,23 @@ def test_a_script_that_fails_after_its_epochs_keeps_them_its_test_and_telemetry(
     summarised = [e for e in epochs if "rss_mb_peak" in e]
     assert summarised and all(e["rss_mb_peak"] > 100 and 0 <= e["cpu_percent"] <= 100
                               for e in summarised)
+
+
+def test_a_cpu_commands_memory_is_its_largest_processs_peak_where_its_output_gives_none(
+        tmp_path):
+    """On CPUs a command's output gives no memory (chapter 11's train.py prints `GPU memory
+    reserved: 0 GB`): the point's memory is its largest process's peak resident memory,
+    as dlscale's own CPU points record theirs (issue 98, item 3)."""
+    out = tmp_path / "run"
+    command = (f"{sys.executable} -c \"b = bytearray(300 * 2 ** 20); b[::4096] = "
+               "b'1' * len(b[::4096]); print('Epoch 1 took: 0.10s loss=0.5000 acc=10.0%'); "
+               "print('Epoch 2 took: 0.10s loss=0.4000 acc=11.0%'); "
+               "print('GPU memory reserved:    0 GB')\"")
+    proc = run_script("run_command.py", "--command", command, "--model", "m", "--epochs",
+                      "2", "--lr", "0.1", "--out", str(out), "--device", "cpu",
+                      "--telemetry-interval", "0")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = json.loads((out / "run.json").read_text())
+    assert run["status"] == "completed", run["failure"]
+    assert 300 / 1024 < run["memory_gib"] < 1.0  # the 300 MiB it touched, and Python
+    assert "ru_maxrss" in run["memory_from"] and "memory_note" not in run

@@ -55,6 +55,12 @@ def test_chapter_11s_train_py_unchanged_over_the_batch_names_the_largest_that_fi
                .splitlines() if line.startswith("- chapter11 on 1 GPU"))
     assert "the largest batch per GPU that fit is 128 (" in fit
     assert fit.endswith("; 4096 ran out of memory")
+    # train.py prints `GPU memory reserved: 0 GB` on a CPU: the point's memory is its
+    # largest process's peak resident memory (1.19 GiB here: with the libraries' pages,
+    # which the hold's 1100 MiB leaves out)
+    assert 0.3 < runs.loc[128, "memory_gib"] < 2, runs.loc[128, "memory_from"]
+    assert "libraries' pages included" in runs.loc[128, "memory_from"]
+    assert "GiB" in fit and "unknown" not in fit
     # its bf16 was never applied (torch disabled autocast on the CPU): said and flagged
     assert "torch disabled autocast" in runs.loc[128, "precision_note"]
     scaling = pd.read_csv(tmp_path / "results/tables/scaling.csv")

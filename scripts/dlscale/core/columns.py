@@ -189,7 +189,8 @@ RUNS = tuple(replace(c, runs=c.runs or CARRIED) for c in (
     Column("memory_from", "", "what memory_gib is: the output's line it was read from; for "
            "dlscale's points the chief's peak as its framework counts it on a GPU (torch's "
            "max_memory_reserved, TensorFlow's or JAX's peak), on CPUs the process's peak "
-           "resident memory (ru_maxrss)", True, source=_record("memory_from")),
+           "resident memory (ru_maxrss; for your command on CPUs, its largest process's, "
+           "where its output gives none)", True, source=_record("memory_from")),
     Column("memory_note", "", "why memory_gib is unknown (a log's 0.00: no GPU counted it; "
            "a counter that could not be read)", True, source=_record("memory_note")),
     Column("knobs", "", "the sweep.knobs the run was made with, by name: each a column of "

@@ -181,6 +181,22 @@ def read_output(reader, args) -> tuple[list[dict], dict, str | None, dict[int, i
     return epochs, facts, None, run.epochs.ended()
 
 
+def cpu_memory(note: str | None) -> dict:
+    """A CPU command's memory where its output gives none (or a GPU's 0: `note`): its
+    largest process's peak resident memory (ru_maxrss of the children it waited for), as
+    dlscale's own CPU points record theirs."""
+    import resource
+
+    kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # Linux: KiB
+    if not kib:
+        return {"memory_note": note} if note else {}
+    said = f"; {note}" if note else ""
+    return {"memory_gib": round(kib / 2 ** 20, 3),
+            "memory_from": "the command's largest process's peak resident memory "
+                           "(ru_maxrss: a CPU run; its libraries' pages included, which "
+                           f"the local memory hold leaves out){said}"}
+
+
 def add_telemetry(epochs: list[dict], ended: dict[int, int], arrived, sampler) -> None:
     """Each epoch's telemetry summary, over the window of its seconds that ends when its
     result line arrived (arrived[n - 1]: the sampler's time at the end of line n)."""
@@ -362,6 +378,8 @@ def main(argv=None) -> int:
         if sampler.error:
             notes.append(f"telemetry stopped sampling: {sampler.error}")
     epochs, facts, problem, ended = read_output(output.reader, args)
+    if args.device == "cpu" and "memory_gib" not in facts:
+        facts.update(cpu_memory(facts.pop("memory_note", None)))
     if sampler:
         add_telemetry(epochs, ended, output.arrived, sampler)
     write_jsonl_atomic(state / EPOCHS, epochs)  # what finished, also for launch.py's record
