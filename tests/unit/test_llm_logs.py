@@ -45,18 +45,23 @@ def test_the_chapters_output_is_tokens_per_gpu_never_images(name, gpus):
     assert "memory_gib" not in run.facts and "no GPU counted it" in run.facts["memory_note"]
 
 
-def test_parse_log_writes_tokens_per_s_of_the_run_and_of_a_gpu(tmp_path):
+def parse_log(log, tmp_path) -> tuple[dict, str]:
+    """`dlscale parse-log LOG`: (its table's one row, what it printed)."""
     out = tmp_path / "t.csv"
-    proc = subprocess.run([sys.executable, "-m", "dlscale.console", "parse-log",
-                           str(CHAPTER / "tokens_2rank_sdpa_b2_fp32.out"), "-o", str(out)],
-                          capture_output=True, text=True, check=True)
+    proc = subprocess.run([sys.executable, "-m", "dlscale.console", "parse-log", str(log),
+                           "-o", str(out)], capture_output=True, text=True, check=True)
     [row] = list(csv.DictReader(out.open()))
+    return row, proc.stdout
+
+
+def test_parse_log_writes_tokens_per_s_of_the_run_and_of_a_gpu(tmp_path):
+    row, printed_out = parse_log(CHAPTER / "tokens_2rank_sdpa_b2_fp32.out", tmp_path)
     [per_gpu] = printed(CHAPTER / "tokens_2rank_sdpa_b2_fp32.out",
                         r"([\d.]+) Tokens/s/GPU")
     assert float(row["tokens_per_s_per_gpu"]) == float(per_gpu)
     assert float(row["tokens_per_s"]) == pytest.approx(2 * float(per_gpu))
     assert row["unit"] == "tokens" and "logged_images_per_s" not in row
-    assert "tokens/s per GPU" in proc.stdout and "images" not in proc.stdout
+    assert "tokens/s per GPU" in printed_out and "images" not in printed_out
 
 
 def test_every_ranks_own_trainer_summary_is_one_run_and_a_difference_is_said():
@@ -102,14 +107,10 @@ def test_a_trainers_tokens_seen_are_the_runs_steady_tokens_per_s_not_an_epoch(pr
 
 
 def test_parse_log_gives_a_trainers_tokens_per_gpu_from_its_global_rate(tmp_path):
-    out = tmp_path / "t.csv"
-    proc = subprocess.run([sys.executable, "-m", "dlscale.console", "parse-log",
-                           str(TRAINER / "tokens_2proc.out"), "-o", str(out)],
-                          capture_output=True, text=True, check=True)
-    [row] = list(csv.DictReader(out.open()))
+    row, printed_out = parse_log(TRAINER / "tokens_2proc.out", tmp_path)
     assert float(row["tokens_per_s_per_gpu"]) == pytest.approx(float(row["tokens_per_s"]) / 2)
     assert row["gpus"] == "2" and row["epoch"] == "" and "logged_images_per_s" not in row
-    assert "images" not in proc.stdout
+    assert "images" not in printed_out
 
 
 def steps(path, pattern: str) -> list[tuple[int, float]]:
