@@ -540,6 +540,8 @@ def test_the_llm_chapters_benchmark_runs_unchanged_over_one_and_two_nodes(tmp_pa
         ("eager", 2), ("eager", 4), ("sdpa", 2), ("sdpa", 4)]
     two_nodes = scaling[scaling["nodes"] == 2]
     assert len(two_nodes) == 4 and two_nodes["efficiency"].notna().all()
-    assert two_nodes["cost_efficiency"].notna().all() and two_nodes["memory_gib"].isna().all()
+    # torch.cuda counts nothing on CPUs (`Max reserved GPU Memory: 0.00`): a rank's peak
+    # resident memory instead (ru_maxrss), never 0
+    assert two_nodes["cost_efficiency"].notna().all() and (two_nodes["memory_gib"] > 0).all()
     first = (tmp_path / "results/report/first-page.rst").read_text()
     assert "tokens/s per GPU" in first and "llama attention=sdpa batch\\_per\\_gpu=4" in first
