@@ -65,7 +65,7 @@ class Reader(StreamFormat):
 
     def __init__(self, stream):
         super().__init__(stream)
-        self.last = None  # the last total: (its run, line, images/s, GPUs, copies)
+        self.last = None  # the last total: (its run, line, images/s, GPUs)
 
     def read(self, number: int, text: str) -> bool:
         if "ime" in text and (found := run_time(text)) is not None:
@@ -89,14 +89,14 @@ class Reader(StreamFormat):
         run.rate, gpus = total
         if gpus is not None:
             run.settings["gpus"] = gpus
-        self.last = (run, number, total[0], gpus, 1)
+        self.last = (run, number, total[0], gpus)
         return True
 
     def copy(self, last: tuple, number: int, rate: float) -> bool:
         """Another rank's or node's copy of the last total: counted once, noted."""
-        run, _line, first, gpus, copies = last
-        self.last = (run, number, first, gpus, copies + 1)
-        run.facts["summary_copies"] = copies + 1
+        run, _line, first, gpus = last
+        self.last = (run, number, first, gpus)
+        run.facts["summary_copies"] = run.facts.get("summary_copies", 1) + 1
         if rate != first:
             run.warnings.append(f"{self.stream.path}:{number}: another copy of the run's "
                                 f"total ({rate:g} images/s) differs from the first's "
